@@ -1,0 +1,19 @@
+// Each subcommand registers itself on the CLI11 app; its file owns its flags and its run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvs::cli {
+
+// Every register_* adds one subcommand whose callback runs it. A subcommand that fails throws
+// CommandError with the message to print; main() prints it to stderr and exits 1.
+struct CommandError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void register_run(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_convert(CLI::App& app);
+void register_synth(CLI::App& app);
+
+}  // namespace kvs::cli

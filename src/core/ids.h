@@ -1,0 +1,22 @@
+// Identifier types. Token ids stay plain int32 (they fill large arrays and match GGUF's int32
+// token ids); ids of KV objects are distinct types so they cannot be mixed up.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+
+namespace kvs {
+
+using TokenId = int32_t;
+
+struct BlockId {
+  uint32_t value = 0;
+  auto operator<=>(const BlockId&) const = default;
+};
+
+struct SeqId {
+  uint64_t value = 0;
+  auto operator<=>(const SeqId&) const = default;
+};
+
+}  // namespace kvs
