@@ -1,0 +1,34 @@
+#include "cli/model_options.h"
+
+#include <thread>
+
+namespace kvs::cli {
+
+std::string default_model_path() {
+#ifdef KVS_DEFAULT_MODEL_PATH
+  return KVS_DEFAULT_MODEL_PATH;
+#else
+  return "models/stories260K.gguf";
+#endif
+}
+
+void add_model_options(CLI::App& command, ModelOptions& options) {
+  command.add_option("-m,--model", options.model_path,
+                     "GGUF model file (default: stories260K converted at build time: " + default_model_path() + ")");
+  command.add_option("-t,--threads", options.threads, "Worker threads (default: all hardware threads)")
+      ->check(CLI::Range(1, 256));
+}
+
+LoadedModel load_model(const ModelOptions& options) {
+  const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
+  auto model = LlamaModel::load(path);
+  if (!model) throw CommandError(model.status().message());
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));
+  const size_t threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  return LoadedModel{.model = std::move(model).value(),
+                     .tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()),
+                     .pool = std::make_unique<ThreadPool>(threads)};
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,90 @@
+#include "kv/block_pool.h"
+
+#include <fmt/format.h>
+
+namespace kvs {
+
+BlockPool::BlockPool(size_t num_blocks) : meta_(num_blocks) {
+  KVS_ASSERT(num_blocks < BlockMeta::kNone, "pool of {} blocks is too large", num_blocks);
+  for (uint32_t i = 0; i < num_blocks; ++i) push_tail(i);
+}
+
+void BlockPool::unlink(uint32_t i) {
+  BlockMeta& m = meta_[i];
+  (m.prev_free == BlockMeta::kNone ? head_ : meta_[m.prev_free].next_free) = m.next_free;
+  (m.next_free == BlockMeta::kNone ? tail_ : meta_[m.next_free].prev_free) = m.prev_free;
+  m.prev_free = m.next_free = BlockMeta::kNone;
+  --num_free_;
+}
+
+void BlockPool::push_tail(uint32_t i) {
+  BlockMeta& m = meta_[i];
+  m.prev_free = tail_;
+  m.next_free = BlockMeta::kNone;
+  (tail_ == BlockMeta::kNone ? head_ : meta_[tail_].next_free) = i;
+  tail_ = i;
+  ++num_free_;
+}
+
+std::optional<std::vector<BlockId>> BlockPool::allocate(size_t n) {
+  if (n > num_free_) return std::nullopt;
+  std::vector<BlockId> out;
+  out.reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = head_;
+    unlink(i);
+    meta_[i].ref_count = 1;
+    meta_[i].content_hash = 0;  // reusing a block for new content evicts the old content
+    out.push_back(BlockId{i});
+  }
+  return out;
+}
+
+void BlockPool::retain(BlockId id) {
+  KVS_ASSERT(id.value < meta_.size(), "retain of block {} in a pool of {}", id.value, meta_.size());
+  BlockMeta& m = meta_[id.value];
+  if (m.ref_count == 0) unlink(id.value);
+  ++m.ref_count;
+}
+
+void BlockPool::release(BlockId id) {
+  KVS_ASSERT(id.value < meta_.size(), "release of block {} in a pool of {}", id.value, meta_.size());
+  BlockMeta& m = meta_[id.value];
+  KVS_ASSERT(m.ref_count > 0, "release of free block {}", id.value);
+  if (--m.ref_count == 0) {
+    m.last_access = ++clock_;
+    push_tail(id.value);
+  }
+}
+
+std::vector<BlockId> BlockPool::free_list() const {
+  std::vector<BlockId> out;
+  for (uint32_t i = head_; i != BlockMeta::kNone; i = meta_[i].next_free) out.push_back(BlockId{i});
+  return out;
+}
+
+Status BlockPool::check_invariants() const {
+  size_t linked = 0;
+  uint32_t prev = BlockMeta::kNone;
+  for (uint32_t i = head_; i != BlockMeta::kNone; i = meta_[i].next_free) {
+    if (i >= meta_.size()) return Status::corrupt(fmt::format("free list links to block {} of {}", i, meta_.size()));
+    if (meta_[i].ref_count != 0) {
+      return Status::corrupt(fmt::format("block {} is on the free list with ref count {}", i, meta_[i].ref_count));
+    }
+    if (meta_[i].prev_free != prev) {
+      return Status::corrupt(fmt::format("block {} has prev link {} but follows {}", i, meta_[i].prev_free, prev));
+    }
+    if (++linked > meta_.size()) return Status::corrupt("free list has a cycle");
+    prev = i;
+  }
+  if (prev != tail_) return Status::corrupt(fmt::format("free list ends at {} but tail is {}", prev, tail_));
+  size_t zero_refs = 0;
+  for (const BlockMeta& m : meta_) zero_refs += m.ref_count == 0;
+  if (linked != num_free_ || zero_refs != num_free_) {
+    return Status::corrupt(fmt::format("free count {} but {} blocks linked and {} with ref count 0", num_free_, linked,
+                                       zero_refs));
+  }
+  return Status::ok();
+}
+
+}  // namespace kvs

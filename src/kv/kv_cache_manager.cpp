@@ -1,0 +1,102 @@
+#include "kv/kv_cache_manager.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <set>
+
+namespace kvs {
+
+Status KvCacheConfig::validate() const {
+  KVS_RETURN_IF_ERROR(spec.validate());
+  if (spec.mla || spec.dtype != KvDType::kF32) {
+    return Status::unimplemented(fmt::format("the engine's KV storage holds f32 K/V; {} {} is sized by calc only",
+                                             spec.mla ? "MLA" : "", kv_dtype_name(spec.dtype)));
+  }
+  if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheConfig& config) {
+  KVS_RETURN_IF_ERROR(config.validate());
+  return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
+}
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config),
+      pool_(config.num_blocks),
+      storage_(KvShape{.num_layers = config.spec.num_layers,
+                       .num_kv_heads = config.spec.num_kv_heads,
+                       .head_dim = config.spec.head_dim,
+                       .block_size = config.spec.block_size,
+                       .num_blocks = config.num_blocks}) {}
+
+const BlockTable& KvCacheManager::table(SeqId seq) const {
+  auto it = tables_.find(seq.value);
+  KVS_ASSERT(it != tables_.end(), "unknown sequence {}", seq.value);
+  return it->second;
+}
+
+bool KvCacheManager::can_reserve(SeqId seq, size_t n) const {
+  auto it = tables_.find(seq.value);
+  const size_t needed = it == tables_.end() ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
+  return needed <= pool_.num_free_blocks();
+}
+
+bool KvCacheManager::reserve(SeqId seq, size_t n) {
+  auto it = tables_.find(seq.value);
+  const bool is_new = it == tables_.end();
+  const size_t needed = is_new ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
+  auto blocks = pool_.allocate(needed);
+  if (!blocks) return false;
+  if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size())).first;
+  it->second.add_blocks(*blocks);
+  return true;
+}
+
+KvSlot KvCacheManager::slot_of(SeqId seq, size_t position) const { return table(seq).slot_of(position); }
+
+void KvCacheManager::commit(SeqId seq, size_t n) {
+  auto it = tables_.find(seq.value);
+  KVS_ASSERT(it != tables_.end(), "commit to unknown sequence {}", seq.value);
+  it->second.advance(n);
+}
+
+void KvCacheManager::free(SeqId seq) {
+  auto it = tables_.find(seq.value);
+  if (it == tables_.end()) return;
+  for (BlockId b : it->second.take_blocks()) pool_.release(b);
+  tables_.erase(it);
+}
+
+size_t KvCacheManager::num_tokens(SeqId seq) const { return table(seq).num_tokens(); }
+std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const { return table(seq).blocks(); }
+
+KvUsage KvCacheManager::usage() const {
+  const size_t per_block = kv_bytes_per_block(config_.spec).total();
+  return KvUsage{.blocks_total = pool_.num_blocks(),
+                 .blocks_used = pool_.num_used_blocks(),
+                 .bytes_total = storage_.bytes(),
+                 .bytes_used = pool_.num_used_blocks() * per_block};
+}
+
+Status KvCacheManager::check_invariants() const {
+  KVS_RETURN_IF_ERROR(pool_.check_invariants());
+  std::set<uint32_t> seen;
+  for (const auto& [id, t] : tables_) {
+    if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), block_size())) {
+      return Status::corrupt(fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(),
+                                         t.blocks().size()));
+    }
+    for (BlockId b : t.blocks()) {
+      if (pool_.meta(b).ref_count == 0) return Status::corrupt(fmt::format("sequence {} holds free block {}", id, b.value));
+      if (!seen.insert(b.value).second) return Status::corrupt(fmt::format("block {} is in two block tables", b.value));
+    }
+  }
+  if (seen.size() != pool_.num_used_blocks()) {
+    return Status::corrupt(fmt::format("{} blocks in use but {} held by tables", pool_.num_used_blocks(), seen.size()));
+  }
+  return Status::ok();
+}
+
+}  // namespace kvs

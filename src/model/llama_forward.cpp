@@ -1,0 +1,118 @@
+#include "model/llama_forward.h"
+
+#include <algorithm>
+
+#include "attention/paged_attention.h"
+#include "tensor/convert.h"
+#include "tensor/matmul.h"
+#include "tensor/ops.h"
+
+namespace kvs {
+
+LlamaForward::LlamaForward(const LlamaModel& model, ThreadPool& pool)
+    : config_(model.config()), weights_(model.weights()), pool_(pool), scores_(pool.num_threads()) {}
+
+void LlamaForward::resize(size_t n) {
+  const ModelConfig& c = config_;
+  if (x_.size() >= n * c.dim) return;
+  x_.resize(n * c.dim);
+  xb_.resize(n * c.dim);
+  q_.resize(n * c.q_dim());
+  k_.resize(n * c.kv_dim());
+  v_.resize(n * c.kv_dim());
+  att_.resize(n * c.q_dim());
+  proj_.resize(n * c.dim);
+  gate_.resize(n * c.ffn_dim);
+  up_.resize(n * c.ffn_dim);
+}
+
+void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  const size_t n = batch.tokens.size();
+  KVS_ASSERT(batch.positions.size() == n && batch.sequence_of_token.size() == n && batch.kv_slots.size() == n,
+             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n,
+             batch.positions.size(), batch.sequence_of_token.size(), batch.kv_slots.size());
+  KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}",
+             logits.size(), batch.logits_for.size(), c.vocab_size);
+  KVS_ASSERT(kv.shape().num_layers == c.num_layers && kv.shape().num_kv_heads == c.num_kv_heads &&
+                 kv.shape().head_dim == c.head_dim,
+             "KV storage shape (layers {}, kv heads {}, head dim {}) does not match the model", kv.shape().num_layers,
+             kv.shape().num_kv_heads, kv.shape().head_dim);
+  if (n == 0) return;
+  resize(n);
+
+  // x[t] = embedding row of token t.
+  for (size_t t = 0; t < n; ++t) {
+    const TokenId id = batch.tokens[t];
+    KVS_ASSERT(id >= 0 && static_cast<size_t>(id) < c.vocab_size, "token id {} outside vocabulary of {}", id,
+               c.vocab_size);
+    dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(id), &x_[t * c.dim], c.dim);
+  }
+
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    // Attention block: xb = norm(x); q,k,v = xb W; rope; store k,v; attend; x += att Wo.
+    for (size_t t = 0; t < n; ++t) {
+      rmsnorm({&xb_[t * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, w.attn_norm, c.rms_eps);
+    }
+    matmul(w.wq, xb_, n, q_, pool_);
+    matmul(w.wk, xb_, n, k_, pool_);
+    matmul(w.wv, xb_, n, v_, pool_);
+    for (size_t t = 0; t < n; ++t) {
+      rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, c.rope_dim, batch.positions[t],
+                       c.rope_freq_base);
+      rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, c.rope_dim,
+                       batch.positions[t], c.rope_freq_base);
+      kv.write(l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
+    }
+    attention_layer(batch, kv, l, n);
+    matmul(w.wo, att_, n, proj_, pool_);
+    for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
+
+    // Feed-forward block: x += W_down (silu(xb W_gate) * xb W_up).
+    for (size_t t = 0; t < n; ++t) {
+      rmsnorm({&xb_[t * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, w.ffn_norm, c.rms_eps);
+    }
+    matmul(w.w_gate, xb_, n, gate_, pool_);
+    matmul(w.w_up, xb_, n, up_, pool_);
+    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
+      swiglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim}, {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
+    });
+    matmul(w.w_down, gate_, n, proj_, pool_);
+    for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
+  }
+
+  // Logits only for the rows asked for.
+  const size_t m = batch.logits_for.size();
+  if (m == 0) return;
+  final_.resize(m * c.dim);
+  for (size_t i = 0; i < m; ++i) {
+    const size_t t = batch.logits_for[i];
+    KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
+    rmsnorm({&final_[i * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, weights_.output_norm, c.rms_eps);
+  }
+  matmul(weights_.output, final_, m, logits, pool_);
+}
+
+void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n) {
+  const ModelConfig& c = config_;
+  const AttentionShape shape{.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim};
+  // Work items: (token, kv head) pairs, split evenly over threads.
+  const size_t items = n * c.num_kv_heads;
+  pool_.run([&](size_t thread, size_t num_threads) {
+    std::vector<float>& scores = scores_[thread];
+    const size_t begin = items * thread / num_threads;
+    const size_t end = items * (thread + 1) / num_threads;
+    for (size_t item = begin; item < end; ++item) {
+      const size_t t = item / c.num_kv_heads;
+      const size_t g = item % c.num_kv_heads;
+      const size_t n_ctx = batch.positions[t] + 1;
+      if (scores.size() < n_ctx) scores.resize(std::max(n_ctx, c.context_length));
+      const SequenceKvView& seq = batch.sequences[batch.sequence_of_token[t]];
+      paged_attention(kv, layer, seq.block_table, n_ctx, shape, &q_[t * c.q_dim()], &att_[t * c.q_dim()], g, g + 1,
+                      scores);
+    }
+  });
+}
+
+}  // namespace kvs

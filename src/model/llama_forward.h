@@ -1,0 +1,44 @@
+// The Llama decoder forward pass over a batch of tokens (prefill chunks and decode tokens of any
+// number of sequences alike). Reads weights, writes each token's K/V into its slot, reads
+// context K/V through the block tables, and returns logits for the requested tokens.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/llama_model.h"
+
+namespace kvs {
+
+class LlamaForward {
+ public:
+  LlamaForward(const LlamaModel& model, ThreadPool& pool);
+
+  // logits: [batch.logits_for.size()][vocab_size]. The KV storage's shape must match the model.
+  void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits);
+
+ private:
+  void attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n);
+  void resize(size_t n_tokens);
+
+  const ModelConfig& config_;
+  const LlamaWeights& weights_;
+  ThreadPool& pool_;
+  // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
+  std::vector<float> x_;       // residual stream [n][dim]
+  std::vector<float> xb_;      // normed input [n][dim]
+  std::vector<float> q_;       // [n][q_dim]
+  std::vector<float> k_;       // [n][kv_dim]
+  std::vector<float> v_;       // [n][kv_dim]
+  std::vector<float> att_;     // attention output [n][q_dim]
+  std::vector<float> proj_;    // output of wo / w_down [n][dim]
+  std::vector<float> gate_;    // [n][ffn]
+  std::vector<float> up_;      // [n][ffn]
+  std::vector<float> final_;   // normed rows whose logits are wanted [m][dim]
+  std::vector<std::vector<float>> scores_;  // per thread: [context]
+};
+
+}  // namespace kvs

@@ -1,0 +1,98 @@
+#include "model/llama_weights.h"
+
+#include <fmt/format.h>
+
+#include "tensor/convert.h"
+
+namespace kvs {
+namespace {
+
+Status shape_error(const gguf::File& file, const gguf::TensorInfo& t, const std::string& expected) {
+  std::string dims;
+  for (size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + std::to_string(t.dims[i]);
+  return Status::corrupt(fmt::format("{}: tensor '{}' has shape [{}], expected {} from the model config",
+                                     file.path(), t.name, dims, expected));
+}
+
+Expected<const gguf::TensorInfo*> find(const gguf::File& file, const std::string& name) {
+  const auto* t = file.find_tensor(name);
+  if (!t) return Status::corrupt(fmt::format("{}: tensor '{}' is missing", file.path(), name));
+  return t;
+}
+
+// A matrix [rows][cols]: GGUF dims {cols, rows}.
+Expected<WeightView> matrix(const gguf::File& file, const std::string& name, size_t rows, size_t cols) {
+  auto t = find(file, name);
+  if (!t) return t.status();
+  const gguf::TensorInfo& info = **t;
+  if (info.dims.size() != 2 || info.dims[0] != cols || info.dims[1] != rows) {
+    return shape_error(file, info, fmt::format("[{}, {}]", cols, rows));
+  }
+  if (cols % dtype_block_elements(info.type) != 0) {
+    return Status::corrupt(fmt::format("{}: tensor '{}' has rows of {} values, not a multiple of the {} block of {}",
+                                       file.path(), name, cols, dtype_name(info.type),
+                                       dtype_block_elements(info.type)));
+  }
+  return WeightView{.type = info.type, .data = info.data.data(), .rows = rows, .cols = cols};
+}
+
+Expected<std::vector<float>> vector(const gguf::File& file, const std::string& name, size_t n) {
+  auto t = find(file, name);
+  if (!t) return t.status();
+  const gguf::TensorInfo& info = **t;
+  if (info.dims.size() != 1 || info.dims[0] != n) return shape_error(file, info, fmt::format("[{}]", n));
+  if (n % dtype_block_elements(info.type) != 0) {
+    return Status::corrupt(fmt::format("{}: tensor '{}' of {} elements cannot be {}", file.path(), name, n,
+                                       dtype_name(info.type)));
+  }
+  std::vector<float> out(n);
+  dequantize_row(info.type, info.data.data(), out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const ModelConfig& c) {
+  LlamaWeights w;
+#define KVS_TRY_ASSIGN(lhs, expr) \
+  do {                            \
+    auto r_ = (expr);             \
+    if (!r_) return r_.status();  \
+    lhs = std::move(*r_);         \
+  } while (0)
+  KVS_TRY_ASSIGN(w.token_embedding, matrix(file, "token_embd.weight", c.vocab_size, c.dim));
+  w.layers.resize(c.num_layers);
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& lw = w.layers[l];
+    const std::string p = fmt::format("blk.{}.", l);
+    KVS_TRY_ASSIGN(lw.attn_norm, vector(file, p + "attn_norm.weight", c.dim));
+    KVS_TRY_ASSIGN(lw.wq, matrix(file, p + "attn_q.weight", c.q_dim(), c.dim));
+    KVS_TRY_ASSIGN(lw.wk, matrix(file, p + "attn_k.weight", c.kv_dim(), c.dim));
+    KVS_TRY_ASSIGN(lw.wv, matrix(file, p + "attn_v.weight", c.kv_dim(), c.dim));
+    KVS_TRY_ASSIGN(lw.wo, matrix(file, p + "attn_output.weight", c.dim, c.q_dim()));
+    KVS_TRY_ASSIGN(lw.ffn_norm, vector(file, p + "ffn_norm.weight", c.dim));
+    KVS_TRY_ASSIGN(lw.w_gate, matrix(file, p + "ffn_gate.weight", c.ffn_dim, c.dim));
+    KVS_TRY_ASSIGN(lw.w_up, matrix(file, p + "ffn_up.weight", c.ffn_dim, c.dim));
+    KVS_TRY_ASSIGN(lw.w_down, matrix(file, p + "ffn_down.weight", c.dim, c.ffn_dim));
+  }
+  KVS_TRY_ASSIGN(w.output_norm, vector(file, "output_norm.weight", c.dim));
+  if (c.tied_output) {
+    w.output = w.token_embedding;
+  } else {
+    KVS_TRY_ASSIGN(w.output, matrix(file, "output.weight", c.vocab_size, c.dim));
+  }
+#undef KVS_TRY_ASSIGN
+  return w;
+}
+
+size_t LlamaWeights::matrix_bytes() const {
+  size_t total = output.rows * output.row_bytes();
+  for (const auto& l : layers) {
+    for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      total += m->rows * m->row_bytes();
+    }
+  }
+  return total;
+}
+
+}  // namespace kvs

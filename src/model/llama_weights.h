@@ -1,0 +1,36 @@
+// Views of a Llama model's weights inside the mapped GGUF file, checked against the config.
+// 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype.
+#pragma once
+
+#include <vector>
+
+#include "core/status.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "tensor/weight_view.h"
+
+namespace kvs {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  WeightView wq;                 // [q_dim][dim]
+  WeightView wk;                 // [kv_dim][dim]
+  WeightView wv;                 // [kv_dim][dim]
+  WeightView wo;                 // [dim][q_dim]
+  std::vector<float> ffn_norm;   // [dim]
+  WeightView w_gate;             // [ffn][dim]  (llama2.c w1)
+  WeightView w_up;               // [ffn][dim]  (w3)
+  WeightView w_down;             // [dim][ffn]  (w2)
+};
+
+struct LlamaWeights {
+  WeightView token_embedding;    // [vocab][dim]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;  // [dim]
+  WeightView output;             // [vocab][dim]; the embedding when tied
+
+  static Expected<LlamaWeights> from_gguf(const gguf::File& file, const ModelConfig& config);
+  size_t matrix_bytes() const;   // bytes of every matrix read per decoded token (incl. output)
+};
+
+}  // namespace kvs

@@ -1,0 +1,91 @@
+#include "model/model_config.h"
+
+#include <fmt/format.h>
+
+namespace kvs {
+namespace {
+
+Expected<size_t> required_uint(const gguf::File& file, const std::string& key) {
+  const auto v = file.get_int(key);
+  if (!v) {
+    return file.find(key) ? Status::corrupt(fmt::format("{}: metadata '{}' is not an integer", file.path(), key))
+                          : Status::corrupt(fmt::format("{}: metadata '{}' is missing", file.path(), key));
+  }
+  if (*v <= 0) return Status::corrupt(fmt::format("{}: metadata '{}' must be positive, got {}", file.path(), key, *v));
+  return static_cast<size_t>(*v);
+}
+
+}  // namespace
+
+Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
+  ModelConfig c;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) return Status::corrupt(fmt::format("{}: metadata 'general.architecture' is missing", file.path()));
+  // Architectures with the Llama block structure (RMSNorm, RoPE, SwiGLU, optional GQA).
+  if (*arch != "llama" && *arch != "mistral" && *arch != "qwen2" && *arch != "granite") {
+    return Status::unimplemented(fmt::format(
+        "{}: architecture '{}' is not supported (supported: llama, mistral)", file.path(), *arch));
+  }
+  c.architecture = *arch;
+  c.name = file.get_string("general.name").value_or("");
+  const std::string p = *arch + ".";
+  auto get = [&](const char* key, size_t& out) -> Status {
+    auto v = required_uint(file, p + key);
+    if (!v) return v.status();
+    out = *v;
+    return Status::ok();
+  };
+  KVS_RETURN_IF_ERROR(get("block_count", c.num_layers));
+  KVS_RETURN_IF_ERROR(get("embedding_length", c.dim));
+  KVS_RETURN_IF_ERROR(get("attention.head_count", c.num_heads));
+  KVS_RETURN_IF_ERROR(get("feed_forward_length", c.ffn_dim));
+  KVS_RETURN_IF_ERROR(get("context_length", c.context_length));
+  c.num_kv_heads = static_cast<size_t>(file.get_int(p + "attention.head_count_kv").value_or(c.num_heads));
+  c.head_dim = c.num_heads ? c.dim / c.num_heads : 0;
+  if (auto kl = file.get_int(p + "attention.key_length")) c.head_dim = static_cast<size_t>(*kl);
+  c.rope_dim = static_cast<size_t>(file.get_int(p + "rope.dimension_count").value_or(c.head_dim));
+  c.rope_freq_base = static_cast<float>(file.get_float(p + "rope.freq_base").value_or(10000.0));
+  c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (auto vs = file.get_int(p + "vocab_size")) {
+    c.vocab_size = static_cast<size_t>(*vs);
+  } else if (const auto* tokens = file.get_array("tokenizer.ggml.tokens")) {
+    c.vocab_size = tokens->items.size();
+  } else if (const auto* emb = file.find_tensor("token_embd.weight"); emb && emb->dims.size() == 2) {
+    c.vocab_size = emb->dims[1];
+  }
+  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  KVS_RETURN_IF_ERROR(c.validate().with_context(file.path()));
+  return c;
+}
+
+Status ModelConfig::validate() const {
+  if (num_layers == 0 || dim == 0 || num_heads == 0 || num_kv_heads == 0 || ffn_dim == 0 || vocab_size == 0) {
+    return Status::corrupt(fmt::format(
+        "model config has a zero size: layers {}, dim {}, heads {}, kv heads {}, ffn {}, vocab {}", num_layers,
+        dim, num_heads, num_kv_heads, ffn_dim, vocab_size));
+  }
+  if (num_heads % num_kv_heads != 0) {
+    return Status::corrupt(fmt::format("head_count {} is not a multiple of head_count_kv {}", num_heads, num_kv_heads));
+  }
+  if (head_dim == 0 || head_dim % 2 != 0) {
+    return Status::corrupt(fmt::format("head dimension must be even and positive, got {} (dim {} / heads {})",
+                                       head_dim, dim, num_heads));
+  }
+  if (rope_dim > head_dim || rope_dim % 2 != 0) {
+    return Status::corrupt(fmt::format("rope dimension {} must be even and at most head dimension {}", rope_dim,
+                                       head_dim));
+  }
+  if (context_length == 0) return Status::corrupt("context_length must be positive, got 0");
+  if (!(rms_eps > 0.0f) || !(rope_freq_base > 0.0f)) {
+    return Status::corrupt(fmt::format("rms epsilon {} and rope base {} must be positive", rms_eps, rope_freq_base));
+  }
+  return Status::ok();
+}
+
+std::string ModelConfig::attention_kind() const {
+  if (num_kv_heads == num_heads) return "MHA";
+  if (num_kv_heads == 1) return "MQA";
+  return "GQA";
+}
+
+}  // namespace kvs

@@ -1,0 +1,145 @@
+// The kvserve binary end to end: real model files, real flags, real exit codes and messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/synth.h"
+#include "test_support.h"
+
+namespace kvs {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CommandResult run_kvserve(const std::vector<std::string>& args, const test::TempDir& dir) {
+  std::string cmd = quote(KVS_BINARY);
+  for (const auto& a : args) cmd += " " + quote(a);
+  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+  const int status = std::system((cmd + " > " + quote(out) + " 2> " + quote(err) + " < /dev/null").c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = test::read_file(out);
+  r.err = test::read_file(err);
+  return r;
+}
+
+// A clean failure: exit code 1 or CLI11's parse error code, never a signal or an internal error.
+void expect_clean_error(const CommandResult& r, const std::string& must_mention) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal; stderr: " << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(must_mention), std::string::npos) << "stderr should mention '" << must_mention << "': " << r.err;
+}
+
+TEST(Cli, RunGeneratesTheKnownStoryGreedily) {
+  test::TempDir dir("cli_run");
+  auto r = run_kvserve({"run", "-p", "Once upon a time", "-n", "30", "--temp", "0"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("KV cache"), std::string::npos) << r.err;
+  auto baseline = run_kvserve({"run", "-p", "Once upon a time", "-n", "30", "--temp", "0", "--no-kv-cache"}, dir);
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.err;
+  EXPECT_EQ(baseline.out, r.out);
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  test::TempDir dir("cli_seed");
+  const std::vector<std::string> args = {"run", "-p", "Lily", "-n", "40", "--temp", "1.0", "--seed", "7"};
+  auto a = run_kvserve(args, dir);
+  auto b = run_kvserve(args, dir);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(Cli, StopStringEndsGenerationBeforeIt) {
+  test::TempDir dir("cli_stop");
+  auto r = run_kvserve({"run", "-p", "Once upon a time", "-n", "100", "--temp", "0", "--stop", "Lily"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named \n");
+  EXPECT_NE(r.err.find("(stop)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingModelFileIsNamed) {
+  test::TempDir dir("cli_missing");
+  auto r = run_kvserve({"run", "-m", dir.file("nope.gguf"), "-p", "hi"}, dir);
+  expect_clean_error(r, "nope.gguf");
+}
+
+TEST(Cli, BadMagicIsReported) {
+  test::TempDir dir("cli_magic");
+  std::ofstream(dir.file("bad.gguf")) << "NOPE this is not a gguf file at all, just text padding padding";
+  auto r = run_kvserve({"run", "-m", dir.file("bad.gguf"), "-p", "hi"}, dir);
+  expect_clean_error(r, "magic");
+}
+
+TEST(Cli, TruncatedModelIsReportedNotCrashed) {
+  test::TempDir dir("cli_trunc");
+  const std::string path = dir.file("trunc.gguf");
+  std::filesystem::copy_file(test::default_model_path(), path);
+  for (uintmax_t size : {uintmax_t{20}, std::filesystem::file_size(path) / 2, std::filesystem::file_size(path) - 1}) {
+    std::filesystem::resize_file(path, size);
+    auto r = run_kvserve({"run", "-m", path, "-p", "hi"}, dir);
+    expect_clean_error(r, "trunc.gguf");
+  }
+}
+
+TEST(Cli, PromptLongerThanContextIsRejected) {
+  test::TempDir dir("cli_ctx");
+  auto spec = synth_preset("tiny-gqa");
+  ASSERT_TRUE(spec);
+  spec->ctx = 16;
+  ASSERT_TRUE(write_synth_model(*spec, dir.file("small.gguf")).is_ok());
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "word ";
+  auto r = run_kvserve({"run", "-m", dir.file("small.gguf"), "-p", prompt}, dir);
+  expect_clean_error(r, "context");
+  EXPECT_NE(r.err.find("16"), std::string::npos) << r.err;
+}
+
+TEST(Cli, InvalidFlagsAreRejectedWithTheValue) {
+  test::TempDir dir("cli_flags");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--temp", "-1"}, dir), "-1");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--threads", "0"}, dir), "threads");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--top-p", "1.5"}, dir), "1.5");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--bogus"}, dir), "--bogus");
+  expect_clean_error(run_kvserve({"run"}, dir), "prompt");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "-n", "many"}, dir), "many");
+  expect_clean_error(run_kvserve({"frobnicate"}, dir), "frobnicate");
+}
+
+TEST(Cli, PerplexityMatchesReference) {
+  test::TempDir dir("cli_ppl");
+  auto r = run_kvserve({"perplexity", "-f", test::shared_path("eval/tinystories_valid_head.txt"), "--bytes", "60000",
+                        "--chunk", "512", "--chunks", "8"},
+                       dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto pos = r.out.find("perplexity ");
+  ASSERT_NE(pos, std::string::npos) << r.out;
+  EXPECT_NEAR(std::stod(r.out.substr(pos + 11)), 3.941287, 3.941287e-3) << r.out;
+}
+
+TEST(Cli, HelpExplainsEverySubcommand) {
+  test::TempDir dir("cli_help");
+  auto r = run_kvserve({"--help"}, dir);
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* sub : {"run", "perplexity", "convert", "synth"}) EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+  auto run_help = run_kvserve({"run", "--help"}, dir);
+  EXPECT_NE(run_help.out.find("--no-kv-cache"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,119 @@
+// Golden tests: greedy ids and logits of stories260K against the independent fp32 reference
+// (../shared/reference/stories260K/greedy.jsonl), for our converted model and llama.cpp's file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/generator.h"
+#include "engine/sequence_runner.h"
+#include "test_support.h"
+
+namespace kvs {
+namespace {
+
+struct GoldenCase {
+  std::string prompt;
+  std::vector<TokenId> prompt_ids;
+  std::vector<TokenId> greedy_ids;
+  std::map<size_t, std::vector<float>> logits;  // position -> logits after feeding that token
+};
+
+std::vector<GoldenCase> load_cases() {
+  std::vector<GoldenCase> cases;
+  for (const auto& j : test::read_jsonl(test::shared_path("reference/stories260K/greedy.jsonl"))) {
+    GoldenCase c{j["prompt"], j["prompt_ids"], j["greedy_ids"], {}};
+    for (const auto& [key, value] : j["logits_checkpoints"].items()) c.logits[std::stoul(key)] = value;
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+void expect_logits_near(std::span<const float> got, const std::vector<float>& want, size_t position) {
+  ASSERT_EQ(got.size(), want.size());
+  float worst = 0.0f;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, 1e-4f) << "max |logit - reference| at position " << position;
+}
+
+// Prefill (in chunks of `chunk` tokens, capturing every logit row) then greedy decode with the cache.
+void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk) {
+  SequenceRunner runner(model, pool, c.prompt_ids.size() + c.greedy_ids.size(), chunk);
+  const size_t vocab = model.config().vocab_size;
+  auto all = runner.append(c.prompt_ids, /*all_logits=*/true);
+  for (const auto& [pos, want] : c.logits) {
+    if (pos < c.prompt_ids.size()) expect_logits_near(all.subspan(pos * vocab, vocab), want, pos);
+  }
+  std::vector<float> logits(all.end() - vocab, all.end());
+  std::vector<TokenId> generated;
+  for (size_t i = 0; i < c.greedy_ids.size(); ++i) {
+    const TokenId next = argmax(logits);
+    generated.push_back(next);
+    if (i + 1 == c.greedy_ids.size()) break;
+    const TokenId in[] = {next};
+    auto out = runner.append(in);
+    logits.assign(out.begin(), out.end());
+    const size_t pos = c.prompt_ids.size() + i;
+    if (auto it = c.logits.find(pos); it != c.logits.end()) expect_logits_near(logits, it->second, pos);
+  }
+  EXPECT_EQ(generated, c.greedy_ids) << "prompt: " << c.prompt;
+}
+
+TEST_P(GoldenTest, GreedyIdsAndLogitsMatchReference) {
+  auto model = LlamaModel::load(GetParam());
+  ASSERT_TRUE(model) << model.status().message();
+  ThreadPool pool(2);
+  for (const GoldenCase& c : load_cases()) {
+    SCOPED_TRACE(c.prompt);
+    check_case(**model, pool, c, 512);
+  }
+}
+
+TEST_P(GoldenTest, ChunkedPrefillGivesTheSameResult) {
+  auto model = LlamaModel::load(GetParam());
+  ASSERT_TRUE(model) << model.status().message();
+  ThreadPool pool(1);
+  for (const GoldenCase& c : load_cases()) check_case(**model, pool, c, 7);
+}
+
+TEST_P(GoldenTest, TokenizerReproducesPromptIds) {
+  auto model = LlamaModel::load(GetParam());
+  ASSERT_TRUE(model) << model.status().message();
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  ASSERT_TRUE(tokenizer) << tokenizer.status().message();
+  for (const GoldenCase& c : load_cases()) EXPECT_EQ(tokenizer->encode(c.prompt, true), c.prompt_ids) << c.prompt;
+}
+
+TEST_P(GoldenTest, GeneratorGreedyWithAndWithoutCacheMatchesReference) {
+  auto model = LlamaModel::load(GetParam());
+  ASSERT_TRUE(model) << model.status().message();
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  ASSERT_TRUE(tokenizer) << tokenizer.status().message();
+  ThreadPool pool(2);
+  Generator generator(**model, *tokenizer, pool);
+  const GoldenCase c = load_cases().at(0);
+  for (bool cache : {true, false}) {
+    GenerationOptions options;
+    options.max_new_tokens = 60;
+    options.sampling.temperature = 0.0f;
+    options.stop_at_eos = false;
+    options.use_kv_cache = cache;
+    std::string streamed;
+    auto result = generator.generate(c.prompt_ids, options, [&](std::string_view s) { streamed += s; });
+    ASSERT_TRUE(result) << result.status().message();
+    EXPECT_EQ(result->tokens, std::vector<TokenId>(c.greedy_ids.begin(), c.greedy_ids.begin() + 60)) << "cache " << cache;
+    EXPECT_EQ(streamed, result->text);
+    // The streamed continuation is exactly what decoding prompt + continuation adds to the prompt.
+    std::vector<TokenId> all = c.prompt_ids;
+    all.insert(all.end(), result->tokens.begin(), result->tokens.end());
+    EXPECT_EQ(tokenizer->decode(c.prompt_ids) + result->text, tokenizer->decode(all));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
+                         ::testing::Values(test::default_model_path(), test::other_tool_model_path()),
+                         [](const auto& info) { return info.index == 0 ? "OurConversion" : "LlamaCppFile"; });
+
+}  // namespace
+}  // namespace kvs

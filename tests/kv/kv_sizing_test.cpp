@@ -1,0 +1,84 @@
+#include "kv/kv_sizing.h"
+
+#include <gtest/gtest.h>
+
+namespace kvs {
+namespace {
+
+KvCacheSpec preset(std::string_view name) {
+  for (const auto& p : kv_model_presets())
+    if (p.name == name) return p.spec;
+  ADD_FAILURE() << "no preset " << name;
+  return {};
+}
+
+TEST(KvSizing, Llama2_7bFp16_2048TokensIsOneGiB) {
+  KvCacheSpec s = preset("llama-2-7b");
+  s.dtype = KvDType::kF16;
+  EXPECT_EQ(kv_bytes_for_sequences(s, 2048, 1), 1'073'741'824u);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s), 32.0 * 32 * 128 * 2 * 2);  // 512 KiB per token
+}
+
+TEST(KvSizing, Llama3_70bFp16_128kTokens) {
+  KvCacheSpec s = preset("llama-3-70b");
+  s.dtype = KvDType::kF16;
+  EXPECT_EQ(kv_bytes_for_sequences(s, 128'000, 1), 41'943'040'000u);
+  EXPECT_NEAR(kv_bytes_for_sequences(s, 128'000, 1) / double(1ull << 30), 39.06, 0.005);
+}
+
+TEST(KvSizing, BlockRoundingChargesWholeBlocks) {
+  KvCacheSpec s{.num_layers = 2, .num_kv_heads = 1, .head_dim = 4, .block_size = 16};
+  const size_t per_block = 2 * 2 * 16 * 4 * 4;  // layers x K,V x slots x dim x f32
+  EXPECT_EQ(kv_bytes_per_block(s).total(), per_block);
+  EXPECT_EQ(kv_bytes_for_sequences(s, 1, 1), per_block);
+  EXPECT_EQ(kv_bytes_for_sequences(s, 16, 1), per_block);
+  EXPECT_EQ(kv_bytes_for_sequences(s, 17, 3), 3 * 2 * per_block);
+}
+
+TEST(KvSizing, MlaCachesOneLatentPerToken) {
+  KvCacheSpec s = preset("deepseek-v2-lite");
+  s.dtype = KvDType::kF16;
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s), 27.0 * (512 + 64) * 2);
+}
+
+TEST(KvSizing, QuantizedTypesCountTheirScales) {
+  KvCacheSpec s{.num_layers = 1, .num_kv_heads = 2, .head_dim = 64, .dtype = KvDType::kInt8, .block_size = 16};
+  const KvBlockBytes b = kv_bytes_per_block(s);
+  EXPECT_EQ(b.data, 2u * 16 * 2 * 64);               // K and V, one byte each
+  EXPECT_EQ(b.scales, 2u * 64 * 2 + 16u * 2 * 2);    // K per channel per block, V per token per head (fp16)
+  s.dtype = KvDType::kInt4;
+  EXPECT_EQ(kv_bytes_per_block(s).data, 2u * 16 * 2 * 64 / 2);
+}
+
+TEST(KvSizing, MaxSequencesInBudget) {
+  KvCacheSpec s = preset("llama-2-7b");
+  s.dtype = KvDType::kF16;
+  EXPECT_EQ(kv_max_seqs_in_budget(s, 2048, 8ull << 30), 8u);
+  EXPECT_EQ(kv_max_seqs_in_budget(s, 2049, 8ull << 30), 7u);  // one more block each
+}
+
+TEST(KvSizing, BlockSizeMustBeAPowerOfTwoUpTo256) {
+  KvCacheSpec s{.num_layers = 1, .num_kv_heads = 1, .head_dim = 8};
+  for (size_t ok : {1u, 2u, 16u, 256u}) {
+    s.block_size = ok;
+    EXPECT_TRUE(s.validate().is_ok()) << ok;
+  }
+  for (size_t bad : {0u, 3u, 24u, 512u}) {
+    s.block_size = bad;
+    EXPECT_NE(s.validate().message().find(std::to_string(bad)), std::string::npos) << bad;
+  }
+}
+
+TEST(KvSizing, ParsesByteSizes) {
+  EXPECT_EQ(*parse_byte_size("512MiB"), 512ull << 20);
+  EXPECT_EQ(*parse_byte_size("2GiB"), 2ull << 30);
+  EXPECT_EQ(*parse_byte_size("1.5GB"), 1'500'000'000u);
+  EXPECT_EQ(*parse_byte_size("4096"), 4096u);
+  auto bad = parse_byte_size("12 parsecs");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("parsecs"), std::string::npos);
+  EXPECT_FALSE(parse_byte_size("GiB"));
+}
+
+}  // namespace
+}  // namespace kvs
