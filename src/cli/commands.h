@@ -15,5 +15,6 @@ void register_run(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_calc(CLI::App& app);
 
 }  // namespace kvs::cli

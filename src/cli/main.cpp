@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_perplexity(app);
   kvs::cli::register_convert(app);
   kvs::cli::register_synth(app);
+  kvs::cli::register_calc(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

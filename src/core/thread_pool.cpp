@@ -23,8 +23,11 @@ ThreadPool::ThreadPool(size_t num_threads) : num_threads_(std::max<size_t>(1, nu
 
 ThreadPool::~ThreadPool() {
   stopping_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  {
+    std::lock_guard lock(sleep_mutex_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -35,8 +38,13 @@ void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
   }
   job_ = &fn;
   pending_.store(num_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  {
+    // Bumping under the mutex means a worker that checked the generation and is about to sleep
+    // cannot miss this wake-up.
+    std::lock_guard lock(sleep_mutex_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
   fn(0, num_threads_);
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kSpinIterations) {
@@ -74,8 +82,9 @@ void ThreadPool::worker_loop(size_t thread_index) {
       if (now != seen) break;
       KVS_CPU_RELAX();
     }
-    while (now == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+    if (now == seen) {
+      std::unique_lock lock(sleep_mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       now = generation_.load(std::memory_order_acquire);
     }
     seen = now;

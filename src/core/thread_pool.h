@@ -1,10 +1,12 @@
 // A persistent pool of worker threads. The calling thread takes part, so a pool of N threads
 // starts N - 1 workers. Workers spin briefly after a job (decode issues hundreds of small jobs per
-// token) and then sleep on an atomic wait, so an idle pool burns no CPU.
+// token) and then sleep on a condition variable, so an idle pool burns no CPU.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -37,6 +39,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};   // bumped once per job; workers wait for a change
   std::atomic<size_t> pending_{0};        // workers still running the current job
   std::atomic<bool> stopping_{false};
+  std::mutex sleep_mutex_;                 // guards sleeping on wake_
+  std::condition_variable wake_;
 };
 
 }  // namespace kvs

@@ -1,0 +1,144 @@
+// kvserve calc: how much KV memory a model needs, from the same sizing function the engine
+// allocates with.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "kv/kv_sizing.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+
+namespace kvs::cli {
+namespace {
+
+struct CalcOptions {
+  std::string model_path;
+  std::string preset;
+  size_t layers = 0, kv_heads = 0, head_dim = 0;
+  size_t tokens = 0;  // 0: the model's context length
+  size_t seqs = 1;
+  std::string kv_dtype = "f16";
+  size_t block_size = 16;
+  std::string budget;
+  bool json = false;
+};
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
+
+// The model shape from exactly one of: -m, --preset, explicit dimensions.
+std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& label) {
+  const int sources = !o.model_path.empty() + !o.preset.empty() + (o.layers || o.kv_heads || o.head_dim);
+  if (sources != 1) {
+    throw CommandError("give exactly one of -m MODEL.gguf, --preset NAME, or --layers/--kv-heads/--head-dim");
+  }
+  if (!o.model_path.empty()) {
+    auto file = gguf::File::open(o.model_path);
+    if (!file) throw CommandError(file.status().message());
+    auto config = ModelConfig::from_gguf(*file);
+    if (!config) throw CommandError(config.status().message());
+    label = o.model_path;
+    return {KvCacheSpec{.num_layers = config->num_layers, .num_kv_heads = config->num_kv_heads,
+                        .head_dim = config->head_dim},
+            config->context_length};
+  }
+  if (!o.preset.empty()) {
+    std::string names;
+    for (const auto& p : kv_model_presets()) {
+      if (p.name == o.preset) {
+        label = o.preset;
+        return {p.spec, p.context_length};
+      }
+      names += (names.empty() ? "" : ", ") + std::string(p.name);
+    }
+    throw CommandError(fmt::format("unknown preset '{}' (known: {})", o.preset, names));
+  }
+  if (!o.layers || !o.kv_heads || !o.head_dim) {
+    throw CommandError(fmt::format("--layers ({}), --kv-heads ({}) and --head-dim ({}) must all be positive", o.layers,
+                                   o.kv_heads, o.head_dim));
+  }
+  label = "custom";
+  return {KvCacheSpec{.num_layers = o.layers, .num_kv_heads = o.kv_heads, .head_dim = o.head_dim}, 0};
+}
+
+void run(const CalcOptions& o) {
+  std::string label;
+  auto [spec, context] = resolve_shape(o, label);
+  const auto dtype = kv_dtype_from_name(o.kv_dtype);
+  if (!dtype) throw CommandError(fmt::format("unknown --kv-dtype '{}' (f32, f16, bf16, int8, int4)", o.kv_dtype));
+  spec.dtype = *dtype;
+  spec.block_size = o.block_size;
+  if (Status s = spec.validate(); !s) throw CommandError(s.message());
+  const size_t tokens = o.tokens ? o.tokens : context;
+  if (tokens == 0) throw CommandError("--tokens is required when the shape has no context length");
+  std::optional<size_t> budget;
+  if (!o.budget.empty()) {
+    auto b = parse_byte_size(o.budget);
+    if (!b) throw CommandError("--budget: " + b.status().message());
+    budget = *b;
+  }
+  const KvBlockBytes block = kv_bytes_per_block(spec);
+  const size_t blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
+  const size_t per_seq = kv_bytes_for_sequences(spec, tokens, 1);
+  const size_t total = kv_bytes_for_sequences(spec, tokens, o.seqs);
+  const double per_token = kv_bytes_per_token(spec);
+  const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
+  if (o.json) {
+    nlohmann::json j = {{"model", label},
+                        {"kv_dtype", kv_dtype_name(spec.dtype)},
+                        {"attention", spec.mla ? "MLA" : "KV"},
+                        {"layers", spec.num_layers},
+                        {"tokens", tokens},
+                        {"seqs", o.seqs},
+                        {"block_size", spec.block_size},
+                        {"bytes_per_token", per_token},
+                        {"bytes_per_block", block.total()},
+                        {"scale_bytes_per_block", block.scales},
+                        {"blocks_per_seq", blocks_per_seq},
+                        {"bytes_per_seq", per_seq},
+                        {"total_bytes", total},
+                        {"total_gib", total / double(1ull << 30)}};
+    if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
+    if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", kv_max_seqs_in_budget(spec, tokens, *budget)}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("KV cache for %s: %zu layers, %s, %s elements, blocks of %zu tokens\n", label.c_str(), spec.num_layers,
+              spec.mla ? fmt::format("MLA latent {} + rope {}", spec.kv_lora_rank, spec.rope_dim).c_str()
+                       : fmt::format("{} KV heads x head dim {} (K and V)", spec.num_kv_heads, spec.head_dim).c_str(),
+              std::string(kv_dtype_name(spec.dtype)).c_str(), spec.block_size);
+  std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
+  std::printf("  per token            : %14.1f bytes\n", per_token);
+  std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
+  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens (%s)\n", per_seq, blocks_per_seq, tokens,
+              gib(per_seq).c_str());
+  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", total, gib(total).c_str());
+  if (budget) {
+    std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
+                kv_max_seqs_in_budget(spec, tokens, *budget), tokens);
+  }
+}
+
+}  // namespace
+
+void register_calc(CLI::App& app) {
+  auto o = std::make_shared<CalcOptions>();
+  CLI::App* cmd = app.add_subcommand("calc", "Predict KV cache memory (the engine allocates by the same formula)");
+  cmd->add_option("-m,--model", o->model_path, "Read the shape from a GGUF model");
+  std::string preset_names;
+  for (const auto& p : kv_model_presets()) preset_names += (preset_names.empty() ? "" : ", ") + std::string(p.name);
+  cmd->add_option("--preset", o->preset, "A known model shape: " + preset_names);
+  cmd->add_option("--layers", o->layers, "Layers (explicit shape)");
+  cmd->add_option("--kv-heads", o->kv_heads, "KV heads (explicit shape)");
+  cmd->add_option("--head-dim", o->head_dim, "Head dimension (explicit shape)");
+  cmd->add_option("--tokens", o->tokens, "Tokens per sequence (default: the model's context length)");
+  cmd->add_option("--seqs", o->seqs, "Sequences")->check(CLI::Range(size_t{1}, size_t{1} << 30))->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV element type: f32, f16, bf16, int8, int4")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "Tokens per KV block (power of two, 1..256)")->capture_default_str();
+  cmd->add_option("--budget", o->budget, "Memory budget (e.g. 24GiB): how many sequences fit");
+  cmd->add_flag("--json", o->json, "Print JSON (bytes_per_token, total_bytes, max_seqs_in_budget, ...)");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace kvs::cli
