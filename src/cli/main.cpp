@@ -1,5 +1,6 @@
 // kvserve: command-line entry point. Subcommands live in one file each (cmd_*.cpp).
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -12,6 +13,16 @@ int main(int argc, char** argv) {
   kvs::cli::register_convert(app);
   kvs::cli::register_synth(app);
   kvs::cli::register_calc(app);
+  std::string known;
+  bool is_known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_known = is_known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_known) {
+    std::fprintf(stderr, "kvserve: error: unknown subcommand '%s' (known: %s)\n", argv[1], known.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

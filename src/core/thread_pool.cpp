@@ -74,7 +74,9 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
 }
 
 void ThreadPool::worker_loop(size_t thread_index) {
-  uint64_t seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is the state at construction: a job posted before this thread got going must
+  // still count as new, so do not read the current value here.
+  uint64_t seen = 0;
   for (;;) {
     uint64_t now = seen;
     for (int spins = 0; spins < kSpinIterations; ++spins) {

@@ -45,7 +45,9 @@ Expected<GenerationResult> Generator::generate(std::span<const TokenId> prompt, 
   const size_t capacity = std::min(context, prompt.size() + options.max_new_tokens);
   std::vector<TokenId> history(prompt.begin(), prompt.end());
   Sampler sampler(options.sampling);
-  StreamingDecoder decoder(tokenizer_);
+  // The continuation follows prompt text, so its first space is real (unless the prompt is only BOS).
+  const bool starts_sequence = prompt.size() == 1 && prompt[0] == tokenizer_.bos();
+  StreamingDecoder decoder(tokenizer_, starts_sequence);
   StopMatcher stops(options.stop_strings);
   auto emit = [&](const std::string& text) {
     if (text.empty()) return;

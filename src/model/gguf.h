@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +30,7 @@ struct Value;
 struct Array {
   ValueType element_type = ValueType::kUint8;
   std::vector<Value> items;
+  bool operator==(const Array&) const = default;
 };
 // One metadata value; `data` holds the C++ type matching `type` (Array for kArray).
 struct Value {
@@ -36,11 +39,22 @@ struct Value {
   ValueType type = ValueType::kUint8;
   Data data;
 
+  // Wraps any C++ value of Data's alternatives; the variant index equals the GGUF type id.
+  template <class T>
+  static Value of(T v) {
+    Value value;
+    value.data = Data(std::move(v));
+    value.type = static_cast<ValueType>(value.data.index());
+    return value;
+  }
+  static Value of(const char* s) { return of(std::string(s)); }
+
   std::optional<int64_t> as_int() const;      // any integer type (uint64 above INT64_MAX: nullopt)
   std::optional<double> as_float() const;     // float32/float64, or an integer
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const Array* as_array() const;
+  bool operator==(const Value&) const = default;  // same type and same value (floats compare as floats)
 };
 
 struct TensorInfo {
@@ -52,6 +66,13 @@ struct TensorInfo {
   uint64_t num_elements() const;
 };
 
+// Bytes of a tensor of `type` with `dims` (ggml order). Fails unless 1 <= dims.size() <= 4, every dim
+// is non-zero, dims[0] is a multiple of the type's block size and the size fits in 64 bits.
+Expected<uint64_t> tensor_data_bytes(DType type, std::span<const uint64_t> dims);
+
+inline constexpr uint32_t kDefaultAlignment = 32;
+inline constexpr size_t kMaxDims = 4;
+
 class File {
  public:
   // Validates the whole header: magic, version 3 (2 accepted), every value type, tensor types,
@@ -59,6 +80,8 @@ class File {
   static Expected<File> open(const std::string& path);
 
   uint32_t version() const { return version_; }
+  uint32_t alignment() const { return alignment_; }      // general.alignment, 32 by default
+  uint64_t data_offset() const { return data_offset_; }  // file offset of the tensor data section
   const std::string& path() const { return map_->path(); }
   const std::map<std::string, Value, std::less<>>& metadata() const { return metadata_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -74,19 +97,28 @@ class File {
  private:
   File() = default;
   std::unique_ptr<MappedFile> map_;
+  friend class FileParser;  // gguf_reader.cpp
   uint32_t version_ = 0;
+  uint32_t alignment_ = kDefaultAlignment;
+  uint64_t data_offset_ = 0;
   std::map<std::string, Value, std::less<>> metadata_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
 // Builds a GGUF v3 file in memory order: metadata in insertion order, tensors aligned to
-// `general.alignment` (32 unless set).
+// `general.alignment` (32 unless set). Setting a key again replaces its value in place.
+// Tensors come either as bytes held by the Writer, or as a fill callback that write() calls with a
+// scratch buffer of exactly the tensor's size, so large models stream through one buffer.
 class Writer {
  public:
+  // Writes exactly out.size() bytes of one tensor into `out`.
+  using TensorFill = std::function<Status(std::span<std::byte> out)>;
+
   void set(std::string key, Value value);
   void set_u32(std::string key, uint32_t v);
   void set_i32(std::string key, int32_t v);
+  void set_u64(std::string key, uint64_t v);
   void set_f32(std::string key, float v);
   void set_bool(std::string key, bool v);
   void set_string(std::string key, std::string v);
@@ -96,7 +128,12 @@ class Writer {
 
   // dims in ggml order (dims[0] innermost); bytes must match the type and dims exactly.
   Status add_tensor(std::string name, DType type, std::vector<uint64_t> dims, std::vector<std::byte> bytes);
+  // Like add_tensor, but the bytes are produced by `fill` while write() runs.
+  Status add_tensor_streamed(std::string name, DType type, std::vector<uint64_t> dims, TensorFill fill);
+  // Writes to `path`.tmp and renames it to `path`, so a failed write leaves no partial file.
   Status write(const std::string& path) const;
+
+  size_t num_tensors() const { return tensors_.size(); }
 
  private:
   std::vector<std::pair<std::string, Value>> metadata_;
@@ -104,8 +141,12 @@ class Writer {
     std::string name;
     DType type;
     std::vector<uint64_t> dims;
+    uint64_t size = 0;  // bytes
     std::vector<std::byte> bytes;
+    TensorFill fill;  // set instead of bytes for streamed tensors
   };
+  Status check_new_tensor(const std::string& name, DType type, const std::vector<uint64_t>& dims, uint64_t* size) const;
+  Status write_to(std::FILE* out, const std::string& path) const;
   std::vector<PendingTensor> tensors_;
 };
 

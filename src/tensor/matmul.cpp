@@ -1,45 +1,168 @@
-// Dispatch and the scalar reference path. SIMD paths live in matmul_avx2.cpp / matmul_avx512.cpp.
+// Dispatch, threading and the scalar reference paths. SIMD kernels live in matmul_*_avx2.cpp and
+// matmul_*_avx512.cpp.
 #include "tensor/matmul.h"
 
 #include <vector>
 
+#include "core/half.h"
 #include "core/status.h"
 #include "tensor/convert.h"
+#include "tensor/cpu_features.h"
+#include "tensor/matmul_internal.h"
 
 namespace kvs {
 namespace {
 
+using detail::MatmulOperands;
+using detail::MatmulRowsFn;
+
+// Rows per parallel_for grain: a multiple of every kernel's row tile.
+constexpr size_t kRowGrain = 16;
+
+bool is_quantized(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
+
 // Scalar reference: dequantize one weight row, dot it with every token's activations.
-void matmul_rows_scalar(const WeightView& w, std::span<const float> x, size_t n_tokens,
-                        std::span<float> y, size_t row_begin, size_t row_end) {
+void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  const WeightView& w = op.w;
   std::vector<float> row(w.cols);
   for (size_t r = row_begin; r < row_end; ++r) {
     dequantize_row(w.type, w.row(r), row.data(), w.cols);
-    for (size_t t = 0; t < n_tokens; ++t) {
-      const float* xt = x.data() + t * w.cols;
+    for (size_t t = 0; t < op.n_tokens; ++t) {
+      const float* xt = op.x + t * w.cols;
       float acc = 0.0f;
       for (size_t c = 0; c < w.cols; ++c) acc += row[c] * xt[c];
-      y[t * w.rows + r] = acc;
+      op.y[t * w.rows + r] = acc;
     }
   }
 }
 
+MatmulRowsFn select_kernel(DType type, MatmulActivations form, Isa isa) {
+  if (isa == Isa::kScalar) return form == MatmulActivations::kInt8Blocks ? detail::matmul_quantized_scalar
+                                                                         : matmul_rows_scalar;
+  const bool avx512 = isa == Isa::kAvx512;
+  switch (type) {
+    case DType::kF32: return avx512 ? detail::matmul_f32_avx512 : detail::matmul_f32_avx2;
+    case DType::kF16: return avx512 ? detail::matmul_f16_avx512 : detail::matmul_f16_avx2;
+    case DType::kBF16:
+      if (form == MatmulActivations::kBf16) return detail::matmul_bf16dot_avx512;
+      return avx512 ? detail::matmul_bf16_avx512 : detail::matmul_bf16_avx2;
+    case DType::kQ8_0:
+      return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q8_0_avx512 : detail::matmul_q8_0_avx2;
+    case DType::kQ4_0:
+      return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q4_0_avx512 : detail::matmul_q4_0_avx2;
+  }
+  KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
+  return nullptr;
+}
+
+void check_shapes(const WeightView& w, size_t x_size, size_t n_tokens, size_t y_size) {
+  KVS_ASSERT(x_size >= n_tokens * w.cols && y_size >= n_tokens * w.rows,
+             "matmul: x has {} floats (need {} = {} tokens x {} cols), y has {} (need {} = {} x {} rows)",
+             x_size, n_tokens * w.cols, n_tokens, w.cols, y_size, n_tokens * w.rows, n_tokens, w.rows);
+}
+
+void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
+  pool.parallel_for(op.w.rows, kRowGrain, [&](size_t begin, size_t end) { fn(op, begin, end); });
+}
+
 }  // namespace
 
-void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-                 size_t row_begin, size_t row_end, Isa isa) {
-  KVS_ASSERT(x.size() >= n_tokens * w.cols && y.size() >= n_tokens * w.rows,
-             "matmul: x has {} floats (need {}), y has {} (need {})", x.size(), n_tokens * w.cols,
-             y.size(), n_tokens * w.rows);
-  (void)isa;
-  matmul_rows_scalar(w, x, n_tokens, y, row_begin, row_end);
+MatmulActivations matmul_activations(DType weight_type, size_t n_tokens, Isa isa) {
+  if (isa == Isa::kScalar) return MatmulActivations::kF32;
+  if (is_quantized(weight_type)) return MatmulActivations::kInt8Blocks;
+  if (weight_type == DType::kBF16 && isa == Isa::kAvx512 && cpu_has_avx512_bf16() &&
+      n_tokens >= kBf16DotMinTokens) {
+    return MatmulActivations::kBf16;
+  }
+  return MatmulActivations::kF32;
 }
 
 void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
             ThreadPool& pool, Isa isa) {
-  pool.parallel_for(w.rows, 16, [&](size_t begin, size_t end) {
-    matmul_rows(w, x, n_tokens, y, begin, end, isa);
-  });
+  MatmulScratch scratch;
+  matmul(w, x, n_tokens, y, pool, scratch, isa);
 }
 
+void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
+            ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
+  check_shapes(w, x.size(), n_tokens, y.size());
+  KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
+  const MatmulActivations form = matmul_activations(w.type, n_tokens, isa);
+  MatmulOperands op{.w = w, .n_tokens = n_tokens, .x = x.data(), .y = y.data()};
+  if (form == MatmulActivations::kInt8Blocks) {
+    quantize_activations(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.int8, pool, isa);
+    op.xq = &scratch.int8;
+  } else if (form == MatmulActivations::kBf16) {
+    convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, pool, isa);
+    op.xb = &scratch.bf16;
+  }
+  run_rows(op, select_kernel(w.type, form, isa), pool);
+}
+
+void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y,
+                      ThreadPool& pool, Isa isa) {
+  KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
+  KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
+  check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
+  KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
+  const MatmulOperands op{.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
+  run_rows(op, select_kernel(w.type, MatmulActivations::kInt8Blocks, isa), pool);
+}
+
+void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
+                 size_t row_begin, size_t row_end, Isa isa) {
+  check_shapes(w, x.size(), n_tokens, y.size());
+  KVS_ASSERT(row_begin <= row_end && row_end <= w.rows, "matmul_rows: rows [{}, {}) outside [0, {})",
+             row_begin, row_end, w.rows);
+  KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
+  const MatmulActivations form = matmul_activations(w.type, n_tokens, isa);
+  MatmulScratch scratch;
+  MatmulOperands op{.w = w, .n_tokens = n_tokens, .x = x.data(), .y = y.data()};
+  if (form == MatmulActivations::kInt8Blocks) {
+    scratch.int8.reshape(n_tokens, w.cols);
+    quantize_activations_rows(x, scratch.int8, 0, n_tokens, isa);
+    op.xq = &scratch.int8;
+  } else if (form == MatmulActivations::kBf16) {
+    ThreadPool single(1);
+    convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, single, isa);
+    op.xb = &scratch.bf16;
+  }
+  select_kernel(w.type, form, isa)(op, row_begin, row_end);
+}
+
+namespace detail {
+
+void matmul_quantized_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  const WeightView& w = op.w;
+  const QuantizedActivations& xq = *op.xq;
+  const size_t nb = w.cols / QuantizedActivations::kBlock;
+  int8_t wq[QuantizedActivations::kBlock];
+  for (size_t r = row_begin; r < row_end; ++r) {
+    for (size_t t = 0; t < op.n_tokens; ++t) {
+      float acc = 0.0f;
+      for (size_t b = 0; b < nb; ++b) {
+        float dw;
+        if (w.type == DType::kQ8_0) {
+          const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
+          dw = fp16_to_fp32(blk.d);
+          for (size_t j = 0; j < 32; ++j) wq[j] = blk.qs[j];
+        } else {
+          const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
+          dw = fp16_to_fp32(blk.d);
+          for (size_t j = 0; j < 16; ++j) {
+            wq[j] = static_cast<int8_t>((blk.qs[j] & 0x0f) - 8);
+            wq[j + 16] = static_cast<int8_t>((blk.qs[j] >> 4) - 8);
+          }
+        }
+        const int8_t* a = xq.token_qs(t) + b * 32;
+        int32_t dot = 0;
+        for (size_t j = 0; j < 32; ++j) dot += int32_t{wq[j]} * a[j];
+        acc += dw * xq.token_scales(t)[b] * static_cast<float>(dot);
+      }
+      op.y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+}  // namespace detail
 }  // namespace kvs

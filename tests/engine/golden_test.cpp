@@ -21,8 +21,8 @@ struct GoldenCase {
 std::vector<GoldenCase> load_cases() {
   std::vector<GoldenCase> cases;
   for (const auto& j : test::read_jsonl(test::shared_path("reference/stories260K/greedy.jsonl"))) {
-    GoldenCase c{j["prompt"], j["prompt_ids"], j["greedy_ids"], {}};
-    for (const auto& [key, value] : j["logits_checkpoints"].items()) c.logits[std::stoul(key)] = value;
+    GoldenCase c{j["prompt"].get<std::string>(), j["prompt_ids"].get<std::vector<TokenId>>(), j["greedy_ids"].get<std::vector<TokenId>>(), {}};
+    for (const auto& [key, value] : j["logits_checkpoints"].items()) c.logits[std::stoul(key)] = value.get<std::vector<float>>();
     cases.push_back(std::move(c));
   }
   return cases;

@@ -1,0 +1,211 @@
+// Micro benchmarks of the tensor kernels. Matrix products report bytes/s of weights streamed and FLOP/s
+// (2 per multiply-add); the probes report the machine's read bandwidth and fp32 FMA peak in the same run,
+// so kernel numbers can be read as fractions of peak. The Isa argument is 0 scalar, 1 avx2, 2 avx512.
+//   bench_kernels --benchmark_filter='Matvec|Probe'
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "tensor/convert.h"
+#include "tensor/matmul.h"
+#include "tensor/ops.h"
+#include "tensor/probe.h"
+
+namespace kvs {
+namespace {
+
+constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+
+struct Matrix {
+  std::vector<std::byte> data;
+  WeightView view;
+};
+
+Matrix random_matrix(DType type, size_t rows, size_t cols) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Matrix m;
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  m.data.resize(rows * row_bytes);
+  std::vector<float> row(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = u(rng);
+    quantize_row(type, row.data(), m.data.data() + r * row_bytes, cols);
+  }
+  m.view = {.type = type, .data = m.data.data(), .rows = rows, .cols = cols};
+  return m;
+}
+
+std::vector<float> random_vector(size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+Isa isa_arg(int64_t v) { return v == 0 ? Isa::kScalar : v == 1 ? Isa::kAvx2 : Isa::kAvx512; }
+
+// Args: dtype index, rows, cols, tokens, threads, isa.
+void BM_Matmul(benchmark::State& state) {
+  const DType type = kTypes[state.range(0)];
+  const size_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  const Isa isa = isa_arg(state.range(5));
+  if (!isa_supported(isa)) {
+    state.SkipWithError("isa not supported on this CPU");
+    return;
+  }
+  ThreadPool pool(state.range(4));
+  const Matrix w = random_matrix(type, rows, cols);
+  const std::vector<float> x = random_vector(n * cols);
+  std::vector<float> y(n * rows);
+  MatmulScratch scratch;
+  for (auto _ : state) {
+    matmul(w.view, x, n, y, pool, scratch, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(isa)));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.data.size()));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+
+void MatvecArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
+  for (int64_t t = 0; t < 5; ++t)
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
+      for (int64_t threads : {1, 2}) b->Args({t, rows, cols, 1, threads, 2});
+  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 1});  // avx2
+  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 0});  // scalar baseline
+}
+BENCHMARK(BM_Matmul)->Name("Matvec")->Apply(MatvecArgs)->UseRealTime();
+
+// Decode as in a real model: the weights come from DRAM, not from a cache that kept them since the last
+// iteration. Rotates over enough copies of the matrix to overflow the last-level cache (256 MiB in all).
+// Args: dtype index, rows, cols, threads.
+void BM_MatvecCold(benchmark::State& state) {
+  const DType type = kTypes[state.range(0)];
+  const size_t rows = state.range(1), cols = state.range(2);
+  ThreadPool pool(state.range(3));
+  const Matrix w = random_matrix(type, rows, cols);
+  const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w.data.size());
+  std::vector<std::vector<std::byte>> data(copies, w.data);
+  const std::vector<float> x = random_vector(cols);
+  std::vector<float> y(rows);
+  MatmulScratch scratch;
+  size_t i = 0;
+  for (auto _ : state) {
+    WeightView view = w.view;
+    view.data = data[i++ % copies].data();
+    matmul(view, x, 1, y, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(best_isa())));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.data.size()));
+}
+BENCHMARK(BM_MatvecCold)
+    ->Name("MatvecCold")
+    ->ArgNames({"type", "rows", "cols", "threads"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {5632}, {2048}, {1, 2}})
+    ->UseRealTime();
+
+void MatmulArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
+  for (int64_t t = 0; t < 5; ++t)
+    for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, 128, threads, 2});
+  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
+}
+BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Rmsnorm(benchmark::State& state) {
+  const size_t n = state.range(0);
+  const Isa isa = isa_arg(state.range(1));
+  std::vector<float> x = random_vector(n), w = random_vector(n, 0.5f, 1.5f), out(n);
+  for (auto _ : state) {
+    rmsnorm(out, x, w, 1e-5f, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(3 * n * sizeof(float)));
+}
+BENCHMARK(BM_Rmsnorm)->ArgNames({"n", "isa"})->ArgsProduct({{4096}, {0, 1, 2}});
+
+void BM_Softmax(benchmark::State& state) {
+  const size_t n = state.range(0);
+  const Isa isa = isa_arg(state.range(1));
+  const std::vector<float> x0 = random_vector(n, -10.0f, 10.0f);
+  std::vector<float> x(n);
+  for (auto _ : state) {
+    x = x0;
+    softmax(x, isa);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(n) * state.iterations(),
+                                                    benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Softmax)->ArgNames({"n", "isa"})->ArgsProduct({{1024, 32768}, {0, 1, 2}});
+
+void BM_Swiglu(benchmark::State& state) {
+  const size_t n = state.range(0);
+  const Isa isa = isa_arg(state.range(1));
+  const std::vector<float> g0 = random_vector(n, -6.0f, 6.0f), up = random_vector(n);
+  std::vector<float> g(n);
+  for (auto _ : state) {
+    g = g0;
+    swiglu(g, up, isa);
+    benchmark::DoNotOptimize(g.data());
+  }
+  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(n) * state.iterations(),
+                                                    benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Swiglu)->ArgNames({"n", "isa"})->ArgsProduct({{5632}, {0, 1, 2}});
+
+void BM_Dot(benchmark::State& state) {
+  const size_t n = state.range(0);
+  const Isa isa = isa_arg(state.range(1));
+  const std::vector<float> a = random_vector(n), b = random_vector(n);
+  for (auto _ : state) benchmark::DoNotOptimize(dot_f32(a.data(), b.data(), n, isa));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * n * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Dot)->ArgNames({"n", "isa"})->ArgsProduct({{128, 4096}, {0, 1, 2}});
+
+// One decode attention head: scores = q . k_i for `ctx` keys of head_dim 128, softmax, out = sum p_i v_i.
+void BM_AttentionHead(benchmark::State& state) {
+  const size_t ctx = state.range(0), dim = 128;
+  const Isa isa = isa_arg(state.range(1));
+  const std::vector<float> q = random_vector(dim), k = random_vector(ctx * dim), v = random_vector(ctx * dim);
+  std::vector<float> scores(ctx), out(dim);
+  for (auto _ : state) {
+    for (size_t i = 0; i < ctx; ++i) scores[i] = dot_f32(q.data(), k.data() + i * dim, dim, isa);
+    softmax(scores, isa);
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (size_t i = 0; i < ctx; ++i) axpy_f32(scores[i], v.data() + i * dim, out.data(), dim, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(2 * ctx * dim * sizeof(float)));
+}
+BENCHMARK(BM_AttentionHead)->ArgNames({"ctx", "isa"})->ArgsProduct({{512, 4096}, {0, 1, 2}});
+
+void BM_ProbePeakFlops(benchmark::State& state) {
+  ThreadPool pool(state.range(0));
+  double gflops = 0.0;
+  for (auto _ : state) gflops = measure_peak_gflops(pool, best_isa());
+  state.counters["GFLOP/s"] = gflops;
+}
+BENCHMARK(BM_ProbePeakFlops)->Name("ProbePeakFlops")->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(1);
+
+void BM_ProbeBandwidth(benchmark::State& state) {
+  ThreadPool pool(state.range(0));
+  double gbs = 0.0;
+  for (auto _ : state) gbs = measure_memory_bandwidth_gbs(pool, size_t{512} << 20);
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_ProbeBandwidth)->Name("ProbeBandwidth")->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(1);
+
+}  // namespace
+}  // namespace kvs
+
+BENCHMARK_MAIN();

@@ -1,0 +1,41 @@
+// `kvserve convert`: llama2.c checkpoint + tokenizer -> GGUF.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "model/llama2c_import.h"
+
+namespace kvs::cli {
+
+void register_convert(CLI::App& app) {
+  struct Options {
+    std::string checkpoint;
+    std::string tokenizer;
+    std::string output;
+    std::string type = "f32";
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("convert", "Convert a llama2.c checkpoint and its tokenizer to a GGUF file");
+  cmd->add_option("--llama2c", opts->checkpoint, "llama2.c legacy checkpoint (.bin: 7 int32 header, then fp32 weights)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", opts->tokenizer, "llama2.c tokenizer export (e.g. tok512.bin)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", opts->output, "GGUF file to write")->required();
+  cmd->add_option("--type", opts->type,
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0 or q4_0. Norms stay f32; a matrix whose "
+                  "row length is not a multiple of 32 stays f32 under q8_0/q4_0")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
+      ->capture_default_str();
+  cmd->callback([opts] {
+    const auto type = dtype_from_name(opts->type);
+    if (!type) throw CommandError(fmt::format("unknown --type '{}'", opts->type));
+    const Status status = import_llama2c(opts->checkpoint, opts->tokenizer, opts->output, *type);
+    if (!status) throw CommandError(status.message());
+    fmt::print("wrote {} ({})\n", opts->output, opts->type);
+  });
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,86 @@
+// `kvserve synth`: writes a random-weight llama model of a preset or custom shape.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "model/synth.h"
+
+namespace kvs::cli {
+namespace {
+
+struct Options {
+  std::string preset;
+  SynthSpec custom;  // shape flags land here; only those given override the preset
+  std::string type = "f32";
+  bool tied_output = false;
+  std::string output;
+};
+
+}  // namespace
+
+void register_synth(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd =
+      app.add_subcommand("synth",
+                         "Write a llama model with random weights (a preset, or a custom shape given by --layers "
+                         "--dim --heads --ffn --vocab); shape flags given with --preset override the preset");
+  cmd->add_option("--preset", opts->preset,
+                  fmt::format("Model shape preset: {}", fmt::join(synth_preset_names(), ", ")));
+  cmd->add_option("--layers", opts->custom.layers, "Number of transformer blocks");
+  cmd->add_option("--dim", opts->custom.dim, "Embedding width (a multiple of --heads)");
+  cmd->add_option("--heads", opts->custom.heads, "Query heads; head_dim = dim / heads must be even");
+  cmd->add_option("--kv-heads", opts->custom.kv_heads,
+                  "Key/value heads: = heads for MHA, 1 for MQA, a divisor of heads for GQA (default: --heads)");
+  cmd->add_option("--ffn", opts->custom.ffn, "Feed-forward hidden width");
+  cmd->add_option("--vocab", opts->custom.vocab, "Vocabulary size, at least 259 (3 special + 256 byte tokens)");
+  cmd->add_option("--ctx", opts->custom.ctx, "Context length written to llama.context_length (default 2048)");
+  cmd->add_option("--rope-base", opts->custom.rope_base, "RoPE frequency base (default 10000)");
+  cmd->add_option("--type", opts->type,
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0 or q4_0 (q8_0/q4_0 need "
+                  "dim and ffn multiples of 32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->custom.seed, "Random seed; the same seed and shape give the same file")
+      ->capture_default_str();
+  cmd->add_flag("--tied-output,!--untied-output", opts->tied_output,
+                "Share the classifier with token_embd.weight (no output.weight); default: the preset's choice, "
+                "untied for custom shapes");
+  cmd->add_option("-o,--output", opts->output, "GGUF file to write")->required();
+
+  cmd->callback([opts, cmd] {
+    SynthSpec spec;
+    if (!opts->preset.empty()) {
+      auto preset = synth_preset(opts->preset);
+      if (!preset) throw CommandError(preset.status().message());
+      spec = *preset;
+    } else {
+      for (const char* flag : {"--layers", "--dim", "--heads", "--ffn", "--vocab"}) {
+        if (cmd->count(flag) == 0) {
+          throw CommandError(fmt::format("synth needs --preset or a full shape; {} is missing", flag));
+        }
+      }
+      spec.kv_heads = opts->custom.heads;
+      spec.ctx = 2048;
+    }
+    const SynthSpec& c = opts->custom;
+    if (cmd->count("--layers")) spec.layers = c.layers;
+    if (cmd->count("--dim")) spec.dim = c.dim;
+    if (cmd->count("--heads")) spec.heads = c.heads;
+    if (cmd->count("--kv-heads")) spec.kv_heads = c.kv_heads;
+    if (cmd->count("--ffn")) spec.ffn = c.ffn;
+    if (cmd->count("--vocab")) spec.vocab = c.vocab;
+    if (cmd->count("--ctx")) spec.ctx = c.ctx;
+    if (cmd->count("--rope-base")) spec.rope_base = c.rope_base;
+    if (cmd->count("--tied-output") || cmd->count("--untied-output")) spec.tied_output = opts->tied_output;
+    spec.seed = c.seed;
+    spec.type = *dtype_from_name(opts->type);  // IsMember checked the name
+    const Status status = write_synth_model(spec, opts->output);
+    if (!status) throw CommandError(status.message());
+    fmt::print("wrote {}: {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}, {}\n", opts->output, spec.layers,
+               spec.dim, spec.heads, spec.kv_heads, spec.ffn, spec.vocab, opts->type);
+  });
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,81 @@
+// Import of llama2.c "legacy" checkpoints and tokenizers into llama-architecture GGUF files, using
+// llama.cpp's conventions (tensor names, metadata keys), plus the helpers that write those
+// conventions, shared with synth.cpp.
+//
+// Layout choices (checked against llama.cpp's stories260K.gguf):
+// - Q/K are NOT permuted: llama2.c and llama.cpp's "llama" rope both rotate adjacent pairs
+//   (x[2i], x[2i+1]), so the checkpoint's wq/wk rows are stored unchanged.
+// - A shared classifier writes no output.weight (readers use token_embd.weight); llama.cpp's
+//   converter writes a copy instead.
+// - Norms and other 1-D tensors stay F32 whatever the requested type. A 2-D weight whose row length
+//   is not a multiple of the quantized block size (32) is kept F32 instead of failing, so models
+//   such as stories260K (hidden 172) still convert to q8_0/q4_0 (only their ffn_down stays F32).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/gguf.h"
+
+namespace kvs {
+
+// Converts `checkpoint` (+ llama2.c `tokenizer` export) to a GGUF at `out_path` whose 2-D
+// weights have `type`.
+Status import_llama2c(const std::string& checkpoint, const std::string& tokenizer, const std::string& out_path,
+                      DType type);
+
+// The llama2.c checkpoint header (7 int32 values).
+struct Llama2cHeader {
+  int32_t dim = 0;
+  int32_t hidden_dim = 0;
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t vocab_size = 0;  // negative: the classifier is stored separately after the weights
+  int32_t seq_len = 0;
+};
+
+// ---- llama GGUF conventions (shared by the importer and the synthetic-model writer) ----
+
+// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+struct LlamaVocab {
+  std::vector<std::string> tokens;  // SentencePiece text: "▁" (U+2581) for spaces, "<0xNN>" byte tokens
+  std::vector<float> scores;
+  std::vector<int32_t> types;  // TokenType values
+};
+
+// The llama.* hyper-parameters written as metadata.
+struct LlamaHParams {
+  std::string name;  // general.name
+  uint32_t context_length = 0;
+  uint32_t embedding_length = 0;
+  uint32_t block_count = 0;
+  uint32_t feed_forward_length = 0;
+  uint32_t head_count = 0;
+  uint32_t head_count_kv = 0;
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  DType weight_type = DType::kF32;  // for general.file_type
+};
+
+// Writes general.*, llama.* and tokenizer.ggml.* keys (model "llama", unk 0, bos 1, eos 2, add_bos).
+void set_llama_metadata(gguf::Writer& writer, const LlamaHParams& hparams, LlamaVocab vocab);
+
+// Produces row `row` (`cols` floats) of a weight matrix into `out`.
+using RowSource = std::function<void(size_t row, float* out)>;
+
+// Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of `type`, or of F32
+// when cols is not a multiple of the type's block size. Rows are produced while the file is written.
+Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from);
+
+// Adds a 1-D F32 tensor of `n` values (held by the writer).
+Status add_vector(gguf::Writer& writer, std::string name, std::span<const float> values);
+
+}  // namespace kvs

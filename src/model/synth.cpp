@@ -1,0 +1,199 @@
+// Synthetic llama models: shape presets, validation, a generated SentencePiece-style vocabulary,
+// and random weights streamed into the GGUF writer one tensor at a time.
+#include "model/synth.h"
+
+#include <cmath>
+#include <string>
+
+#include "model/gguf.h"
+#include "model/llama2c_import.h"
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t kMinVocab = 3 + 256;              // <unk>, <s>, </s>, <0x00>..<0xFF>
+constexpr uint64_t kMaxTensorElements = 1ull << 32;  // keeps the write buffer of one tensor <= 16 GiB
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Rows of uniform values in [-std*sqrt(3), std*sqrt(3)) (standard deviation `std`). Each row has its
+// own stream derived from (seed, tensor name, row), so the bytes do not depend on write order.
+RowSource random_rows(uint64_t seed, std::string_view name, size_t cols, float std) {
+  uint64_t mix = seed ^ fnv1a(name);
+  const uint64_t tensor_seed = splitmix64(mix);
+  const float half_width = std * std::sqrt(3.0f);
+  return [tensor_seed, cols, half_width](size_t row, float* out) {
+    uint64_t state = tensor_seed ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull);
+    for (size_t i = 0; i < cols; ++i) {
+      const float u = static_cast<float>(splitmix64(state) >> 40) * 0x1.0p-24f;  // [0, 1), exact
+      out[i] = (2.0f * u - 1.0f) * half_width;
+    }
+  };
+}
+
+// A vocabulary that the llama SentencePiece-BPE tokenizer can use: specials, 256 byte tokens, "▁",
+// printable ASCII, "▁" + letter, then lowercase words of 2, 3, 4 letters (each also with a "▁"
+// prefix), as far as `size` allows. Every multi-character token is the merge of two earlier tokens
+// ("▁ab" = "▁a" + "b", "abc" = "ab" + "c"), and scores fall with the id, so shorter merges win.
+LlamaVocab synth_vocab(uint32_t size) {
+  LlamaVocab v;
+  const auto add = [&](std::string text, TokenType type) {
+    if (v.tokens.size() >= size) return;
+    const bool normal = type == TokenType::kNormal;
+    v.scores.push_back(normal ? -static_cast<float>(v.tokens.size()) : 0.0f);
+    v.tokens.push_back(std::move(text));
+    v.types.push_back(static_cast<int32_t>(type));
+  };
+  const std::string space = "\xe2\x96\x81";  // U+2581 "▁"
+  add("<unk>", TokenType::kUnknown);
+  add("<s>", TokenType::kControl);
+  add("</s>", TokenType::kControl);
+  for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), TokenType::kByte);
+  add(space, TokenType::kNormal);
+  for (char c = '!'; c <= '~'; ++c) add(std::string(1, c), TokenType::kNormal);
+  for (char c = 'a'; c <= 'z'; ++c) add(space + c, TokenType::kNormal);
+  for (char c = 'A'; c <= 'Z'; ++c) add(space + c, TokenType::kNormal);
+  std::vector<std::string> words;  // lowercase words of the previous length
+  for (char c = 'a'; c <= 'z'; ++c) words.emplace_back(1, c);
+  for (int length = 2; length <= 4 && v.tokens.size() < size; ++length) {
+    std::vector<std::string> longer;
+    for (const auto& w : words) {
+      for (char c = 'a'; c <= 'z'; ++c) longer.push_back(w + c);
+    }
+    for (const auto& w : longer) add(w, TokenType::kNormal);
+    for (const auto& w : longer) add(space + w, TokenType::kNormal);
+    words = std::move(longer);
+  }
+  return v;
+}
+
+uint32_t max_synth_vocab() { return static_cast<uint32_t>(kMinVocab + 1 + 94 + 52 + 2 * (676 + 17576 + 456976)); }
+
+}  // namespace
+
+std::vector<std::string_view> synth_preset_names() { return {"110m", "1b", "tiny-mha", "tiny-mqa", "tiny-gqa"}; }
+
+Expected<SynthSpec> synth_preset(std::string_view name) {
+  SynthSpec tiny{.layers = 2, .dim = 64, .heads = 4, .kv_heads = 4, .ffn = 128, .vocab = 512, .ctx = 512};
+  if (name == "110m") {
+    return SynthSpec{.layers = 12,
+                     .dim = 768,
+                     .heads = 12,
+                     .kv_heads = 12,
+                     .ffn = 2048,
+                     .vocab = 32000,
+                     .ctx = 1024,
+                     .tied_output = true};
+  }
+  if (name == "1b") {
+    return SynthSpec{.layers = 22, .dim = 2048, .heads = 32, .kv_heads = 4, .ffn = 5632, .vocab = 32000, .ctx = 2048};
+  }
+  if (name == "tiny-mha") return tiny;
+  if (name == "tiny-mqa") {
+    tiny.kv_heads = 1;
+    return tiny;
+  }
+  if (name == "tiny-gqa") {
+    tiny.kv_heads = 2;
+    return tiny;
+  }
+  return Status::invalid_argument(
+      fmt::format("unknown synth preset '{}'; known presets: 110m, 1b, tiny-mha, "
+                  "tiny-mqa, tiny-gqa",
+                  name));
+}
+
+Status validate_synth_spec(const SynthSpec& s) {
+  const auto bad = [&](const std::string& why) {
+    return Status::invalid_argument(
+        fmt::format("invalid synth shape (layers {}, dim {}, heads {}, kv_heads {}, "
+                    "ffn {}, vocab {}, ctx {}, {}): {}",
+                    s.layers, s.dim, s.heads, s.kv_heads, s.ffn, s.vocab, s.ctx, dtype_name(s.type), why));
+  };
+  if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0) {
+    return bad("layers, dim, heads, kv_heads, ffn and ctx must all be positive");
+  }
+  if (s.dim % s.heads != 0) return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
+  if (s.heads % s.kv_heads != 0) {
+    return bad(fmt::format("heads {} is not a multiple of kv_heads {}", s.heads, s.kv_heads));
+  }
+  if ((s.dim / s.heads) % 2 != 0) return bad(fmt::format("head_dim {} must be even for RoPE", s.dim / s.heads));
+  if (s.vocab < kMinVocab || s.vocab > max_synth_vocab()) {
+    return bad(fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
+                           max_synth_vocab()));
+  }
+  const size_t block = dtype_block_elements(s.type);
+  if (s.dim % block != 0 || s.ffn % block != 0) {
+    return bad(
+        fmt::format("{} needs dim {} and ffn {} to be multiples of {}", dtype_name(s.type), s.dim, s.ffn, block));
+  }
+  const uint64_t widest = std::max<uint64_t>(s.vocab, s.ffn);
+  if (widest * s.dim > kMaxTensorElements) {
+    return bad(fmt::format("the largest tensor would hold {} x {} elements, over the limit of {}", widest, s.dim,
+                           kMaxTensorElements));
+  }
+  if (!(s.rope_base > 0.0f) || !std::isfinite(s.rope_base)) {
+    return bad(fmt::format("rope_base must be positive, got {}", s.rope_base));
+  }
+  return Status::ok();
+}
+
+Status write_synth_model(const SynthSpec& s, const std::string& path) {
+  KVS_RETURN_IF_ERROR(validate_synth_spec(s));
+  gguf::Writer w;
+  const LlamaHParams hp{.name = fmt::format("synth-{}l-{}d-{}h-{}kv", s.layers, s.dim, s.heads, s.kv_heads),
+                        .context_length = s.ctx,
+                        .embedding_length = s.dim,
+                        .block_count = s.layers,
+                        .feed_forward_length = s.ffn,
+                        .head_count = s.heads,
+                        .head_count_kv = s.kv_heads,
+                        .rms_eps = 1e-5f,
+                        .rope_freq_base = s.rope_base,
+                        .weight_type = s.type};
+  set_llama_metadata(w, hp, synth_vocab(s.vocab));
+  w.set_u64("kvserve.synth.seed", s.seed);
+
+  const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, kv_dim = dim / s.heads * s.kv_heads;
+  const std::vector<float> ones(dim, 1.0f);
+  // std 1/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have
+  // a spread near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
+  const auto matrix = [&](const std::string& name, size_t rows, size_t cols, float gain = 1.0f) {
+    return add_matrix(w, name, s.type, rows, cols,
+                      random_rows(s.seed, name, cols, gain / std::sqrt(static_cast<float>(cols))));
+  };
+  // A tied classifier scores each token by its embedding's dot product with the final state, and
+  // the residual stream still holds the input token's embedding, so the model would mostly repeat
+  // its input. Embeddings 10x smaller make that echo negligible next to what the layers add; an
+  // output norm gain of 10 restores the logit spread.
+  const float tied_scale = s.tied_output ? 10.0f : 1.0f;
+  KVS_RETURN_IF_ERROR(matrix("token_embd.weight", vocab, dim, 1.0f / tied_scale));
+  KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", std::vector<float>(dim, tied_scale)));
+  if (!s.tied_output) KVS_RETURN_IF_ERROR(matrix("output.weight", vocab, dim));
+  for (size_t i = 0; i < s.layers; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", dim, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, dim));
+    KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_norm.weight", ones));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ffn, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", dim, ffn));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ffn, dim));
+    KVS_RETURN_IF_ERROR(add_vector(w, p + "ffn_norm.weight", ones));
+  }
+  return w.write(path);
+}
+
+}  // namespace kvs

@@ -1,0 +1,53 @@
+// Activations converted once per matmul for the kernels: int8 blocks for Q8_0/Q4_0 weights, bf16 for
+// BF16 weights in prefill. The same converted activations may feed several matrices (q/k/v, gate/up).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "tensor/isa.h"
+
+namespace kvs {
+
+// x quantized per 32 values like llama.cpp's Q8_0, but with an fp32 scale:
+// d = max|x| / 127, q = round_half_even(x * (1 / d)), |q| <= 127 (the same bits on every ISA).
+// Layout: qs [n_tokens][cols], scales [n_tokens][cols / 32].
+struct QuantizedActivations {
+  static constexpr size_t kBlock = 32;
+
+  size_t n_tokens = 0;
+  size_t cols = 0;
+  AlignedBuffer<int8_t> qs;
+  AlignedBuffer<float> scales;
+
+  size_t blocks_per_token() const { return cols / kBlock; }
+  const int8_t* token_qs(size_t t) const { return qs.data() + t * cols; }
+  const float* token_scales(size_t t) const { return scales.data() + t * blocks_per_token(); }
+  // Sets the shape, reallocating only when the buffers are too small.
+  void reshape(size_t tokens, size_t columns);
+};
+
+// x: [n_tokens][cols] with cols % 32 == 0. Splits tokens over the pool when n_tokens > 1.
+void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols, QuantizedActivations& out,
+                          ThreadPool& pool, Isa isa = best_isa());
+// Single-threaded, tokens [t_begin, t_end) of an already reshaped `out`.
+void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin,
+                               size_t t_end, Isa isa);
+
+// x rounded to bf16 (nearest even): [n_tokens][cols], for the vdpbf16ps prefill kernel.
+struct Bf16Activations {
+  size_t n_tokens = 0;
+  size_t cols = 0;
+  AlignedBuffer<uint16_t> values;
+
+  const uint16_t* token(size_t t) const { return values.data() + t * cols; }
+  void reshape(size_t tokens, size_t columns);
+};
+
+void convert_activations_bf16(std::span<const float> x, size_t n_tokens, size_t cols, Bf16Activations& out,
+                              ThreadPool& pool, Isa isa = best_isa());
+
+}  // namespace kvs

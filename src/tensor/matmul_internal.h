@@ -1,0 +1,42 @@
+// Per-ISA, per-weight-type matmul kernels behind matmul.cpp's dispatch (not for callers outside
+// src/tensor). Each computes output rows [row_begin, row_end) for all tokens, single-threaded.
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/act_quant.h"
+#include "tensor/weight_view.h"
+
+namespace kvs::detail {
+
+// y[t][r] = sum_c w[r][c] * x[t][c]. Exactly one activation form is used per weight type and path:
+// x (fp32) for F32/F16/BF16 weights, xq for Q8_0/Q4_0, xb for BF16 weights on the bf16-dot path.
+struct MatmulOperands {
+  WeightView w;
+  size_t n_tokens = 0;
+  const float* x = nullptr;                      // [n_tokens][w.cols]
+  const QuantizedActivations* xq = nullptr;
+  const Bf16Activations* xb = nullptr;
+  float* y = nullptr;                            // [n_tokens][w.rows]
+};
+
+using MatmulRowsFn = void (*)(const MatmulOperands&, size_t row_begin, size_t row_end);
+
+void matmul_f32_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_f16_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_bf16_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_q8_0_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_q4_0_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+
+void matmul_f32_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_f16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_bf16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // fp32 x
+void matmul_bf16dot_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);  // bf16 xb, needs BF16
+void matmul_q8_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
+void matmul_q4_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
+
+// Portable reference for the quantized-activation path: the same integer arithmetic as the SIMD
+// kernels (exact block dot products), fp32 accumulation of the scaled blocks.
+void matmul_quantized_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end);
+
+}  // namespace kvs::detail
