@@ -24,7 +24,8 @@ Status GenerationOptions::validate() const {
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength:
-    case FinishReason::kContextFull: return "length";
+    case FinishReason::kContextFull:
+    case FinishReason::kKvCacheFull: return "length";
     case FinishReason::kEos:
     case FinishReason::kStopString: return "stop";
   }
@@ -58,11 +59,12 @@ Expected<GenerationResult> Generator::generate(std::span<const TokenId> prompt, 
   // Prefill. Without a cache the runner is rebuilt for every step below.
   auto start = std::chrono::steady_clock::now();
   auto runner = std::make_unique<SequenceRunner>(model_, pool_, options.use_kv_cache ? capacity : prompt.size(),
-                                                 options.max_batch_tokens);
+                                                 options.max_batch_tokens, options.kv);
   std::vector<float> logits;
   {
     auto out = runner->append(prompt);
-    logits.assign(out.begin(), out.end());
+    if (!out) return out.status();
+    logits.assign(out->begin(), out->end());
   }
   result.prefill_seconds = seconds_since(start);
   result.kv_bytes = runner->kv_bytes();
@@ -91,19 +93,26 @@ Expected<GenerationResult> Generator::generate(std::span<const TokenId> prompt, 
       break;
     }
     const TokenId next[] = {token};
-    std::span<const float> out;
+    Expected<std::span<const float>> out = std::span<const float>();
     if (options.use_kv_cache) {
       out = runner->append(next);
     } else {
       // Baseline: forget everything and recompute the whole history.
-      runner = std::make_unique<SequenceRunner>(model_, pool_, history.size(), options.max_batch_tokens);
+      runner = std::make_unique<SequenceRunner>(model_, pool_, history.size(), options.max_batch_tokens, options.kv);
       out = runner->append(history);
       result.kv_bytes = std::max(result.kv_bytes, runner->kv_bytes());
     }
-    logits.assign(out.begin(), out.end());
+    if (!out && out.status().code() == ErrorCode::kOutOfMemory) {
+      result.finish_reason = FinishReason::kKvCacheFull;
+      result.kv_message = out.status().message();
+      break;
+    }
+    if (!out) return out.status();
+    logits.assign(out->begin(), out->end());
   }
   if (result.finish_reason != FinishReason::kStopString) emit(stops.push(decoder.finish()).emit + stops.finish());
   result.decode_seconds = seconds_since(start);
+  result.kv_usage = runner->kv_usage();
   return result;
 }
 

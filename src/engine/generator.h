@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/sequence_runner.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,11 +24,13 @@ struct GenerationOptions {
   bool stop_at_eos = true;
   bool use_kv_cache = true;
   size_t max_batch_tokens = 512;  // prefill chunk
+  SequenceKvOptions kv;           // block size and pool size of the sequence's KV cache
 
   Status validate() const;
 };
 
-enum class FinishReason { kLength, kEos, kStopString, kContextFull };
+// kKvCacheFull: the KV pool ran out mid-generation; what was generated so far is kept.
+enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull };
 std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop"
 
 struct GenerationResult {
@@ -37,7 +40,9 @@ struct GenerationResult {
   size_t prompt_tokens = 0;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
-  size_t kv_bytes = 0;  // K/V memory the sequence held
+  size_t kv_bytes = 0;  // K/V memory allocated for the sequence
+  KvUsage kv_usage;     // blocks in use at the end (with the cache on)
+  std::string kv_message;  // why generation stopped early with kKvCacheFull
 };
 
 using TextSink = std::function<void(std::string_view piece)>;

@@ -46,7 +46,9 @@ Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const To
     input[0] = tokenizer.bos();
     std::copy(chunk, chunk + L - 1, input.begin() + 1);
     runner.reset();
-    const std::span<const float> logits = runner.append(input, /*all_logits=*/true);
+    auto appended = runner.append(input, /*all_logits=*/true);
+    if (!appended) return appended.status();
+    const std::span<const float> logits = *appended;
     double chunk_nll = 0.0;
     for (size_t i = 0; i < L; ++i) chunk_nll += negative_log_likelihood(logits.subspan(i * vocab, vocab), chunk[i]);
     result.chunk_mean_nll.push_back(chunk_nll / L);

@@ -4,24 +4,71 @@
 #include <numeric>
 
 namespace kvs {
+namespace {
+constexpr SeqId kSequence{0};
+}
 
-SequenceRunner::SequenceRunner(const LlamaModel& model, ThreadPool& pool, size_t capacity, size_t max_batch_tokens)
+SequenceRunner::SequenceRunner(const LlamaModel& model, ThreadPool& pool, size_t capacity, size_t max_batch_tokens,
+                               SequenceKvOptions kv)
     : model_(model),
       forward_(model, pool),
-      kv_(KvShape{.num_layers = model.config().num_layers,
-                  .num_kv_heads = model.config().num_kv_heads,
-                  .head_dim = model.config().head_dim,
-                  .block_size = std::max<size_t>(1, capacity),
-                  .num_blocks = 1}),
-      max_batch_tokens_(std::max<size_t>(1, max_batch_tokens)) {}
+      capacity_(std::max<size_t>(1, capacity)),
+      max_batch_tokens_(std::max<size_t>(1, max_batch_tokens)) {
+  const ModelConfig& c = model.config();
+  if (kv.block_size == 0) {
+    contiguous_ = std::make_unique<KvStorage>(KvShape{.num_layers = c.num_layers,
+                                                      .num_kv_heads = c.num_kv_heads,
+                                                      .head_dim = c.head_dim,
+                                                      .block_size = capacity_,
+                                                      .num_blocks = 1});
+    return;
+  }
+  const KvCacheSpec spec{.num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+                         .block_size = kv.block_size};
+  const size_t blocks = kv.num_blocks ? kv.num_blocks : kv_blocks_for_tokens(capacity_, kv.block_size);
+  auto manager = KvCacheManager::create({.spec = spec, .num_blocks = blocks});
+  KVS_ASSERT(manager.has_value(), "KV cache options were not validated: {}", manager.status().message());
+  manager_ = std::move(manager).value();
+}
 
-std::span<const float> SequenceRunner::append(std::span<const TokenId> tokens, bool all_logits) {
+size_t SequenceRunner::kv_bytes() const { return manager_ ? manager_->storage().bytes() : contiguous_->bytes(); }
+
+KvUsage SequenceRunner::kv_usage() const {
+  if (manager_) return manager_->usage();
+  return KvUsage{.blocks_total = 1, .blocks_used = length_ > 0, .bytes_total = contiguous_->bytes(),
+                 .bytes_used = length_ > 0 ? contiguous_->bytes() : 0};
+}
+
+void SequenceRunner::truncate(size_t length) {
+  if (length >= length_) return;
+  length_ = length;
+  if (!manager_) return;
+  // Rebuild the table at the new length: whole blocks past it go back to the pool.
+  manager_->free(kSequence);
+  if (length > 0) {
+    const bool ok = manager_->reserve(kSequence, length);
+    KVS_ASSERT(ok, "re-reserving {} tokens after a truncate failed", length);
+    manager_->commit(kSequence, length);
+  }
+}
+
+Expected<std::span<const float>> SequenceRunner::append(std::span<const TokenId> tokens, bool all_logits) {
   const size_t vocab = model_.config().vocab_size;
-  KVS_ASSERT(length_ + tokens.size() <= capacity(), "sequence of {} + {} tokens exceeds capacity {}", length_,
-             tokens.size(), capacity());
+  if (length_ + tokens.size() > capacity_) {
+    return Status::out_of_range(fmt::format("the sequence would hold {} + {} tokens, beyond its capacity of {}",
+                                            length_, tokens.size(), capacity_));
+  }
+  if (manager_ && !manager_->reserve(kSequence, tokens.size())) {
+    const KvUsage u = manager_->usage();
+    return Status::out_of_memory(fmt::format(
+        "KV cache exhausted: {} more tokens need {} more blocks of {} tokens, but only {} of {} blocks are free "
+        "({} bytes in the pool)",
+        tokens.size(), kv_blocks_for_tokens(length_ + tokens.size(), manager_->block_size()) -
+                           manager_->block_table(kSequence).size(),
+        manager_->block_size(), u.blocks_total - u.blocks_used, u.blocks_total, u.bytes_total));
+  }
   logits_.resize((all_logits ? tokens.size() : 1) * vocab);
-  const BlockId table[] = {BlockId{0}};
-  const SequenceKvView sequence{.block_table = table};
+  const BlockId contiguous_table[] = {BlockId{0}};
   std::vector<uint32_t> positions, seq_of_token, logits_for;
   std::vector<KvSlot> slots;
   for (size_t done = 0; done < tokens.size();) {
@@ -30,7 +77,9 @@ std::span<const float> SequenceRunner::append(std::span<const TokenId> tokens, b
     std::iota(positions.begin(), positions.end(), static_cast<uint32_t>(length_));
     seq_of_token.assign(n, 0);
     slots.resize(n);
-    for (size_t i = 0; i < n; ++i) slots[i] = KvSlot{length_ + i};
+    for (size_t i = 0; i < n; ++i) {
+      slots[i] = manager_ ? manager_->slot_of(kSequence, length_ + i) : KvSlot{length_ + i};
+    }
     float* out = logits_.data();
     logits_for.clear();
     if (all_logits) {
@@ -39,17 +88,20 @@ std::span<const float> SequenceRunner::append(std::span<const TokenId> tokens, b
     } else if (done + n == tokens.size()) {
       logits_for.push_back(static_cast<uint32_t>(n - 1));
     }
+    const SequenceKvView sequence{.block_table = manager_ ? manager_->block_table(kSequence)
+                                                          : std::span<const BlockId>(contiguous_table)};
     const ForwardBatch batch{.tokens = tokens.subspan(done, n),
                              .positions = positions,
                              .sequence_of_token = seq_of_token,
                              .kv_slots = slots,
                              .sequences = {&sequence, 1},
                              .logits_for = logits_for};
-    forward_.forward(batch, kv_, {out, logits_for.size() * vocab});
+    forward_.forward(batch, manager_ ? manager_->storage() : *contiguous_, {out, logits_for.size() * vocab});
+    if (manager_) manager_->commit(kSequence, n);
     length_ += n;
     done += n;
   }
-  return logits_;
+  return std::span<const float>(logits_);
 }
 
 }  // namespace kvs

@@ -10,7 +10,28 @@
 namespace kvs {
 
 LlamaForward::LlamaForward(const LlamaModel& model, ThreadPool& pool)
-    : config_(model.config()), weights_(model.weights()), pool_(pool), scores_(pool.num_threads()) {}
+    : config_(model.config()),
+      weights_(model.weights()),
+      pool_(pool),
+      scores_(pool.num_threads()),
+      rope_inv_freq_(rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base)) {}
+
+namespace {
+bool is_block_quantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+}  // namespace
+
+void LlamaForward::project(std::span<const float> x, size_t n,
+                           std::initializer_list<std::pair<const WeightView*, float*>> outs) {
+  bool all_quantized = true;
+  for (const auto& [w, y] : outs) all_quantized = all_quantized && is_block_quantized(w->type);
+  const size_t cols = outs.begin()->first->cols;
+  if (all_quantized && matmul_activations(outs.begin()->first->type, n, best_isa()) == MatmulActivations::kInt8Blocks) {
+    quantize_activations(x.first(n * cols), n, cols, xq_, pool_);
+    for (const auto& [w, y] : outs) matmul_quantized(*w, xq_, {y, n * w->rows}, pool_);
+    return;
+  }
+  for (const auto& [w, y] : outs) matmul(*w, x.first(n * cols), n, {y, n * w->rows}, pool_, scratch_);
+}
 
 void LlamaForward::resize(size_t n) {
   const ModelConfig& c = config_;
@@ -49,36 +70,41 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
     dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(id), &x_[t * c.dim], c.dim);
   }
 
+  // RoPE angles depend only on the position: once per token for every layer, Q and K.
+  const size_t half_rope = c.rope_dim / 2;
+  rope_cos_.resize(n * half_rope);
+  rope_sin_.resize(n * half_rope);
+  for (size_t t = 0; t < n; ++t) {
+    rope_cos_sin(batch.positions[t], rope_inv_freq_, {&rope_cos_[t * half_rope], half_rope},
+                 {&rope_sin_[t * half_rope], half_rope});
+  }
+
   for (size_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     // Attention block: xb = norm(x); q,k,v = xb W; rope; store k,v; attend; x += att Wo.
     for (size_t t = 0; t < n; ++t) {
       rmsnorm({&xb_[t * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, w.attn_norm, c.rms_eps);
     }
-    matmul(w.wq, xb_, n, q_, pool_);
-    matmul(w.wk, xb_, n, k_, pool_);
-    matmul(w.wv, xb_, n, v_, pool_);
+    project(xb_, n, {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}});
     for (size_t t = 0; t < n; ++t) {
-      rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, c.rope_dim, batch.positions[t],
-                       c.rope_freq_base);
-      rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, c.rope_dim,
-                       batch.positions[t], c.rope_freq_base);
+      const std::span<const float> cos{&rope_cos_[t * half_rope], half_rope}, sin{&rope_sin_[t * half_rope], half_rope};
+      rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, cos, sin);
+      rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, cos, sin);
       kv.write(l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
     }
     attention_layer(batch, kv, l, n);
-    matmul(w.wo, att_, n, proj_, pool_);
+    matmul(w.wo, att_, n, proj_, pool_, scratch_);
     for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
 
     // Feed-forward block: x += W_down (silu(xb W_gate) * xb W_up).
     for (size_t t = 0; t < n; ++t) {
       rmsnorm({&xb_[t * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, w.ffn_norm, c.rms_eps);
     }
-    matmul(w.w_gate, xb_, n, gate_, pool_);
-    matmul(w.w_up, xb_, n, up_, pool_);
+    project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
     pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
       swiglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim}, {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
     });
-    matmul(w.w_down, gate_, n, proj_, pool_);
+    matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
     for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
   }
 
@@ -91,7 +117,7 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
     KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
     rmsnorm({&final_[i * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, weights_.output_norm, c.rms_eps);
   }
-  matmul(weights_.output, final_, m, logits, pool_);
+  matmul(weights_.output, final_, m, logits, pool_, scratch_);
 }
 
 void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n) {

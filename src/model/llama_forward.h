@@ -3,6 +3,7 @@
 // context K/V through the block tables, and returns logits for the requested tokens.
 #pragma once
 
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/llama_model.h"
+#include "tensor/matmul.h"
 
 namespace kvs {
 
@@ -23,6 +25,9 @@ class LlamaForward {
  private:
   void attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n);
   void resize(size_t n_tokens);
+  // outs[i] = x . weights[i]^T for matrices that read the same input; quantized weights share one
+  // quantization of x.
+  void project(std::span<const float> x, size_t n, std::initializer_list<std::pair<const WeightView*, float*>> outs);
 
   const ModelConfig& config_;
   const LlamaWeights& weights_;
@@ -39,6 +44,10 @@ class LlamaForward {
   std::vector<float> up_;      // [n][ffn]
   std::vector<float> final_;   // normed rows whose logits are wanted [m][dim]
   std::vector<std::vector<float>> scores_;  // per thread: [context]
+  MatmulScratch scratch_;      // converted activations, reused across calls
+  QuantizedActivations xq_;    // x quantized once for several Q8_0/Q4_0 matrices
+  std::vector<float> rope_inv_freq_;   // [rope_dim / 2], once per model
+  std::vector<float> rope_cos_, rope_sin_;  // [n][rope_dim / 2] for this batch's positions
 };
 
 }  // namespace kvs

@@ -143,3 +143,47 @@ TEST(Cli, HelpExplainsEverySubcommand) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+TEST(CliKv, BudgetFlagsReportBlocksAndStopCleanlyWhenExhausted) {
+  test::TempDir dir("cli_kv");
+  auto ok = run_kvserve({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--kv-memory", "1MiB"}, dir);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  // stories260K: 5 layers x 4 kv heads x 8 dims x K,V x 4 bytes x 16 tokens = 20480 bytes a block.
+  EXPECT_NE(ok.err.find("KV cache 1044480 bytes allocated, 3/51 blocks used (61440 bytes"), std::string::npos) << ok.err;
+  auto full = run_kvserve({"run", "-p", "Once upon a time", "-n", "100", "--temp", "0", "--kv-blocks", "2"}, dir);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_NE(full.err.find("KV cache exhausted"), std::string::npos) << full.err;
+  EXPECT_EQ(full.out.rfind("Once upon a time, there was a little girl", 0), 0u) << full.out;  // kept what it had
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-memory", "1KiB"}, dir), "smaller than one KV block");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-memory", "lots"}, dir), "lots");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--block-size", "24"}, dir), "got 24");
+}
+
+TEST(CliKv, CalcGivesTheDesignNoteFigures) {
+  test::TempDir dir("cli_calc");
+  auto a = run_kvserve({"calc", "--preset", "llama-2-7b", "--tokens", "2048", "--kv-dtype", "f16", "--json"}, dir);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto ja = nlohmann::json::parse(a.out);
+  EXPECT_EQ(ja["total_bytes"].get<size_t>(), 1'073'741'824u);
+  auto b = run_kvserve({"calc", "--preset", "llama-3-70b", "--tokens", "128000", "--kv-dtype", "f16", "--budget",
+                        "80GiB", "--json"},
+                       dir);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(jb["total_bytes"].get<size_t>(), 41'943'040'000u);
+  EXPECT_EQ(jb["max_seqs_in_budget"].get<size_t>(), 2u);
+  EXPECT_DOUBLE_EQ(jb["bytes_per_token"].get<double>(), 327680.0);
+  auto text = run_kvserve({"calc", "--preset", "llama-3-70b", "--tokens", "128000", "--kv-dtype", "f16"}, dir);
+  EXPECT_NE(text.out.find("41943040000 bytes (39.06 GiB)"), std::string::npos) << text.out;
+  auto model = run_kvserve({"calc", "-m", test::default_model_path(), "--tokens", "100", "--kv-dtype", "f32", "--json"}, dir);
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  EXPECT_EQ(nlohmann::json::parse(model.out)["total_bytes"].get<size_t>(), 7u * 20480);
+  expect_clean_error(run_kvserve({"calc", "--preset", "gpt-5"}, dir), "gpt-5");
+  expect_clean_error(run_kvserve({"calc", "--preset", "llama-2-7b", "--kv-dtype", "fp8"}, dir), "fp8");
+}
+
+}  // namespace
+}  // namespace kvs

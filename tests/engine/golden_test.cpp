@@ -41,7 +41,7 @@ void expect_logits_near(std::span<const float> got, const std::vector<float>& wa
 void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk) {
   SequenceRunner runner(model, pool, c.prompt_ids.size() + c.greedy_ids.size(), chunk);
   const size_t vocab = model.config().vocab_size;
-  auto all = runner.append(c.prompt_ids, /*all_logits=*/true);
+  auto all = *runner.append(c.prompt_ids, /*all_logits=*/true);
   for (const auto& [pos, want] : c.logits) {
     if (pos < c.prompt_ids.size()) expect_logits_near(all.subspan(pos * vocab, vocab), want, pos);
   }
@@ -52,7 +52,7 @@ void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, 
     generated.push_back(next);
     if (i + 1 == c.greedy_ids.size()) break;
     const TokenId in[] = {next};
-    auto out = runner.append(in);
+    auto out = *runner.append(in);
     logits.assign(out.begin(), out.end());
     const size_t pos = c.prompt_ids.size() + i;
     if (auto it = c.logits.find(pos); it != c.logits.end()) expect_logits_near(logits, it->second, pos);

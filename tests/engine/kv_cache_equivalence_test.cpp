@@ -51,17 +51,17 @@ void expect_logits_match_recompute(const LlamaModel& model) {
   const size_t vocab = model.config().vocab_size;
   std::vector<TokenId> tokens = {1, 300, 301, 302, 303};
   SequenceRunner cached(model, pool, 64);
-  auto out = cached.append(tokens);
+  auto out = *cached.append(tokens);
   std::vector<float> logits(out.begin(), out.end());
   for (int step = 0; step < 20; ++step) {
     SequenceRunner fresh(model, pool, tokens.size());
-    auto full = fresh.append(tokens);
+    auto full = *fresh.append(tokens);
     float worst = 0.0f;
     for (size_t i = 0; i < vocab; ++i) worst = std::max(worst, std::fabs(full[i] - logits[i]));
     EXPECT_LE(worst, 1e-4f) << "step " << step;
     tokens.push_back(argmax(logits));
     const TokenId next[] = {tokens.back()};
-    auto o = cached.append(next);
+    auto o = *cached.append(next);
     logits.assign(o.begin(), o.end());
   }
 }
