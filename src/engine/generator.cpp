@@ -28,6 +28,7 @@ std::string_view finish_reason_name(FinishReason reason) {
     case FinishReason::kKvCacheFull: return "length";
     case FinishReason::kEos:
     case FinishReason::kStopString: return "stop";
+    case FinishReason::kAborted: return "abort";
   }
   return "unknown";
 }

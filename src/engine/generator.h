@@ -30,8 +30,9 @@ struct GenerationOptions {
 };
 
 // kKvCacheFull: the KV pool ran out mid-generation; what was generated so far is kept.
-enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull };
-std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop"
+// kAborted: cancelled by the client.
+enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull, kAborted };
+std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop" (and "abort")
 
 struct GenerationResult {
   std::vector<TokenId> tokens;  // generated ids (EOS excluded)

@@ -1,0 +1,212 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+namespace kvs {
+namespace {
+
+double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+Status EngineConfig::validate() const {
+  if (max_batch_tokens == 0) return Status::invalid_argument("max batch tokens must be positive, got 0");
+  if (max_seqs == 0) return Status::invalid_argument("max seqs must be positive, got 0");
+  if (kv_memory_bytes && kv_blocks) return Status::invalid_argument("give a KV memory budget or a block count, not both");
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                                 const EngineConfig& config) {
+  KVS_RETURN_IF_ERROR(config.validate());
+  const ModelConfig& c = model.config();
+  const KvCacheSpec spec{.num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+                         .block_size = config.block_size};
+  KVS_RETURN_IF_ERROR(spec.validate());
+  size_t blocks = config.kv_blocks;
+  if (blocks == 0) {
+    size_t budget = config.kv_memory_bytes;
+    if (budget == 0) budget = std::min<size_t>(size_t{1} << 30, kv_bytes_for_sequences(spec, c.context_length, config.max_seqs));
+    blocks = kv_blocks_in_budget(spec, budget);
+    if (blocks == 0) {
+      return Status::out_of_memory(fmt::format("a KV budget of {} bytes is smaller than one block of {} bytes", budget,
+                                               kv_bytes_per_block(spec).total()));
+    }
+  }
+  auto kv = KvCacheManager::create({.spec = spec, .num_blocks = blocks});
+  if (!kv) return kv.status();
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, pool, config, std::move(kv).value()));
+}
+
+Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
+               std::unique_ptr<KvCacheManager> kv)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      kv_(std::move(kv)),
+      scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
+      forward_(model, pool) {}
+
+Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
+  const size_t context = model_.config().context_length;
+  if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
+  if (params.prompt.size() > context) {
+    return Status::out_of_range(fmt::format("the prompt has {} tokens but the model's context holds {}",
+                                            params.prompt.size(), context));
+  }
+  for (TokenId t : params.prompt) {
+    if (t < 0 || static_cast<size_t>(t) >= model_.config().vocab_size) {
+      return Status::invalid_argument(fmt::format("token id {} is outside the vocabulary of {}", t,
+                                                  model_.config().vocab_size));
+    }
+  }
+  // The prompt (plus the first generated token) must fit in the whole pool on its own.
+  const size_t needed = kv_blocks_for_tokens(params.prompt.size() + 1, kv_->block_size());
+  if (needed > kv_->pool().num_blocks()) {
+    return Status::out_of_memory(fmt::format(
+        "the prompt of {} tokens needs {} KV blocks but the whole pool has {} (block size {}); raise --kv-memory",
+        params.prompt.size(), needed, kv_->pool().num_blocks(), kv_->block_size()));
+  }
+  KVS_RETURN_IF_ERROR(params.sampling.validate());
+  const SeqId id{next_id_++};
+  auto request = std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink),
+                                           std::chrono::steady_clock::now());
+  scheduler_.add(request.get());
+  recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
+  requests_.emplace(id.value, std::move(request));
+  return id;
+}
+
+void Engine::abort(SeqId id) {
+  auto it = requests_.find(id.value);
+  if (it == requests_.end()) return;
+  RequestOutput out;
+  finish(*it->second, FinishReason::kAborted, out);
+}
+
+void Engine::abort_all() {
+  std::vector<SeqId> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(SeqId{id});
+  for (SeqId id : ids) abort(id);
+}
+
+void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
+  if (reason != FinishReason::kStopString && reason != FinishReason::kAborted) {
+    out.text += r.stops.push(r.decoder.finish()).emit + r.stops.finish();
+  }
+  out.id = r.id;
+  out.finished = true;
+  out.finish_reason = reason;
+  out.prompt_tokens = r.num_prompt_tokens;
+  out.completion_tokens = r.num_generated();
+  scheduler_.remove(&r);  // blocks are freed the moment the request ends
+  ++(reason == FinishReason::kAborted ? recorder_.totals().requests_aborted_total
+                                      : recorder_.totals().requests_finished_total);
+  if (r.sink) r.sink(out);
+  requests_.erase(r.id.value);
+}
+
+bool Engine::advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+  const TokenId token = r.sampler.sample(logits, r.tokens);
+  const auto now = std::chrono::steady_clock::now();
+  EngineMetrics& m = recorder_.totals();
+  if (!r.has_first_token) {
+    m.time_to_first_token_seconds.observe(seconds_between(r.arrival, now));
+    r.has_first_token = true;
+  } else {
+    m.inter_token_latency_seconds.observe(seconds_between(r.last_token_time, now));
+  }
+  r.last_token_time = now;
+  RequestOutput out;
+  out.id = r.id;
+  if (r.params.stop_at_eos && tokenizer_.is_end_of_generation(token)) {
+    finish(r, FinishReason::kEos, out);
+    return true;
+  }
+  r.tokens.push_back(token);
+  ++m.generation_tokens_total;
+  out.new_tokens.push_back(token);
+  const auto matched = r.stops.push(r.decoder.push(token));
+  out.text = matched.emit;
+  if (matched.stopped) {
+    finish(r, FinishReason::kStopString, out);
+  } else if (r.num_generated() >= r.params.max_new_tokens) {
+    finish(r, FinishReason::kLength, out);
+  } else if (r.num_tokens() >= model_.config().context_length) {
+    finish(r, FinishReason::kContextFull, out);
+  } else {
+    outputs.push_back(std::move(out));
+    return false;
+  }
+  return true;
+}
+
+bool Engine::step() {
+  if (requests_.empty()) return false;
+  SchedulePlan plan = scheduler_.schedule();
+  recorder_.totals().preemptions_total = scheduler_.num_preemptions();
+  for (Request* r : plan.out_of_memory) {
+    RequestOutput out;
+    finish(*r, FinishReason::kKvCacheFull, out);
+  }
+  if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
+
+  // Build the batch: every scheduled token, its position, slot and sequence.
+  tokens_.clear();
+  positions_.clear();
+  sequence_of_token_.clear();
+  logits_for_.clear();
+  slots_.clear();
+  sequences_.clear();
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Request& r = *chunk.request;
+    const auto seq_index = static_cast<uint32_t>(sequences_.size());
+    sequences_.push_back({.block_table = kv_->block_table(r.id)});
+    for (size_t p = chunk.first; p < chunk.first + chunk.num_tokens; ++p) {
+      tokens_.push_back(r.tokens[p]);
+      positions_.push_back(static_cast<uint32_t>(p));
+      sequence_of_token_.push_back(seq_index);
+      slots_.push_back(kv_->slot_of(r.id, p));
+    }
+    if (chunk.completes()) logits_for_.push_back(static_cast<uint32_t>(tokens_.size() - 1));
+  }
+  const size_t vocab = model_.config().vocab_size;
+  logits_.resize(logits_for_.size() * vocab);
+  forward_.forward({.tokens = tokens_,
+                    .positions = positions_,
+                    .sequence_of_token = sequence_of_token_,
+                    .kv_slots = slots_,
+                    .sequences = sequences_,
+                    .logits_for = logits_for_},
+                   kv_->storage(), logits_);
+  recorder_.totals().step_tokens.observe(static_cast<double>(tokens_.size()));
+
+  // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
+  std::vector<RequestOutput> outputs;
+  size_t logits_row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    scheduler_.on_computed(chunk);
+    if (!chunk.completes()) continue;
+    advance(*chunk.request, {logits_.data() + logits_row * vocab, vocab}, outputs);
+    ++logits_row;
+  }
+  for (const RequestOutput& out : outputs) {
+    auto it = requests_.find(out.id.value);
+    if (it != requests_.end() && it->second->sink) it->second->sink(out);
+  }
+  return true;
+}
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m = recorder_.totals();
+  m.requests_running = scheduler_.running().size();
+  m.requests_waiting = scheduler_.waiting().size();
+  const KvUsage u = kv_->usage();
+  m.kv_blocks_total = u.blocks_total;
+  m.kv_blocks_used = u.blocks_used;
+  m.kv_usage_ratio = u.blocks_total ? static_cast<double>(u.blocks_used) / static_cast<double>(u.blocks_total) : 0.0;
+  m.preemptions_total = scheduler_.num_preemptions();
+  return m;
+}
+
+}  // namespace kvs

@@ -1,0 +1,86 @@
+#include "engine/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvs {
+
+Histogram Histogram::with_bounds(std::vector<double> upper_bounds) {
+  Histogram h;
+  h.bounds = std::move(upper_bounds);
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
+void Histogram::observe(double value) {
+  const size_t bucket = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
+  ++counts[bucket];
+  sum += value;
+  ++count;
+}
+
+double Histogram::quantile(double q) const {
+  if (count == 0) return 0.0;
+  const double target = q * static_cast<double>(count);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    seen += counts[i];
+    if (static_cast<double>(seen) >= target) return i < bounds.size() ? bounds[i] : bounds.back();
+  }
+  return bounds.back();
+}
+
+MetricsRecorder::MetricsRecorder() {
+  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
+                                       0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0, 30.0, 60.0};
+  totals_.time_to_first_token_seconds = Histogram::with_bounds(latency);
+  totals_.inter_token_latency_seconds = Histogram::with_bounds(latency);
+  totals_.step_tokens = Histogram::with_bounds({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048});
+}
+
+namespace {
+
+void gauge(std::string& out, const char* name, const char* help, double value) {
+  out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} gauge\nkvserve_{0} {2}\n", name, help, value);
+}
+
+void counter(std::string& out, const char* name, const char* help, uint64_t value) {
+  out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} counter\nkvserve_{0} {2}\n", name, help, value);
+}
+
+void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
+  out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} histogram\n", name, help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    out += fmt::format("kvserve_{}_bucket{{le=\"{}\"}} {}\n", name, h.bounds[i], cumulative);
+  }
+  out += fmt::format("kvserve_{0}_bucket{{le=\"+Inf\"}} {1}\nkvserve_{0}_sum {2}\nkvserve_{0}_count {1}\n", name,
+                     h.count, h.sum);
+}
+
+}  // namespace
+
+std::string to_prometheus(const EngineMetrics& m) {
+  std::string out;
+  gauge(out, "requests_running", "Requests with KV blocks in the running batch.", static_cast<double>(m.requests_running));
+  gauge(out, "requests_waiting", "Requests queued for admission (including preempted ones).",
+        static_cast<double>(m.requests_waiting));
+  gauge(out, "kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
+  gauge(out, "kv_blocks_used", "KV cache blocks held by requests.", static_cast<double>(m.kv_blocks_used));
+  gauge(out, "kv_usage_ratio", "Fraction of KV blocks in use.", m.kv_usage_ratio);
+  counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
+  counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
+  counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).", m.preemptions_total);
+  counter(out, "requests_finished_total", "Requests that finished (stop, length, EOS).", m.requests_finished_total);
+  counter(out, "requests_aborted_total", "Requests cancelled by their client.", m.requests_aborted_total);
+  histogram(out, "time_to_first_token_seconds", "Time from arrival to the first generated token.",
+            m.time_to_first_token_seconds);
+  histogram(out, "inter_token_latency_seconds", "Time between consecutive generated tokens of a request.",
+            m.inter_token_latency_seconds);
+  histogram(out, "step_tokens", "Tokens per forward pass.", m.step_tokens);
+  return out;
+}
+
+}  // namespace kvs

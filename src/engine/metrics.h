@@ -1,0 +1,54 @@
+// Counters, gauges and latency histograms of the engine, exported by the server as Prometheus
+// text. The recorder lives in the engine (single thread); snapshots are plain copies.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvs {
+
+// Cumulative histogram with fixed bucket bounds (seconds), Prometheus style.
+struct Histogram {
+  std::vector<double> bounds;          // upper bounds, ascending; +Inf implied
+  std::vector<uint64_t> counts;        // per bucket (not cumulative), size bounds.size() + 1
+  double sum = 0.0;
+  uint64_t count = 0;
+
+  static Histogram with_bounds(std::vector<double> upper_bounds);
+  void observe(double value);
+  double quantile(double q) const;     // estimate from buckets (upper bound of the bucket reaching q)
+};
+
+struct EngineMetrics {
+  size_t requests_running = 0;
+  size_t requests_waiting = 0;
+  size_t kv_blocks_total = 0;
+  size_t kv_blocks_used = 0;
+  double kv_usage_ratio = 0.0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t preemptions_total = 0;
+  uint64_t requests_finished_total = 0;
+  uint64_t requests_aborted_total = 0;
+  Histogram time_to_first_token_seconds;
+  Histogram inter_token_latency_seconds;
+  Histogram step_tokens;  // tokens per forward pass (batch size)
+};
+
+class MetricsRecorder {
+ public:
+  MetricsRecorder();
+  EngineMetrics& totals() { return totals_; }
+  const EngineMetrics& totals() const { return totals_; }
+
+ private:
+  EngineMetrics totals_;
+};
+
+// Prometheus text exposition format (version 0.0.4) of a snapshot, metric names prefixed kvserve_.
+std::string to_prometheus(const EngineMetrics& m);
+
+}  // namespace kvs

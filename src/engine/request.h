@@ -1,0 +1,67 @@
+// A generation request inside the engine: its tokens (prompt, then generated), how many of them
+// already have K/V in the cache (num_computed_tokens), and its per-request decoding state.
+// There is no prefill or decode phase: the scheduler gives a request tokens until
+// num_computed_tokens catches up with num_tokens(); a decode step is one new token.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+#include "engine/generator.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvs {
+
+struct RequestParams {
+  std::vector<TokenId> prompt;
+  size_t max_new_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop_strings;
+  bool stop_at_eos = true;
+};
+
+// What the engine reports for a request after a step: new text and tokens, and at the end the
+// finish reason and usage. An error (non-ok status) ends the request too.
+struct RequestOutput {
+  SeqId id;
+  std::string text;                 // new text since the previous output (never a partial stop string)
+  std::vector<TokenId> new_tokens;  // new generated ids
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kLength;
+  size_t prompt_tokens = 0;
+  size_t completion_tokens = 0;
+  Status error;                     // set when the request failed
+};
+using OutputSink = std::function<void(const RequestOutput&)>;
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct Request {
+  Request(SeqId id, RequestParams params, const Tokenizer& tokenizer, OutputSink sink, SteadyTime arrival);
+
+  size_t num_tokens() const { return tokens.size(); }
+  size_t num_generated() const { return tokens.size() - num_prompt_tokens; }
+  size_t num_uncomputed() const { return tokens.size() - num_computed_tokens; }
+
+  SeqId id;
+  RequestParams params;
+  std::vector<TokenId> tokens;  // prompt + generated
+  size_t num_prompt_tokens = 0;
+  size_t num_computed_tokens = 0;  // tokens whose K/V are in the cache
+  size_t num_preemptions = 0;
+  Sampler sampler;
+  StreamingDecoder decoder;
+  StopMatcher stops;
+  OutputSink sink;
+  SteadyTime arrival;
+  SteadyTime last_token_time{};
+  bool has_first_token = false;
+};
+
+}  // namespace kvs

@@ -1,0 +1,86 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace kvs {
+
+void Scheduler::preempt(Request* victim, SchedulePlan& plan) {
+  kv_.free(victim->id);
+  victim->num_computed_tokens = 0;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.push_front(victim);
+  plan.preempted.push_back(victim);
+  // A victim scheduled earlier in this step loses its chunk too.
+  std::erase_if(plan.chunks, [&](const ScheduledChunk& c) { return c.request == victim; });
+}
+
+SchedulePlan Scheduler::schedule() {
+  SchedulePlan plan;
+  size_t budget = config_.max_batch_tokens;
+
+  // 1. Running requests first, oldest admission first.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const size_t n = std::min(r->num_uncomputed(), budget);
+    if (n == 0) {
+      ++i;
+      continue;
+    }
+    bool self_preempted = false;
+    while (!kv_.can_reserve(r->id, n)) {
+      if (running_.size() == 1) {
+        // Alone in the pool and still cannot grow: it can never finish; the engine ends it.
+        plan.out_of_memory.push_back(r);
+        running_.erase(running_.begin() + static_cast<long>(i));
+        self_preempted = true;
+        break;
+      }
+      Request* victim = running_.back();
+      preempt(victim, plan);
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) continue;  // running_[i] is now the next request
+    const bool reserved = kv_.reserve(r->id, n);
+    KVS_ASSERT(reserved, "reserve of {} tokens failed after can_reserve", n);
+    plan.chunks.push_back({r, r->num_computed_tokens, n});
+    budget -= n;
+    ++i;
+  }
+  // Recompute the token count: preemption may have removed chunks scheduled above.
+  plan.num_tokens = 0;
+  for (const auto& c : plan.chunks) plan.num_tokens += c.num_tokens;
+  budget = config_.max_batch_tokens - plan.num_tokens;
+
+  // 2. Admit waiting requests, unless this step had to preempt (memory is tight).
+  while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && running_.size() < config_.max_seqs) {
+    Request* r = waiting_.front();
+    const size_t n = std::min(r->num_uncomputed(), budget);
+    if (!kv_.reserve(r->id, n)) break;
+    waiting_.pop_front();
+    running_.push_back(r);
+    plan.chunks.push_back({r, r->num_computed_tokens, n});
+    plan.num_tokens += n;
+    budget -= n;
+  }
+  return plan;
+}
+
+void Scheduler::on_computed(const ScheduledChunk& chunk) {
+  KVS_ASSERT(chunk.request->num_computed_tokens == chunk.first, "request {} computed {} but chunk starts at {}",
+             chunk.request->id.value, chunk.request->num_computed_tokens, chunk.first);
+  chunk.request->num_computed_tokens += chunk.num_tokens;
+  kv_.commit(chunk.request->id, chunk.num_tokens);
+}
+
+void Scheduler::remove(Request* request) {
+  kv_.free(request->id);
+  std::erase(running_, request);
+  std::erase(waiting_, request);
+}
+
+}  // namespace kvs
