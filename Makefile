@@ -6,10 +6,18 @@ JOBS       ?= $(shell nproc)
 PROMPT     ?= Once upon a time
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build run test test-release test-sanitize bench format clean
+.PHONY: deps js-deps configure build run test test-release test-sanitize bench format clean
 
 deps:
 	@scripts/install-deps.sh
+
+# The OpenAI npm client for the server tests (tests/js, ctest kvserve_server_js), at the versions
+# of package-lock.json; nothing to do when node_modules is newer than the lock file.
+js-deps:
+	@if [ tests/js/node_modules/.package-lock.json -nt tests/js/package-lock.json ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  cd tests/js && npm ci --prefer-offline --no-audit --no-fund --loglevel=error; \
+	else echo "js-deps: npm not found; the kvserve_server_js test will fail until tests/js has node_modules"; fi
 
 configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -24,10 +32,10 @@ run: build
 # The whole test suite: release build, then again under AddressSanitizer + UBSan.
 test: test-release test-sanitize
 
-test-release: build
+test-release: build js-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-test-sanitize: deps
+test-sanitize: deps js-deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

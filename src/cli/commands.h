@@ -16,5 +16,8 @@ void register_perplexity(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_calc(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_loadgen(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace kvs::cli

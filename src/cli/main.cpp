@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   kvs::cli::register_convert(app);
   kvs::cli::register_synth(app);
   kvs::cli::register_calc(app);
+  kvs::cli::register_serve(app);
+  kvs::cli::register_loadgen(app);
+  kvs::cli::register_bench(app);
   std::string known;
   bool is_known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

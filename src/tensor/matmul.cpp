@@ -67,14 +67,15 @@ void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
 
 }  // namespace
 
-MatmulActivations matmul_activations(DType weight_type, size_t n_tokens, Isa isa) {
+MatmulActivations matmul_activations(DType weight_type, Isa isa) {
   if (isa == Isa::kScalar) return MatmulActivations::kF32;
   if (is_quantized(weight_type)) return MatmulActivations::kInt8Blocks;
-  if (weight_type == DType::kBF16 && isa == Isa::kAvx512 && cpu_has_avx512_bf16() &&
-      n_tokens >= kBf16DotMinTokens) {
-    return MatmulActivations::kBf16;
-  }
+  if (weight_type == DType::kBF16 && isa == Isa::kAvx512 && cpu_has_avx512_bf16()) return MatmulActivations::kBf16;
   return MatmulActivations::kF32;
+}
+
+MatmulActivations matmul_activations(DType weight_type, size_t /*n_tokens*/, Isa isa) {
+  return matmul_activations(weight_type, isa);
 }
 
 void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
@@ -87,7 +88,7 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
             ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
   check_shapes(w, x.size(), n_tokens, y.size());
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
-  const MatmulActivations form = matmul_activations(w.type, n_tokens, isa);
+  const MatmulActivations form = matmul_activations(w.type, isa);
   MatmulOperands op{.w = w, .n_tokens = n_tokens, .x = x.data(), .y = y.data()};
   if (form == MatmulActivations::kInt8Blocks) {
     quantize_activations(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.int8, pool, isa);
@@ -115,7 +116,7 @@ void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens,
   KVS_ASSERT(row_begin <= row_end && row_end <= w.rows, "matmul_rows: rows [{}, {}) outside [0, {})",
              row_begin, row_end, w.rows);
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
-  const MatmulActivations form = matmul_activations(w.type, n_tokens, isa);
+  const MatmulActivations form = matmul_activations(w.type, isa);
   MatmulScratch scratch;
   MatmulOperands op{.w = w, .n_tokens = n_tokens, .x = x.data(), .y = y.data()};
   if (form == MatmulActivations::kInt8Blocks) {

@@ -21,10 +21,25 @@ namespace kvs {
 //   kBf16:       x rounded to bf16 (vdpbf16ps); |err| <= 2^-8 * sum|w*x| plus fp32 rounding.
 enum class MatmulActivations { kF32, kInt8Blocks, kBf16 };
 
-// BF16 weights use the bf16 dot product (x rounded to bf16) from this many tokens on; decode stays exact.
-inline constexpr size_t kBf16DotMinTokens = 4;
-
+// The form depends on the weight type and the Isa only, never on the number of tokens (batch invariance,
+// below). BF16 weights take the bf16 dot product wherever the CPU has AVX512_BF16, decode included: it
+// streams the same bytes as the fp32 path in decode and is about twice as fast in prefill; the price is x
+// rounded to bf16 in decode too (as llama.cpp does for bf16 weights).
+MatmulActivations matmul_activations(DType weight_type, Isa isa);
+// The same; n_tokens is ignored (kept for callers written when decode and prefill could differ).
 MatmulActivations matmul_activations(DType weight_type, size_t n_tokens, Isa isa);
+
+// Batch invariance. For a given Isa (and CPU), y[t][r] is a function of w's row r and x's token t only:
+// bitwise the same whatever n_tokens is, whatever the other tokens hold, wherever token t sits in the
+// batch, however the rows are split (ThreadPool size, matmul_rows ranges), and whether it comes from
+// matmul, matmul_quantized (with activations quantized by the same Isa; except Isa::kScalar, where
+// matmul is the fp32 reference and matmul_quantized the integer one) or matmul_rows. So a request
+// decodes to the same tokens alone or batched with others, and with or without the KV cache.
+// How: activation conversion is per token; every (row, token) dot product runs one canonical sequence of
+// fp32 operations (segments of fixed columns, one accumulator per segment, a fixed horizontal reduction,
+// segment sums added in order: matmul_tiling.h), which the decode kernel and every register tile of the
+// prefill kernel follow exactly; tiles only choose which such sequences run side by side.
+// Different Isas (and the scalar reference) may differ from each other in the last bits.
 
 // Reusable buffers for converted activations. One per forward pass (per thread calling matmul) avoids an
 // allocation per call.

@@ -47,54 +47,65 @@ struct LoadBF16 {
 
 template <class L>
 struct FloatKernel {
+  using Vec = __m512;
+  static constexpr size_t kStep = 16;
+  static constexpr size_t kStripe = 8;  // 128 columns: 4 lines of 2-byte weights
+  static constexpr size_t kChains = 2;
+  static constexpr size_t kMaxRegisterChains = 16;
+  static constexpr size_t kSegment = 1024;
   static constexpr size_t kRowTile = 4;
   static constexpr size_t kDecodeRowTile = L::kDecodeRowTile;
   static constexpr size_t kMaxTokens = 6;    // 4 x 6 accumulators + 4 weight vectors of 32 registers
-  static constexpr size_t kColChunk = 512;  // 6 tokens x 2 KiB of activations stay in L1
+  static constexpr size_t kColChunk = 1024;  // 6 tokens x 4 KiB of activations stay in L1
 
   const MatmulOperands& op;
   size_t row_stride;  // bytes
 
   template <size_t R, size_t T>
-  void tile(size_t r0, size_t t0, size_t c0, size_t c1, bool first) const {
+  struct Pointers {
     const std::byte* w[R];
     const float* x[T];
-    for (size_t i = 0; i < R; ++i) w[i] = op.w.data + (r0 + i) * row_stride;
-    for (size_t j = 0; j < T; ++j) x[j] = op.x + (t0 + j) * op.w.cols;
-    __m512 acc[T][R];
-    for (size_t j = 0; j < T; ++j)
-      for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
-    size_t c = c0;
-    if constexpr (R == 1 && T == 1) {  // decode: four accumulators for four independent FMA chains
-      __m512 more[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-      for (; c + 64 <= c1; c += 64) {
-        acc[0][0] = _mm512_fmadd_ps(L::load(w[0], c), _mm512_loadu_ps(x[0] + c), acc[0][0]);
-        for (size_t k = 0; k < 3; ++k)
-          more[k] = _mm512_fmadd_ps(L::load(w[0], c + 16 * (k + 1)), _mm512_loadu_ps(x[0] + c + 16 * (k + 1)), more[k]);
-      }
-      acc[0][0] = _mm512_add_ps(_mm512_add_ps(acc[0][0], more[0]), _mm512_add_ps(more[1], more[2]));
-    }
-    for (; c + 16 <= c1; c += 16) {
-      __m512 wv[R];
+  };
+  template <size_t R, size_t T>
+  Pointers<R, T> pointers(size_t r0, size_t t0) const {
+    Pointers<R, T> p;
+    for (size_t i = 0; i < R; ++i) p.w[i] = op.w.data + (r0 + i) * row_stride;
+    for (size_t j = 0; j < T; ++j) p.x[j] = op.x + (t0 + j) * op.w.cols;
+    return p;
+  }
+
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void step(const Pointers<R, T>& p, size_t n, Vec (&acc)[T][R]) {
+    const size_t c = n * kStep;
+    __m512 wv[R];
 #pragma GCC unroll 16
-      for (size_t i = 0; i < R; ++i) wv[i] = L::load(w[i], c);
+    for (size_t i = 0; i < R; ++i) wv[i] = L::load(p.w[i], c);
 #pragma GCC unroll 16
-      for (size_t j = 0; j < T; ++j) {
-        const __m512 xv = _mm512_loadu_ps(x[j] + c);
+    for (size_t j = 0; j < T; ++j) {
+      const __m512 xv = _mm512_loadu_ps(p.x[j] + c);
 #pragma GCC unroll 16
-        for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(wv[i], xv, acc[j][i]);
-      }
+      for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(wv[i], xv, acc[j][i]);
     }
-    if (c < c1) {
-      const __mmask16 m = tail_mask16(c1 - c);
-      __m512 wv[R];
-      for (size_t i = 0; i < R; ++i) wv[i] = L::load(w[i], c, m);
-      for (size_t j = 0; j < T; ++j) {
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + c);
-        for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(wv[i], xv, acc[j][i]);
-      }
+  }
+
+  // The row's last columns: zero-filled lanes add +0 products.
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>& p, size_t n, size_t c1, Vec (&acc)[T][R]) {
+    const size_t c = n * kStep;
+    const __mmask16 m = tail_mask16(c1 - c);
+    __m512 wv[R];
+    for (size_t i = 0; i < R; ++i) wv[i] = L::load(p.w[i], c, m);
+    for (size_t j = 0; j < T; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, p.x[j] + c);
+      for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(wv[i], xv, acc[j][i]);
     }
-    for (size_t j = 0; j < T; ++j) store_row_sums<R>(acc[j], op.y + (t0 + j) * op.w.rows + r0, first);
+  }
+
+  static KVS_ALWAYS_INLINE Vec zero() { return _mm512_setzero_ps(); }
+  static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  template <size_t N>
+  static KVS_ALWAYS_INLINE void reduce(const Vec* acc, float* sums) {
+    reduce_sums<N>(acc, sums);
   }
 };
 

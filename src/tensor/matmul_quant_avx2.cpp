@@ -30,25 +30,20 @@ struct Q4Weights {
   static KVS_ALWAYS_INLINE __m256i load(const std::byte* p) {  // nibble - 8, in element order
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
     const __m128i m = _mm_set1_epi8(0x0f);
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m)),
-                                              _mm_and_si128(_mm_srli_epi16(q, 4), m), 1);
+    const __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m)), _mm_and_si128(_mm_srli_epi16(q, 4), m), 1);
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
   }
 };
 
-// One block of one row (weights at p) . one activation block (a, scale da).
-template <class W>
-KVS_ALWAYS_INLINE __m256 block_dot(const std::byte* p, const int8_t* a, float da, __m256 acc) {
-  const __m256i wv = W::load(p);
-  const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
-  const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-  const __m256 s = _mm256_set1_ps(_cvtsh_ss(load_u16(p)) * da);
-  return _mm256_fmadd_ps(dot, s, acc);
-}
-
 template <class W>
 struct QuantKernel {
+  using Vec = __m256;
+  static constexpr size_t kStep = 32;   // one block
+  static constexpr size_t kStripe = 2;  // 68 bytes of Q8_0 weights, about a line
+  static constexpr size_t kChains = 2;
+  static constexpr size_t kMaxRegisterChains = 8;
+  static constexpr size_t kSegment = 2048;
   static constexpr size_t kRowTile = 2;
   // Decode streams one row at a time: a single sequential stream is what the hardware prefetchers follow
   // best (interleaved row streams reached 30-50% of the read bandwidth, measured on Zen 5).
@@ -62,56 +57,58 @@ struct QuantKernel {
   const float* scales;
 
   template <size_t R, size_t T>
-  void tile(size_t r0, size_t t0, size_t c0, size_t c1, bool first) const {
-    const size_t nb = op.w.cols / 32;
+  struct Pointers {
     const std::byte* w[R];
-    for (size_t i = 0; i < R; ++i) w[i] = op.w.data + (r0 + i) * row_stride;
-    __m256 acc[T][R];
-    for (size_t j = 0; j < T; ++j)
-      for (size_t i = 0; i < R; ++i) acc[j][i] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    size_t b = c0 / 32;
-    if constexpr (R == 1 && T == 1) {  // decode: two accumulators for two independent FMA chains
-      const int8_t* a = qs + t0 * op.w.cols;
-      const float* sa = scales + t0 * nb;
-      __m256 acc1 = _mm256_setzero_ps();
-      for (; b + 2 <= c1 / 32; b += 2) {
-        acc[0][0] = block_dot<W>(w[0] + b * W::kBlockBytes, a + b * 32, sa[b], acc[0][0]);
-        acc1 = block_dot<W>(w[0] + (b + 1) * W::kBlockBytes, a + (b + 1) * 32, sa[b + 1], acc1);
-      }
-      acc[0][0] = _mm256_add_ps(acc[0][0], acc1);
-    }
-    for (; b < c1 / 32; ++b) {
-      __m256i wv[R], wabs[R];
-      __m256 dw[R];
-#pragma GCC unroll 8
-      for (size_t i = 0; i < R; ++i) {
-        const std::byte* p = w[i] + b * W::kBlockBytes;
-        wv[i] = W::load(p);
-        wabs[i] = _mm256_sign_epi8(wv[i], wv[i]);
-        dw[i] = _mm256_set1_ps(_cvtsh_ss(load_u16(p)));
-      }
-#pragma GCC unroll 8
-      for (size_t j = 0; j < T; ++j) {
-        const size_t tb = (t0 + j) * nb + b;
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + tb * 32));
-        const __m256 da = _mm256_set1_ps(scales[tb]);
-#pragma GCC unroll 8
-        for (size_t i = 0; i < R; ++i) {
-          const __m256i p16 = _mm256_maddubs_epi16(wabs[i], _mm256_sign_epi8(a, wv[i]));
-          const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-          acc[j][i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw[i], da), acc[j][i]);
-        }
-      }
-    }
+    const int8_t* a[T];  // the token's int8 activations
+    const float* d[T];   // and its block scales
+  };
+  template <size_t R, size_t T>
+  Pointers<R, T> pointers(size_t r0, size_t t0) const {
+    Pointers<R, T> p;
+    for (size_t i = 0; i < R; ++i) p.w[i] = op.w.data + (r0 + i) * row_stride;
     for (size_t j = 0; j < T; ++j) {
-      float sums[R];
-      row_sums<R>(acc[j], sums);
+      p.a[j] = qs + (t0 + j) * op.w.cols;
+      p.d[j] = scales + (t0 + j) * (op.w.cols / 32);
+    }
+    return p;
+  }
+
+  // Block n.
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void step(const Pointers<R, T>& p, size_t n, Vec (&acc)[T][R]) {
+    const size_t b = n, c = n * kStep;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wv[R], wabs[R];
+    __m256 dw[R];
+#pragma GCC unroll 8
+    for (size_t i = 0; i < R; ++i) {
+      const std::byte* q = p.w[i] + b * W::kBlockBytes;
+      wv[i] = W::load(q);
+      wabs[i] = _mm256_sign_epi8(wv[i], wv[i]);
+      dw[i] = _mm256_set1_ps(_cvtsh_ss(load_u16(q)));
+    }
+#pragma GCC unroll 8
+    for (size_t j = 0; j < T; ++j) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.a[j] + c));
+      const __m256 da = _mm256_set1_ps(p.d[j][b]);
+#pragma GCC unroll 8
       for (size_t i = 0; i < R; ++i) {
-        float& y = op.y[(t0 + j) * op.w.rows + r0 + i];
-        y = first ? sums[i] : y + sums[i];
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[i], _mm256_sign_epi8(a, wv[i]));
+        const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+        acc[j][i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw[i], da), acc[j][i]);
       }
     }
+  }
+
+  // Never called: the columns are whole blocks.
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>&, size_t, size_t, Vec (&)[T][R]) {}
+
+  static KVS_ALWAYS_INLINE Vec zero() { return _mm256_setzero_ps(); }
+  static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  template <size_t N>
+  static KVS_ALWAYS_INLINE void reduce(const Vec* acc, float* sums) {
+    reduce_sums<N>(acc, sums);
   }
 };
 

@@ -20,9 +20,7 @@ namespace {
 using namespace kvs::avx512;
 
 // Lanes 0-7 take element 0, lanes 8-15 element 1.
-KVS_ALWAYS_INLINE __m512i halves_index() {
-  return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-}
+KVS_ALWAYS_INLINE __m512i halves_index() { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
 
 KVS_ALWAYS_INLINE uint16_t load_u16(const std::byte* p) {
   uint16_t v;
@@ -61,16 +59,16 @@ struct Q4Weights {
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kBlockBytes + 2));
     const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
-    const __m512i dup = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
-                                                 _mm512_castsi256_si512(both));
+    const __m512i dup =
+        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(both));
     const __m512i shifted = _mm512_srlv_epi64(dup, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
     return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
   }
   static KVS_ALWAYS_INLINE __m512i single(const std::byte* p) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
     const __m128i m = _mm_set1_epi8(0x0f);
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m)),
-                                              _mm_and_si128(_mm_srli_epi16(q, 4), m), 1);
+    const __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m)), _mm_and_si128(_mm_srli_epi16(q, 4), m), 1);
     return _mm512_castsi256_si512(v);
   }
 };
@@ -88,10 +86,21 @@ KVS_ALWAYS_INLINE __m512 act_scale_pair(const float* scales) {
   return _mm512_permutexvar_ps(halves_index(), _mm512_castps128_ps512(two));
 }
 
+// Decode streams one row at a time: a single sequential stream is what the hardware prefetchers follow best
+// (4 or 8 interleaved row streams, or streams from several places of one row, reached 30-60% of the read
+// bandwidth, Zen 5). The activation side of a step is recomputed for every tile, so per row in decode:
+// preparing it once per call (128 bytes per block pair) was slower, its loads competing with the weight
+// stream for L1.
 template <class W>
 struct QuantKernel {
+  using Vec = __m512;
+  static constexpr size_t kStep = 64;  // a block pair
+  static constexpr size_t kStripe = 1;
+  static constexpr size_t kChains = 2;
+  static constexpr size_t kMaxRegisterChains = 16;
+  static constexpr size_t kSegment = 2048;
   static constexpr size_t kRowTile = 4;
-  static constexpr size_t kDecodeRowTile = 1;  // unused: decode runs decode_rows()
+  static constexpr size_t kDecodeRowTile = 1;
   static constexpr size_t kMaxTokens = 4;    // 4 x 4 accumulators + 4 x (weights, scales) of 32 registers
   static constexpr size_t kColChunk = 2048;  // 4 tokens x 2 KiB of int8 activations stay in L1
 
@@ -101,106 +110,81 @@ struct QuantKernel {
   const float* scales;
 
   template <size_t R, size_t T>
-  void tile(size_t r0, size_t t0, size_t c0, size_t c1, bool first) const {
-    const size_t cols = op.w.cols, nb = cols / 32;
+  struct Pointers {
     const std::byte* w[R];
-    for (size_t i = 0; i < R; ++i) w[i] = op.w.data + (r0 + i) * row_stride;
-    __m512 acc[T][R];
-    for (size_t j = 0; j < T; ++j)
-      for (size_t i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
-    const size_t b1 = c1 / 32;
-    size_t b = c0 / 32;
-    for (; b + 2 <= b1; b += 2) {
-      __m512i wu[R];
-      __m512 dw[R];
+    const int8_t* a[T];  // the token's int8 activations
+    const float* d[T];   // and its block scales
+  };
+  template <size_t R, size_t T>
+  Pointers<R, T> pointers(size_t r0, size_t t0) const {
+    Pointers<R, T> p;
+    for (size_t i = 0; i < R; ++i) p.w[i] = op.w.data + (r0 + i) * row_stride;
+    for (size_t j = 0; j < T; ++j) {
+      p.a[j] = qs + (t0 + j) * op.w.cols;
+      p.d[j] = scales + (t0 + j) * (op.w.cols / 32);
+    }
+    return p;
+  }
+
+  // Blocks 2n and 2n + 1.
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void step(const Pointers<R, T>& p, size_t n, Vec (&acc)[T][R]) {
+    const size_t b = 2 * n, c = n * kStep;
+    __m512i wu[R];
+    __m512 dw[R];
+#pragma GCC unroll 8
+    for (size_t i = 0; i < R; ++i) {
+      const std::byte* q = p.w[i] + b * W::kBlockBytes;
+      wu[i] = W::pair(q);
+      dw[i] = scale_pair(q, q + W::kBlockBytes);
+    }
+#pragma GCC unroll 8
+    for (size_t j = 0; j < T; ++j) {
+      const __m512i a = _mm512_loadu_si512(p.a[j] + c);
+      const __m512 da = act_scale_pair(p.d[j] + b);
+      const __m512i bias = offset_correction<W>(a);
 #pragma GCC unroll 8
       for (size_t i = 0; i < R; ++i) {
-        const std::byte* p = w[i] + b * W::kBlockBytes;
-        wu[i] = W::pair(p);
-        dw[i] = scale_pair(p, p + W::kBlockBytes);
-      }
-#pragma GCC unroll 8
-      for (size_t j = 0; j < T; ++j) {
-        const size_t tb = (t0 + j) * nb + b;
-        const __m512i a = _mm512_loadu_si512(qs + tb * 32);
-        const __m512 da = act_scale_pair(scales + tb);
-        const __m512i bias = offset_correction<W>(a);
-#pragma GCC unroll 8
-        for (size_t i = 0; i < R; ++i) {
-          const __m512i d = _mm512_dpbusd_epi32(bias, wu[i], a);
-          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw[i], da), acc[j][i]);
-        }
+        const __m512i d = _mm512_dpbusd_epi32(bias, wu[i], a);
+        acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw[i], da), acc[j][i]);
       }
     }
-    if (b < b1) {  // an odd last block: the high halves of the activations are zero
-      __m512i wu[R];
-      float dw[R];
+  }
+
+  // An odd last block (block 2n, the row's last): the high halves of the activations are zero.
+  template <size_t R, size_t T>
+  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>& p, size_t n, size_t /*c1*/, Vec (&acc)[T][R]) {
+    const size_t b = 2 * n, c = n * kStep;
+    __m512i wu[R];
+    float dw[R];
+    for (size_t i = 0; i < R; ++i) {
+      const std::byte* q = p.w[i] + b * W::kBlockBytes;
+      wu[i] = W::single(q);
+      dw[i] = _cvtsh_ss(load_u16(q));
+    }
+    for (size_t j = 0; j < T; ++j) {
+      const __m512i a = _mm512_maskz_loadu_epi64(0x0f, p.a[j] + c);
+      const __m512i bias = offset_correction<W>(a);
       for (size_t i = 0; i < R; ++i) {
-        const std::byte* p = w[i] + b * W::kBlockBytes;
-        wu[i] = W::single(p);
-        dw[i] = _cvtsh_ss(load_u16(p));
-      }
-      for (size_t j = 0; j < T; ++j) {
-        const size_t tb = (t0 + j) * nb + b;
-        const __m512i a = _mm512_maskz_loadu_epi64(0x0f, qs + tb * 32);
-        const __m512i bias = offset_correction<W>(a);
-        for (size_t i = 0; i < R; ++i) {
-          const __m512i d = _mm512_dpbusd_epi32(bias, wu[i], a);
-          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dw[i] * scales[tb]), acc[j][i]);
-        }
+        const __m512i d = _mm512_dpbusd_epi32(bias, wu[i], a);
+        acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dw[i] * p.d[j][b]), acc[j][i]);
       }
     }
-    for (size_t j = 0; j < T; ++j) store_row_sums<R>(acc[j], op.y + (t0 + j) * op.w.rows + r0, first);
+  }
+
+  static KVS_ALWAYS_INLINE Vec zero() { return _mm512_setzero_ps(); }
+  static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  template <size_t N>
+  static KVS_ALWAYS_INLINE void reduce(const Vec* acc, float* sums) {
+    reduce_sums<N>(acc, sums);
   }
 };
-
-// acc + (blocks b, b + 1 of the weight row at p) . (activation blocks at a, scales): one row, one token.
-template <class W>
-KVS_ALWAYS_INLINE __m512 pair_dot(const std::byte* p, const int8_t* a, const float* scales, __m512 acc) {
-  const __m512i av = _mm512_loadu_si512(a);
-  const __m512i d = _mm512_dpbusd_epi32(offset_correction<W>(av), W::pair(p), av);
-  const __m512 s = _mm512_mul_ps(scale_pair(p, p + W::kBlockBytes), act_scale_pair(scales));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc);
-}
-
-// Decode (one token). Rows are streamed one at a time: a single sequential stream is what the hardware
-// prefetchers follow best (4 or 8 interleaved row streams reached 30-60% of the read bandwidth, Zen 5).
-// The activation side is recomputed per row: preparing it once per call (128 bytes per block pair) was
-// slower, its loads competing with the weight stream for L1.
-template <class W>
-void decode_rows(const QuantKernel<W>& k, size_t row_begin, size_t row_end) {
-  const size_t nb = k.op.w.cols / 32;
-  for (size_t r = row_begin; r < row_end; ++r) {
-    const std::byte* row = k.op.w.data + r * k.row_stride;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();  // two independent FMA chains
-    size_t b = 0;
-    for (; b + 4 <= nb; b += 4) {
-      acc0 = pair_dot<W>(row + b * W::kBlockBytes, k.qs + b * 32, k.scales + b, acc0);
-      acc1 = pair_dot<W>(row + (b + 2) * W::kBlockBytes, k.qs + (b + 2) * 32, k.scales + b + 2, acc1);
-    }
-    if (b + 2 <= nb) {
-      acc0 = pair_dot<W>(row + b * W::kBlockBytes, k.qs + b * 32, k.scales + b, acc0);
-      b += 2;
-    }
-    if (b < nb) {  // an odd last block: the high halves of the activations are zero
-      const std::byte* wp = row + b * W::kBlockBytes;
-      const __m512i a = _mm512_maskz_loadu_epi64(0x0f, k.qs + 32 * b);
-      const __m512i d = _mm512_dpbusd_epi32(offset_correction<W>(a), W::single(wp), a);
-      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(_cvtsh_ss(load_u16(wp)) * k.scales[b]), acc1);
-    }
-    k.op.y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  }
-}
 
 template <class W>
 void run(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   const QuantizedActivations& xq = *op.xq;
   const QuantKernel<W> kernel{op, op.w.row_bytes(), xq.qs.data(), xq.scales.data()};
-  if (op.n_tokens == 1) {
-    decode_rows(kernel, row_begin, row_end);
-  } else {
-    tiling::run(kernel, row_begin, row_end, op.n_tokens, op.w.cols);
-  }
+  tiling::run(kernel, row_begin, row_end, op.n_tokens, op.w.cols);
 }
 
 }  // namespace

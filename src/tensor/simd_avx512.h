@@ -32,16 +32,28 @@ KVS_ALWAYS_INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-// Writes (first) or adds the R row sums of one token: acc[i] for rows y[0..R).
-template <size_t R>
-KVS_ALWAYS_INLINE void store_row_sums(const __m512* acc, float* y, bool first) {
-  float sums[R];
+// hsum4's sum of one vector (the same tree, bit for bit) without its horizontal adds.
+KVS_ALWAYS_INLINE float hsum1(__m512 a) {
+  const __m256 t = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+  const __m256 u = _mm256_add_ps(t, _mm256_permute_ps(t, 0xb1));  // t0 + t1, t2 + t3 at lanes 0, 2 (4, 6)
+  const __m256 v = _mm256_add_ps(u, _mm256_permute_ps(u, 0x4e));  // (t0 + t1) + (t2 + t3) at lane 0 (4)
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+
+// The canonical horizontal sums of the matmul kernels: sums[i] = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) +
+// (a6 + a7)) with a_k = acc[i][k] + acc[i][k + 8] (hsum4's tree, or hsum1's: the same). Every sum
+// depends on its own vector only, so how many vectors are reduced together never changes a sum's bits.
+template <size_t N>
+KVS_ALWAYS_INLINE void reduce_sums(const __m512* acc, float* sums) {
   size_t i = 0;
-  if constexpr (R >= 4) {
-    for (; i + 4 <= R; i += 4) _mm_storeu_ps(sums + i, hsum4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+  for (; i + 4 <= N; i += 4) _mm_storeu_ps(sums + i, hsum4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+  if constexpr (N % 4 == 3) {
+    float four[4];
+    _mm_storeu_ps(four, hsum4(acc[i], acc[i + 1], acc[i + 2], acc[i + 2]));
+    for (size_t k = 0; k < 3; ++k) sums[i + k] = four[k];
+  } else {
+    for (; i < N; ++i) sums[i] = hsum1(acc[i]);
   }
-  for (; i < R; ++i) sums[i] = _mm512_reduce_add_ps(acc[i]);
-  for (i = 0; i < R; ++i) y[i] = first ? sums[i] : y[i] + sums[i];
 }
 
 // e^x, max relative error about 2e-7 over the whole float range: x > 88.73 gives inf, x < -104 gives

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/act_quant.h"
+#include "tensor/cpu_features.h"
 #include "tensor_test_util.h"
 
 namespace kvs {
@@ -171,7 +172,12 @@ TEST(MatmulActivationsTest, FormsPerTypeAndIsa) {
   EXPECT_EQ(matmul_activations(DType::kQ8_0, 1, Isa::kScalar), MatmulActivations::kF32);
   EXPECT_EQ(matmul_activations(DType::kF16, 64, Isa::kAvx2), MatmulActivations::kF32);
   EXPECT_EQ(matmul_activations(DType::kQ4_0, 1, Isa::kAvx2), MatmulActivations::kInt8Blocks);
-  EXPECT_EQ(matmul_activations(DType::kBF16, 1, Isa::kAvx512), MatmulActivations::kF32);  // decode stays exact
+  // BF16 weights: the bf16 dot product wherever the CPU has it, decode included (one form for every n).
+  if (isa_supported(Isa::kAvx512)) {
+    EXPECT_EQ(matmul_activations(DType::kBF16, 1, Isa::kAvx512),
+              cpu_has_avx512_bf16() ? MatmulActivations::kBf16 : MatmulActivations::kF32);
+  }
+  EXPECT_EQ(matmul_activations(DType::kBF16, 1, Isa::kAvx2), MatmulActivations::kF32);
 }
 
 }  // namespace

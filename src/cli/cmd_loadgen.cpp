@@ -1,0 +1,77 @@
+// kvserve loadgen: streaming load against a kvserve on this machine at several concurrency levels;
+// prints a table (throughput, TTFT and inter-token latency percentiles) and optionally writes JSON.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "server/loadgen.h"
+#include "server/loadgen_client.h"
+
+namespace kvs::cli {
+namespace {
+
+struct LoadgenOptions {
+  std::string url = "http://127.0.0.1:8080";
+  std::vector<size_t> concurrency = {1, 2, 4, 8, 16, 32};
+  server::LoadgenConfig config;
+  bool respect_eos = false;
+  std::string json_path;
+};
+
+void loadgen(const LoadgenOptions& options) {
+  std::signal(SIGPIPE, SIG_IGN);  // a server that goes away must fail requests, not kill us
+  server::LoadgenConfig config = options.config;
+  auto url = server::parse_loopback_url(options.url);
+  if (!url) throw CommandError(url.status().message());
+  config.url = *url;
+  config.concurrency = options.concurrency;
+  config.ignore_eos = !options.respect_eos;
+  if (Status s = config.validate(); !s) throw CommandError(s.message());
+  if (Status s = server::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
+  std::fprintf(stderr,
+               "kvserve loadgen: %s, %zu requests per level, %zu tokens each, prompt \"%s\", limit %.0f s per level\n",
+               options.url.c_str(), config.requests, config.max_tokens, config.prompt.c_str(), config.duration_limit_s);
+  const auto levels = server::run_loadgen(config, [](const server::LevelResult& r) {
+    std::fprintf(stderr, "  concurrency %zu: %zu/%zu ok, %.1f tok/s%s%s\n", r.concurrency, r.requests_ok,
+                 r.requests_sent, r.tokens_per_second,
+                 r.first_error.empty() ? "" : ", first error: ", r.first_error.c_str());
+  });
+  std::fputs(server::format_table(levels).c_str(), stdout);
+  std::fflush(stdout);
+  if (!options.json_path.empty()) {
+    std::ofstream out(options.json_path);
+    out << server::to_json(config, levels).dump(2) << "\n";
+    if (!out) throw CommandError("cannot write " + options.json_path);
+  }
+  size_t failed = 0;
+  for (const auto& r : levels) failed += r.requests_failed;
+  if (failed > 0) throw CommandError(fmt::format("{} requests failed", failed));
+}
+
+}  // namespace
+
+void register_loadgen(CLI::App& app) {
+  auto options = std::make_shared<LoadgenOptions>();
+  server::LoadgenConfig& c = options->config;
+  CLI::App* cmd = app.add_subcommand("loadgen", "Streaming load test against a local kvserve serve (loopback only)");
+  cmd->add_option("--url", options->url, "Server URL (loopback only)")->capture_default_str();
+  cmd->add_option("--concurrency", options->concurrency, "Concurrency levels, e.g. 1,2,4,8,16,32")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--requests", c.requests, "Requests per level (at least the level's concurrency)")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", c.max_tokens, "Tokens to generate per request")->capture_default_str();
+  cmd->add_option("--prompt", c.prompt, "Prompt of every request")->capture_default_str();
+  cmd->add_option("--duration-limit", c.duration_limit_s, "Seconds per level before open streams are cut")
+      ->capture_default_str();
+  cmd->add_option("--temperature", c.temperature, "Sampling temperature of the requests")->capture_default_str();
+  cmd->add_flag("--respect-eos", options->respect_eos, "Let requests end at EOS (default: always max-tokens tokens)");
+  cmd->add_option("--api-key", c.api_key, "Bearer key, when the server requires one")->envname("KVSERVE_API_KEY");
+  cmd->add_option("--model", c.model, "Model field of the requests (default: left out)");
+  cmd->add_option("--json", options->json_path, "Also write the results as JSON to this file");
+  cmd->callback([options] { loadgen(*options); });
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,179 @@
+// kvserve serve: the OpenAI-compatible HTTP server (see docs/SERVER.md). Loads the model, starts
+// the engine loop and the listener, and shuts down cleanly on SIGINT / SIGTERM: the listener stops
+// (open streams end), the engine loop stops, the command exits 0. A second signal exits at once.
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "cli/model_options.h"
+#include "engine/engine.h"
+#include "engine/engine_loop.h"
+#include "kv/kv_sizing.h"
+#include "server/completion_service.h"
+#include "server/http_server.h"
+#include "server/served_model.h"
+
+namespace kvs::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::HttpServerConfig http;
+  EngineConfig engine;
+  std::string kv_memory;  // e.g. 512MiB
+  size_t completion_max_tokens = 16;
+};
+
+// Blocks SIGINT and SIGTERM in every thread (construct before any thread starts) and waits for
+// them on a thread of its own, which calls `on_signal` for the first and exits the process for a
+// second. No signal handler runs, so there is no global state to touch from one.
+class ShutdownSignals {
+ public:
+  ShutdownSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  }
+  ~ShutdownSignals() {
+    done_ = true;
+    if (waiter_.joinable()) {
+      if (!received_) pthread_kill(waiter_.native_handle(), SIGTERM);  // wakes sigwait; it sees done_
+      waiter_.join();
+    }
+  }
+  ShutdownSignals(const ShutdownSignals&) = delete;
+  ShutdownSignals& operator=(const ShutdownSignals&) = delete;
+
+  void start(std::function<void()> on_signal) {
+    waiter_ = std::thread([this, on_signal = std::move(on_signal)] {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0 || done_) return;
+      received_ = true;
+      std::fprintf(stderr, "kvserve: %s received, shutting down (again to exit at once)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      on_signal();
+      // Second signal: stop waiting for open connections. The destructor cannot wake this wait
+      // any more (received_), so it is bounded by the process exiting.
+      std::thread([set = set_] {
+        int again = 0;
+        if (sigwait(&set, &again) == 0) std::_Exit(128 + again);
+      }).detach();
+    });
+  }
+
+ private:
+  sigset_t set_{};
+  std::thread waiter_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> received_{false};
+};
+
+EngineConfig engine_config(const ServeOptions& options) {
+  EngineConfig config = options.engine;
+  if (!options.kv_memory.empty()) {
+    auto budget = parse_byte_size(options.kv_memory);
+    if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
+    config.kv_memory_bytes = *budget;
+  }
+  if (Status s = config.validate(); !s) throw CommandError(s.message());
+  return config;
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void serve(const ServeOptions& options) {
+  ShutdownSignals signals;  // first, so every thread started below inherits the blocked mask
+  if (Status s = options.http.validate(); !s) throw CommandError(s.message());
+  const EngineConfig config = engine_config(options);
+  LoadedModel loaded = load_model(options.model);
+  auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, config);
+  if (!engine) throw CommandError(engine.status().message());
+  EngineLoop loop(**engine);
+  const std::string path = options.model.model_path.empty() ? default_model_path() : options.model.model_path;
+  const server::ServedModel model = server::describe_model(*loaded.model, *loaded.tokenizer, path, unix_seconds());
+  server::CompletionService completions(loop, *loaded.tokenizer, model,
+                                        {.completion_max_tokens = options.completion_max_tokens});
+  server::HttpServer http(options.http, completions, loop, model);
+  auto port = http.bind();
+  if (!port) throw CommandError(port.status().message());
+  const EngineMetrics metrics = loop.metrics();
+  std::printf(
+      "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu KV blocks of %zu tokens, "
+      "%zu threads%s\n",
+      model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
+      options.http.host.c_str(), *port, metrics.kv_blocks_total, config.block_size, loaded.pool->num_threads(),
+      options.http.api_key.empty() ? "" : ", API key required");
+  std::fflush(stdout);
+  if (model.chat_template_unrecognized) {
+    std::fprintf(stderr,
+                 "kvserve: the model's tokenizer.chat_template is of no known family; chat uses the plain "
+                 "\"User: ...\\nAssistant:\" format (docs/SERVER.md)\n");
+  }
+  // Shutdown: the engine loop stops first (new requests get 503; every open request gets a
+  // final output), open responses finish writing, then the listener stops.
+  signals.start([&] {
+    loop.stop();
+    if (!completions.wait_until_idle(std::chrono::seconds(5))) {
+      std::fprintf(stderr, "kvserve: %zu responses still open after 5 s; closing them\n",
+                   completions.active_responses());
+    }
+    http.stop();
+  });
+  const Status listened = http.listen();
+  loop.stop();
+  if (!listened) throw CommandError(listened.message());
+  std::printf("kvserve: stopped\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
+  add_model_options(*cmd, options->model);
+  server::HttpServerConfig& http = options->http;
+  cmd->add_option("--host", http.host, "Address to listen on (loopback unless told otherwise)")->capture_default_str();
+  cmd->add_option("--port", http.port, "TCP port; 0 picks a free one")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", http.api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
+      ->envname("KVSERVE_API_KEY");
+  cmd->add_option("--http-threads", http.threads, "Connections served at once (a streaming response holds one)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-body", http.max_body_bytes, "Largest request body in bytes (larger: HTTP 413)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_flag("--log-requests", http.log_requests, "Log one line per request to stderr");
+  EngineConfig& engine = options->engine;
+  cmd->add_option("--max-batch-tokens", engine.max_batch_tokens, "Tokens per engine step, all requests together")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-seqs", engine.max_seqs, "Requests running at once (more wait in a queue)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--block-size", engine.block_size, "Tokens per KV block (power of two, 1..256)")
+      ->capture_default_str();
+  auto* kv_memory = cmd->add_option("--kv-memory", options->kv_memory,
+                                    "KV pool budget, e.g. 512MiB (default: max-seqs full contexts, at most 1 GiB)");
+  cmd->add_option("--kv-blocks", engine.kv_blocks, "KV pool size in blocks (instead of --kv-memory)")
+      ->excludes(kv_memory);
+  cmd->add_option("--default-max-tokens", options->completion_max_tokens,
+                  "max_tokens of /v1/completions requests that give none")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  cmd->callback([options] { serve(*options); });
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,147 @@
+#include "server/chat_template.h"
+
+namespace kvs::server {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+std::string plain_role(std::string_view role) {
+  if (role == "system") return "System";
+  if (role == "assistant") return "Assistant";
+  return "User";
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::detect(std::string_view source, std::string bos_text, std::string eos_text) {
+  ChatTemplateFamily family = ChatTemplateFamily::kPlain;
+  if (contains(source, "<|im_start|>")) {
+    family = ChatTemplateFamily::kChatMl;
+  } else if (contains(source, "<|start_header_id|>")) {
+    family = ChatTemplateFamily::kLlama3;
+  } else if (contains(source, "<start_of_turn>")) {
+    family = ChatTemplateFamily::kGemma;
+  } else if (contains(source, "[INST]")) {
+    family = contains(source, "<<SYS>>") ? ChatTemplateFamily::kLlama2 : ChatTemplateFamily::kMistral;
+  } else if (contains(source, "<|user|>")) {
+    family = contains(source, "<|end|>") ? ChatTemplateFamily::kPhi3 : ChatTemplateFamily::kZephyr;
+  }
+  return ChatTemplate(family, std::move(bos_text), std::move(eos_text));
+}
+
+ChatTemplate ChatTemplate::of(ChatTemplateFamily family, std::string bos_text, std::string eos_text) {
+  return ChatTemplate(family, std::move(bos_text), std::move(eos_text));
+}
+
+std::string_view ChatTemplate::name() const {
+  switch (family_) {
+    case ChatTemplateFamily::kPlain: return "plain";
+    case ChatTemplateFamily::kChatMl: return "chatml";
+    case ChatTemplateFamily::kLlama2: return "llama2";
+    case ChatTemplateFamily::kLlama3: return "llama3";
+    case ChatTemplateFamily::kMistral: return "mistral";
+    case ChatTemplateFamily::kZephyr: return "zephyr";
+    case ChatTemplateFamily::kPhi3: return "phi3";
+    case ChatTemplateFamily::kGemma: return "gemma";
+  }
+  return "plain";
+}
+
+std::vector<std::string> ChatTemplate::stop_strings() const {
+  switch (family_) {
+    case ChatTemplateFamily::kPlain: return {"\nUser:"};
+    case ChatTemplateFamily::kChatMl: return {"<|im_end|>"};
+    case ChatTemplateFamily::kLlama3: return {"<|eot_id|>"};
+    case ChatTemplateFamily::kPhi3: return {"<|end|>"};
+    case ChatTemplateFamily::kGemma: return {"<end_of_turn>"};
+    case ChatTemplateFamily::kLlama2:
+    case ChatTemplateFamily::kMistral:
+    case ChatTemplateFamily::kZephyr: return {};  // their turns end with EOS, which stops anyway
+  }
+  return {};
+}
+
+std::string ChatTemplate::apply(std::span<const ChatMessage> messages) const {
+  std::string out;
+  switch (family_) {
+    case ChatTemplateFamily::kChatMl:
+      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      return out + "<|im_start|>assistant\n";
+    case ChatTemplateFamily::kLlama3:
+      for (const ChatMessage& m : messages) {
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+        out += trim(m.content);
+        out += "<|eot_id|>";
+      }
+      return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    case ChatTemplateFamily::kZephyr:
+    case ChatTemplateFamily::kPhi3: {
+      const std::string end = family_ == ChatTemplateFamily::kPhi3 ? "<|end|>" : eos_;
+      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + end + "\n";
+      return out + "<|assistant|>\n";
+    }
+    case ChatTemplateFamily::kLlama2: return apply_llama2(messages);
+    case ChatTemplateFamily::kMistral:
+    case ChatTemplateFamily::kGemma: return apply_system_merged(messages);
+    case ChatTemplateFamily::kPlain:
+      for (const ChatMessage& m : messages) out += plain_role(m.role) + ": " + m.content + "\n";
+      return out + "Assistant:";
+  }
+  return out;
+}
+
+// Meta's template: the system prompt sits in <<SYS>> inside the first [INST]; every user turn
+// after the first starts with BOS, every answer ends with EOS.
+std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> messages) const {
+  std::string out, system;
+  bool first_user = true;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system += std::string(system.empty() ? "" : "\n") + m.content;
+    } else if (m.role == "user") {
+      std::string content(trim(m.content));
+      if (!system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+      system.clear();
+      out += (first_user ? "" : bos_) + "[INST] " + content + " [/INST]";
+      first_user = false;
+    } else {
+      out += " " + std::string(trim(m.content)) + " " + eos_;
+    }
+  }
+  return out;
+}
+
+// Families without a system role: system text joins the next user turn, separated by a blank line.
+std::string ChatTemplate::apply_system_merged(std::span<const ChatMessage> messages) const {
+  const bool gemma = family_ == ChatTemplateFamily::kGemma;
+  std::string out, system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n\n") + m.content;
+      continue;
+    }
+    if (m.role == "user") {
+      const std::string content = system.empty() ? m.content : system + "\n\n" + m.content;
+      system.clear();
+      out += gemma ? "<start_of_turn>user\n" + std::string(trim(content)) + "<end_of_turn>\n"
+                   : "[INST] " + content + " [/INST]";
+    } else {
+      out += gemma ? "<start_of_turn>model\n" + std::string(trim(m.content)) + "<end_of_turn>\n" : m.content + eos_;
+    }
+  }
+  if (!system.empty()) {  // a system message with no user turn after it
+    out += gemma ? "<start_of_turn>user\n" + system + "<end_of_turn>\n" : "[INST] " + system + " [/INST]";
+  }
+  return gemma ? out + "<start_of_turn>model\n" : out;
+}
+
+}  // namespace kvs::server

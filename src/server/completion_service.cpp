@@ -1,0 +1,93 @@
+#include "server/completion_service.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+namespace kvs::server {
+
+CompletionService::CompletionService(EngineLoop& loop, const Tokenizer& tokenizer, const ServedModel& model,
+                                     CompletionDefaults defaults)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      model_(model),
+      defaults_(defaults),
+      limits_{.context_length = model.context_length, .vocab_size = tokenizer.vocab_size()},
+      random_state_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+
+uint64_t CompletionService::next_random() {
+  uint64_t z = random_state_.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool CompletionService::wait_until_idle(std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (active_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return active_ == 0;
+}
+
+RequestParams CompletionService::to_engine_request(const ApiRequest& request, std::string& echo_text) {
+  RequestParams params;
+  const bool chat = request.endpoint == Endpoint::kChatCompletions;
+  if (chat) {
+    const std::string text = model_.chat_template.apply(request.messages);
+    params.prompt = tokenizer_.encode(text, tokenizer_.add_bos_by_default(), /*parse_special=*/true);
+    for (const std::string& stop : model_.chat_template.stop_strings()) params.stop_strings.push_back(stop);
+  } else if (request.prompt_is_tokens) {
+    params.prompt = request.prompt_tokens;
+    if (request.echo) echo_text = tokenizer_.decode(params.prompt);
+  } else {
+    params.prompt = tokenizer_.encode(request.prompt_text, tokenizer_.add_bos_by_default());
+    if (request.echo) echo_text = request.prompt_text;
+  }
+  const size_t room = model_.context_length > params.prompt.size() ? model_.context_length - params.prompt.size() : 1;
+  params.max_new_tokens = request.max_tokens.value_or(chat ? room : defaults_.completion_max_tokens);
+  params.sampling = request.sampling;
+  params.sampling.seed = request.seed.value_or(next_random());
+  params.stop_strings.insert(params.stop_strings.end(), request.stop.begin(), request.stop.end());
+  params.stop_at_eos = !request.ignore_eos;
+  return params;
+}
+
+ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::string_view body) {
+  auto request = parse_api_request(endpoint, body, limits_);
+  if (!request) return request.error();
+  if (!model_.accepts(request->model)) {
+    return ApiError::of(
+        404, "invalid_request_error", "model_not_found",
+        fmt::format("The model '{}' does not exist; this server serves '{}'", request->model, model_.id), "model");
+  }
+  std::string echo_text;
+  RequestParams params = to_engine_request(*request, echo_text);
+  const bool chat = endpoint == Endpoint::kChatCompletions;
+  auto stream = loop_.submit(std::move(params));
+  if (!stream) {
+    if (stream.status().code() == ErrorCode::kUnimplemented) {  // shutting down
+      return ApiError::of(503, "server_error", "shutting_down", stream.status().message());
+    }
+    return api_error_from_status(stream.status(), chat ? "messages" : "prompt");
+  }
+  ResponseMeta meta{
+      .endpoint = endpoint,
+      .id = fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl", next_random()),
+      .created =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+      .model = model_.id};
+  const SeqId id = (*stream)->id();
+  PumpOptions options{.stream = request->stream, .include_usage = request->include_usage, .echo_text = echo_text};
+  ++active_;
+  auto on_close = [this, id](bool finished) {
+    if (!finished) loop_.cancel(id);
+    --active_;
+  };
+  auto pump = std::make_shared<ResponsePump>(*stream, std::move(on_close), std::move(meta), std::move(options));
+  return StartedResponse{.pump = std::move(pump), .stream = request->stream};
+}
+
+}  // namespace kvs::server

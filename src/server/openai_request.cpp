@@ -1,0 +1,336 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace kvs::server {
+namespace {
+
+using nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+#define KVS_API_TRY(expr)                   \
+  do {                                      \
+    if (MaybeError e_ = (expr)) return *e_; \
+  } while (0)
+
+std::string type_name(const json& v) {
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_array()) return "array";
+  if (v.is_object()) return "object";
+  return "null";
+}
+
+// Shortens a value for an error message.
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+ApiError wrong_type(const std::string& param, const char* expected, const json& v) {
+  return ApiError::invalid(param, fmt::format("'{}' must be {}, got {} {}", param, expected, type_name(v), shown(v)),
+                           "invalid_type");
+}
+
+MaybeError read_number(const json& v, const std::string& param, double lo, double hi, double& out) {
+  if (!v.is_number()) return wrong_type(param, "a number", v);
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi)) {
+    return ApiError::invalid(param, fmt::format("'{}' must be between {} and {}, got {}", param, lo, hi, shown(v)));
+  }
+  out = x;
+  return std::nullopt;
+}
+
+MaybeError read_int(const json& v, const std::string& param, int64_t lo, int64_t hi, int64_t& out) {
+  const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
+                              std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e18;
+  if (!v.is_number_integer() && !integral_float) return wrong_type(param, "an integer", v);
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                       : static_cast<int64_t>(u);
+  } else {
+    x = integral_float ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
+  }
+  if (x < lo || x > hi) {
+    return ApiError::invalid(param, fmt::format("'{}' must be between {} and {}, got {}", param, lo, hi, shown(v)));
+  }
+  out = x;
+  return std::nullopt;
+}
+
+MaybeError read_bool(const json& v, const std::string& param, bool& out) {
+  if (!v.is_boolean()) return wrong_type(param, "a boolean", v);
+  out = v.get<bool>();
+  return std::nullopt;
+}
+
+MaybeError read_string(const json& v, const std::string& param, std::string& out) {
+  if (!v.is_string()) return wrong_type(param, "a string", v);
+  out = v.get<std::string>();
+  return std::nullopt;
+}
+
+ApiError unsupported(const std::string& param, const std::string& what) {
+  return ApiError::invalid(param, fmt::format("'{}' {} is not supported by this server", param, what), "unsupported");
+}
+
+MaybeError parse_stop(const json& v, const RequestLimits& limits, std::vector<std::string>& out) {
+  std::vector<json> items = v.is_array() ? v.get<std::vector<json>>() : std::vector<json>{v};
+  if (!v.is_array() && !v.is_string()) return wrong_type("stop", "a string or an array of strings", v);
+  if (items.size() > limits.max_stop_strings) {
+    return ApiError::invalid(
+        "stop", fmt::format("'stop' may hold at most {} strings, got {}", limits.max_stop_strings, items.size()));
+  }
+  for (const json& item : items) {
+    if (!item.is_string()) return wrong_type("stop", "a string or an array of strings", item);
+    if (!item.get_ref<const std::string&>().empty()) out.push_back(item.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+MaybeError parse_token_ids(const json& v, const RequestLimits& limits, std::vector<TokenId>& out) {
+  for (const json& item : v) {
+    int64_t id = 0;
+    KVS_API_TRY(read_int(item, "prompt", 0, static_cast<int64_t>(limits.vocab_size) - 1, id));
+    out.push_back(static_cast<TokenId>(id));
+  }
+  return std::nullopt;
+}
+
+// A string, a list of one string, a list of token ids, or a list of one list of token ids.
+MaybeError parse_prompt(const json& v, const RequestLimits& limits, ApiRequest& r) {
+  if (v.is_string()) {
+    r.prompt_text = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (!v.is_array() || v.empty()) return wrong_type("prompt", "a string, a token id array or a one-item list", v);
+  if (v[0].is_number()) {
+    r.prompt_is_tokens = true;
+    return parse_token_ids(v, limits, r.prompt_tokens);
+  }
+  if (v.size() != 1) {
+    return ApiError::invalid(
+        "prompt", fmt::format("'prompt' lists {} prompts; this server takes one prompt per request", v.size()));
+  }
+  if (v[0].is_string()) {
+    r.prompt_text = v[0].get<std::string>();
+    return std::nullopt;
+  }
+  if (v[0].is_array() && !v[0].empty()) {
+    r.prompt_is_tokens = true;
+    return parse_token_ids(v[0], limits, r.prompt_tokens);
+  }
+  return wrong_type("prompt", "a string, a token id array or a one-item list", v[0]);
+}
+
+MaybeError parse_content(const json& v, const std::string& param, std::string& out) {
+  if (v.is_string()) {
+    out = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (!v.is_array()) return wrong_type(param, "a string or an array of text parts", v);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& part = v[i];
+    const std::string part_param = fmt::format("{}[{}]", param, i);
+    if (!part.is_object() || !part.contains("type")) return wrong_type(part_param, "a content part object", part);
+    if (part["type"] != "text") {
+      return unsupported(part_param + ".type", fmt::format("{} (only text content parts)", shown(part["type"])));
+    }
+    std::string text;
+    KVS_API_TRY(read_string(part.value("text", json()), part_param + ".text", text));
+    out += text;
+  }
+  return std::nullopt;
+}
+
+MaybeError parse_messages(const json& v, ApiRequest& r) {
+  if (!v.is_array()) return wrong_type("messages", "an array of messages", v);
+  if (v.empty()) return ApiError::invalid("messages", "'messages' must hold at least one message");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& m = v[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return wrong_type(param, "an object", m);
+    ChatMessage message;
+    KVS_API_TRY(read_string(m.value("role", json()), param + ".role", message.role));
+    if (message.role == "developer") message.role = "system";
+    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
+      return ApiError::invalid(param + ".role", fmt::format("'{}.role' must be system, developer, user or assistant, "
+                                                            "got \"{}\" (tool messages are not supported)",
+                                                            param, message.role));
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty()) {
+      return unsupported(param + ".tool_calls", "(tool calls)");
+    }
+    KVS_API_TRY(parse_content(m.value("content", json()), param + ".content", message.content));
+    r.messages.push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+// Fields accepted only at a value that changes nothing.
+MaybeError check_neutral(const std::string& key, const json& v) {
+  if (key == "n" || key == "best_of") {
+    int64_t n = 0;
+    KVS_API_TRY(read_int(v, key, 0, std::numeric_limits<int64_t>::max(), n));
+    if (n != 1) return ApiError::invalid(key, fmt::format("'{}' must be 1 (one choice per request), got {}", key, n));
+  } else if (key == "frequency_penalty" || key == "presence_penalty") {
+    double x = 0;
+    KVS_API_TRY(read_number(v, key, -2.0, 2.0, x));
+    if (x != 0.0) return unsupported(key, fmt::format("{} (only 0; use repetition_penalty)", shown(v)));
+  } else if (key == "logprobs" || key == "top_logprobs") {
+    if (v.is_boolean() ? v.get<bool>() : !(v.is_number() && v.get<double>() == 0.0)) {
+      return unsupported(key, shown(v));
+    }
+  } else if (key == "logit_bias") {
+    if (!v.is_object()) return wrong_type(key, "an object", v);
+    if (!v.empty()) return unsupported(key, "(non-empty)");
+  } else if (key == "suffix") {
+    if (!v.is_string()) return wrong_type(key, "a string", v);
+    if (!v.get_ref<const std::string&>().empty()) return unsupported(key, "(non-empty)");
+  } else if (key == "tools" || key == "functions") {
+    if (!v.is_array()) return wrong_type(key, "an array", v);
+    if (!v.empty()) return unsupported(key, "(tool calling)");
+  } else if (key == "response_format") {
+    if (!v.is_object()) return wrong_type(key, "an object", v);
+    if (v.value("type", json("text")) != "text") return unsupported(key + ".type", shown(v["type"]));
+  }
+  return std::nullopt;
+}
+
+bool is_ignored(const std::string& key) {
+  return key == "user" || key == "metadata" || key == "store" || key == "service_tier" ||
+         key == "parallel_tool_calls" || key == "tool_choice" || key == "function_call";
+}
+
+bool is_neutral_only(const std::string& key) {
+  return key == "n" || key == "best_of" || key == "frequency_penalty" || key == "presence_penalty" ||
+         key == "logprobs" || key == "top_logprobs" || key == "logit_bias" || key == "suffix" || key == "tools" ||
+         key == "functions" || key == "response_format";
+}
+
+MaybeError parse_field(const std::string& key, const json& v, const RequestLimits& limits, ApiRequest& r) {
+  const bool chat = r.endpoint == Endpoint::kChatCompletions;
+  double number = 0;
+  int64_t integer = 0;
+  if (key == "model") return read_string(v, key, r.model);
+  if (key == "prompt" && !chat) return parse_prompt(v, limits, r);
+  if (key == "messages" && chat) return parse_messages(v, r);
+  if (key == "max_tokens" || (key == "max_completion_tokens" && chat)) {
+    if (v.is_number() && !(v.get<double>() >= 1 && v.get<double>() <= static_cast<double>(limits.context_length))) {
+      return ApiError::invalid(key, fmt::format("'{}' must be between 1 and {} (the model's context length), got {}",
+                                                key, limits.context_length, shown(v)));
+    }
+    KVS_API_TRY(read_int(v, key, 1, static_cast<int64_t>(limits.context_length), integer));
+    r.max_tokens = static_cast<size_t>(integer);
+  } else if (key == "temperature") {
+    KVS_API_TRY(read_number(v, key, 0.0, 2.0, number));
+    r.sampling.temperature = static_cast<float>(number);
+  } else if (key == "top_p") {
+    KVS_API_TRY(read_number(v, key, 0.0, 1.0, number));
+    if (number <= 0.0) return ApiError::invalid(key, "'top_p' must be greater than 0 and at most 1, got 0");
+    r.sampling.top_p = static_cast<float>(number);
+  } else if (key == "top_k") {
+    KVS_API_TRY(read_int(v, key, -1, 1 << 24, integer));
+    r.sampling.top_k = integer <= 0 ? 0 : static_cast<size_t>(integer);
+  } else if (key == "min_p") {
+    KVS_API_TRY(read_number(v, key, 0.0, 1.0, number));
+    r.sampling.min_p = static_cast<float>(number);
+  } else if (key == "repetition_penalty") {
+    KVS_API_TRY(read_number(v, key, 0.01, 100.0, number));
+    r.sampling.repetition_penalty = static_cast<float>(number);
+  } else if (key == "seed") {
+    KVS_API_TRY(read_int(v, key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), integer));
+    r.seed = static_cast<uint64_t>(integer);
+  } else if (key == "stop") {
+    return parse_stop(v, limits, r.stop);
+  } else if (key == "stream") {
+    return read_bool(v, key, r.stream);
+  } else if (key == "stream_options") {
+    if (!v.is_object()) return wrong_type(key, "an object", v);
+    for (const auto& [option, value] : v.items()) {
+      if (option != "include_usage") return ApiError::invalid(key, fmt::format("unknown stream option '{}'", option));
+      if (!value.is_null()) KVS_API_TRY(read_bool(value, "stream_options.include_usage", r.include_usage));
+    }
+  } else if (key == "echo" && !chat) {
+    return read_bool(v, key, r.echo);
+  } else if (key == "ignore_eos") {
+    return read_bool(v, key, r.ignore_eos);
+  } else if (is_neutral_only(key)) {
+    return check_neutral(key, v);
+  } else if (!is_ignored(key)) {
+    return ApiError::invalid(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_field");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t json_nesting_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits) {
+  if (const size_t depth = json_nesting_depth(body); depth > limits.max_json_depth) {
+    return ApiError::invalid(
+        "", fmt::format("request body nests {} levels deep; at most {} are accepted", depth, limits.max_json_depth));
+  }
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    // Parse again with exceptions for the position and reason of the first error.
+    std::string reason = "not valid JSON";
+    try {
+      const json again = json::parse(body);
+    } catch (const json::parse_error& e) {
+      reason = e.what();
+    }
+    return ApiError::invalid("", fmt::format("the request body is not valid JSON: {}", reason), "invalid_json");
+  }
+  if (!doc.is_object()) {
+    return ApiError::invalid("", fmt::format("the request body must be a JSON object, got {}", type_name(doc)));
+  }
+  ApiRequest r;
+  r.endpoint = endpoint;
+  // OpenAI's defaults; top_k and min_p are off unless asked for.
+  r.sampling = SamplingParams{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f};
+  for (const auto& [key, value] : doc.items()) {
+    if (value.is_null()) continue;  // null means "not given"
+    KVS_API_TRY(parse_field(key, value, limits, r));
+  }
+  const bool chat = endpoint == Endpoint::kChatCompletions;
+  if (chat && r.messages.empty()) return ApiError::invalid("messages", "'messages' is required", "missing_field");
+  if (!chat && doc.value("prompt", json()).is_null())
+    return ApiError::invalid("prompt", "'prompt' is required", "missing_field");
+  if (!r.stream && doc.contains("stream_options") && !doc["stream_options"].is_null()) {
+    return ApiError::invalid("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  if (Status s = r.sampling.validate(); !s) return ApiError::invalid("", s.message());
+  return r;
+}
+
+}  // namespace kvs::server

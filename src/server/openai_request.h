@@ -1,0 +1,58 @@
+// The JSON bodies of POST /v1/completions and /v1/chat/completions -> a validated ApiRequest.
+// Every rejection is an OpenAI-style error naming the field and the value at fault.
+//
+// Sampling defaults follow OpenAI (temperature 1, top_p 1) with top_k and min_p off, so a
+// request that names none of them samples from the full distribution. Extras that map onto the
+// engine: top_k, min_p, repetition_penalty, ignore_eos. Accepted only at their neutral value
+// (else 400): n = 1, best_of = 1, frequency/presence_penalty = 0, logprobs off, logit_bias {},
+// suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
+// parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ids.h"
+#include "engine/sampler.h"
+#include "server/api_error.h"
+#include "server/chat_template.h"
+
+namespace kvs::server {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+struct RequestLimits {
+  size_t context_length = 0;  // max_tokens may not exceed it
+  size_t vocab_size = 0;      // token-id prompts must lie below it
+  size_t max_stop_strings = 16;
+  size_t max_json_depth = 64;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;  // "" when not given
+  // Completions: the prompt as text, or as token ids when prompt_is_tokens.
+  std::string prompt_text;
+  std::vector<TokenId> prompt_tokens;
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;  // chat; "developer" is mapped to "system"
+  std::optional<size_t> max_tokens;   // max_tokens or max_completion_tokens
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt text comes first in the output
+  bool ignore_eos = false;
+};
+
+ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);
+
+// The deepest nesting of arrays/objects in `text` (strings are skipped), computed without parsing,
+// so absurdly nested bodies are refused before the JSON parser sees them.
+size_t json_nesting_depth(std::string_view text);
+
+}  // namespace kvs::server

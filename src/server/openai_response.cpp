@@ -1,0 +1,73 @@
+#include "server/openai_response.h"
+
+namespace kvs::server {
+namespace {
+
+using nlohmann::json;
+
+bool is_chat(const ResponseMeta& meta) { return meta.endpoint == Endpoint::kChatCompletions; }
+
+json envelope(const ResponseMeta& meta, bool chunk) {
+  const char* object = is_chat(meta) ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", meta.id},
+          {"object", object},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", nullptr}};
+}
+
+json finish_value(std::optional<std::string_view> reason) {
+  return reason ? json(std::string(*reason)) : json(nullptr);
+}
+
+}  // namespace
+
+json Usage::to_json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json full_response(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
+                   const Usage& usage) {
+  json body = envelope(meta, /*chunk=*/false);
+  json choice = {{"index", 0}, {"finish_reason", std::string(finish_reason)}, {"logprobs", nullptr}};
+  if (is_chat(meta)) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  body["choices"] = json::array({std::move(choice)});
+  body["usage"] = usage.to_json();
+  return body;
+}
+
+json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
+                  std::optional<std::string_view> finish_reason, bool include_usage) {
+  json body = envelope(meta, /*chunk=*/true);
+  json choice = {{"index", 0}, {"finish_reason", finish_value(finish_reason)}, {"logprobs", nullptr}};
+  if (is_chat(meta)) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && !finish_reason)) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = text;
+  }
+  body["choices"] = json::array({std::move(choice)});
+  if (include_usage) body["usage"] = nullptr;
+  return body;
+}
+
+json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
+  json body = envelope(meta, /*chunk=*/true);
+  body["choices"] = json::array();
+  body["usage"] = usage.to_json();
+  return body;
+}
+
+std::string sse_event(const json& data) {
+  return "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace kvs::server

@@ -1,0 +1,43 @@
+// Response bodies in OpenAI's shapes: whole responses (text_completion, chat.completion), the
+// chunks of a stream (text_completion chunks, chat.completion.chunk) and server-sent-event framing.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/openai_request.h"
+
+namespace kvs::server {
+
+struct Usage {
+  size_t prompt_tokens = 0;
+  size_t completion_tokens = 0;
+  nlohmann::json to_json() const;
+};
+
+// What every body of one request repeats.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+nlohmann::json full_response(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
+                             const Usage& usage);
+// One streamed chunk: `text` as the choice's text (completions) or delta content (chat);
+// `first` adds the chat delta's role; finish_reason null unless given; usage null when
+// stream_options.include_usage asked for usage (it comes in its own last chunk), absent otherwise.
+nlohmann::json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
+                            std::optional<std::string_view> finish_reason, bool include_usage);
+// The final chunk of stream_options.include_usage: no choices, only usage.
+nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::json& data);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace kvs::server

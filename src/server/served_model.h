@@ -1,0 +1,33 @@
+// The one model a server serves: its public id (GGUF general.name, else the file stem), the other
+// names a request may use for it, its context length and chat template.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/llama_model.h"
+#include "server/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvs::server {
+
+struct ServedModel {
+  std::string id;
+  std::vector<std::string> aliases;  // the file stem and file name
+  size_t context_length = 0;
+  int64_t created = 0;  // unix seconds when the server loaded it
+  ChatTemplate chat_template = ChatTemplate::of(ChatTemplateFamily::kPlain);
+  bool chat_template_unrecognized = false;  // the model has a template of no known family (plain is used)
+
+  // A request may name the model by id or alias, or leave the field out (the default model).
+  bool accepts(std::string_view requested) const;
+  nlohmann::json to_json() const;  // an entry of GET /v1/models
+};
+
+ServedModel describe_model(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path,
+                           int64_t created);
+
+}  // namespace kvs::server

@@ -1,0 +1,152 @@
+// Parsing and validation of request bodies: accepted shapes, defaults, and errors that name the
+// field and value.
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace kvs::server {
+namespace {
+
+const RequestLimits kLimits{.context_length = 512, .vocab_size = 512};
+
+ApiExpected<ApiRequest> completion(const std::string& body) {
+  return parse_api_request(Endpoint::kCompletions, body, kLimits);
+}
+ApiExpected<ApiRequest> chat(const std::string& body) {
+  return parse_api_request(Endpoint::kChatCompletions, body, kLimits);
+}
+
+// The error of a rejected body: its param, and that the message contains `mention`.
+void expect_error(const ApiExpected<ApiRequest>& r, const std::string& param, const std::string& mention,
+                  int status = 400) {
+  ASSERT_FALSE(r.has_value()) << "accepted, expected an error about " << param;
+  EXPECT_EQ(r.error().http_status, status);
+  EXPECT_EQ(r.error().param, param) << r.error().message;
+  EXPECT_NE(r.error().message.find(mention), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().type, "invalid_request_error");
+}
+
+TEST(OpenAiRequest, CompletionWithEveryMappedField) {
+  auto r = completion(R"({"model":"m","prompt":"Once","max_tokens":20,"temperature":0,"top_p":0.9,"seed":7,
+    "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"top_k":5,"min_p":0.1,
+    "repetition_penalty":1.1,"ignore_eos":true,"echo":true,"n":1,"frequency_penalty":0,"user":"u","logprobs":null})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->prompt_text, "Once");
+  EXPECT_EQ(r->max_tokens, 20u);
+  EXPECT_EQ(r->sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 0.9f);
+  EXPECT_EQ(r->sampling.top_k, 5u);
+  EXPECT_FLOAT_EQ(r->sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r->sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(r->seed, 7u);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r->stream && r->include_usage && r->ignore_eos && r->echo);
+}
+
+TEST(OpenAiRequest, OpenAiSamplingDefaults) {
+  auto r = completion(R"({"prompt":"x"})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_EQ(r->sampling.top_p, 1.0f);
+  EXPECT_EQ(r->sampling.top_k, 0u);
+  EXPECT_EQ(r->sampling.min_p, 0.0f);
+  EXPECT_FALSE(r->max_tokens.has_value());
+  EXPECT_FALSE(r->seed.has_value());
+}
+
+TEST(OpenAiRequest, PromptShapes) {
+  auto single = completion(R"({"prompt":["hello"]})");
+  ASSERT_TRUE(single.has_value());
+  EXPECT_EQ(single->prompt_text, "hello");
+  auto tokens = completion(R"({"prompt":[1,2,3]})");
+  ASSERT_TRUE(tokens.has_value());
+  EXPECT_TRUE(tokens->prompt_is_tokens);
+  EXPECT_EQ(tokens->prompt_tokens, (std::vector<TokenId>{1, 2, 3}));
+  auto nested = completion(R"({"prompt":[[4,5]]})");
+  ASSERT_TRUE(nested.has_value());
+  EXPECT_EQ(nested->prompt_tokens, (std::vector<TokenId>{4, 5}));
+  expect_error(completion(R"({"prompt":["a","b"]})"), "prompt", "one prompt per request");
+  expect_error(completion(R"({"prompt":[1,600]})"), "prompt", "between 0 and 511");
+  expect_error(completion(R"({"prompt":5})"), "prompt", "got integer 5");
+  expect_error(completion(R"({"max_tokens":5})"), "prompt", "'prompt' is required");
+}
+
+TEST(OpenAiRequest, ChatMessages) {
+  auto r = chat(R"({"messages":[{"role":"developer","content":"Be nice"},
+    {"role":"user","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}]}],"max_completion_tokens":9})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "Hi there");
+  EXPECT_EQ(r->max_tokens, 9u);
+  expect_error(chat(R"({"messages":[]})"), "messages", "at least one");
+  expect_error(chat(R"({"model":"m"})"), "messages", "required");
+  expect_error(chat(R"({"messages":[{"role":"wizard","content":"x"}]})"), "messages[0].role", "wizard");
+  expect_error(chat(R"({"messages":[{"role":"user","content":5}]})"), "messages[0].content", "got integer");
+  expect_error(chat(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"),
+               "messages[0].content[0].type", "image_url");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"prompt":"x"})"), "prompt", "Unrecognized");
+}
+
+TEST(OpenAiRequest, BadJsonAndBadTypes) {
+  expect_error(completion("{\"prompt\": "), "", "not valid JSON");
+  expect_error(completion("[1,2]"), "", "must be a JSON object");
+  expect_error(completion(std::string(100, '[') + std::string(100, ']')), "", "nests 100 levels");
+  expect_error(completion(R"({"prompt":"x","temperature":"hot"})"), "temperature", "must be a number");
+  expect_error(completion(R"({"prompt":"x","stream":"yes"})"), "stream", "must be a boolean");
+  expect_error(completion(R"({"prompt":"x","max_tokens":2.5})"), "max_tokens", "must be an integer");
+  expect_error(completion(R"({"prompt":"x","stop":[1]})"), "stop", "string");
+  expect_error(completion(R"({"prompt":"x","frobnicate":1})"), "frobnicate", "Unrecognized request argument");
+}
+
+TEST(OpenAiRequest, RangesAndUnsupportedValues) {
+  expect_error(completion(R"({"prompt":"x","max_tokens":0})"), "max_tokens", "between 1 and 512");
+  expect_error(completion(R"({"prompt":"x","max_tokens":100000})"), "max_tokens", "context length");
+  expect_error(completion(R"({"prompt":"x","temperature":3})"), "temperature", "between 0 and 2");
+  expect_error(completion(R"({"prompt":"x","top_p":0})"), "top_p", "greater than 0");
+  expect_error(completion(R"({"prompt":"x","n":3})"), "n", "must be 1");
+  expect_error(completion(R"({"prompt":"x","best_of":2})"), "best_of", "must be 1");
+  expect_error(completion(R"({"prompt":"x","presence_penalty":1})"), "presence_penalty", "not supported");
+  expect_error(completion(R"({"prompt":"x","logprobs":2})"), "logprobs", "not supported");
+  expect_error(completion(R"({"prompt":"x","logit_bias":{"5":1}})"), "logit_bias", "not supported");
+  expect_error(completion(R"({"prompt":"x","suffix":"end"})"), "suffix", "not supported");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"), "tools",
+               "not supported");
+  expect_error(completion(R"({"prompt":"x","stream_options":{"include_usage":true}})"), "stream_options",
+               "only allowed when 'stream' is true");
+  expect_error(
+      completion(
+          R"({"prompt":"x","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})"),
+      "stop", "at most 16");
+}
+
+TEST(OpenAiRequest, NullMeansNotGivenAndEmptyStopsAreDropped) {
+  auto r = completion(R"({"prompt":"x","max_tokens":null,"stop":["", "y"],"seed":null,"n":null})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_FALSE(r->max_tokens.has_value());
+  EXPECT_EQ(r->stop, std::vector<std::string>{"y"});
+  auto single_stop = completion(R"({"prompt":"x","stop":"\n"})");
+  ASSERT_TRUE(single_stop.has_value());
+  EXPECT_EQ(single_stop->stop, std::vector<std::string>{"\n"});
+}
+
+TEST(OpenAiRequest, NestingDepthSkipsStrings) {
+  EXPECT_EQ(json_nesting_depth(R"({"a":[1,{"b":"[[[[\"]]"}]})"), 3u);
+  EXPECT_EQ(json_nesting_depth("1"), 0u);
+}
+
+TEST(ApiError, JsonShape) {
+  const ApiError e = ApiError::invalid("max_tokens", "too big", "some_code");
+  const auto j = e.to_json();
+  EXPECT_EQ(j["error"]["message"], "too big");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "max_tokens");
+  EXPECT_EQ(j["error"]["code"], "some_code");
+  const auto bare = ApiError::invalid("", "x").to_json();
+  EXPECT_TRUE(bare["error"]["param"].is_null());
+  EXPECT_TRUE(bare["error"]["code"].is_null());
+}
+
+}  // namespace
+}  // namespace kvs::server

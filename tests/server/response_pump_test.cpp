@@ -1,0 +1,124 @@
+// ResponsePump without HTTP or an engine: outputs are pushed into a RequestStream by hand.
+#include "server/response_pump.h"
+
+#include <gtest/gtest.h>
+
+#include "server/sse_parser.h"
+
+namespace kvs::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+RequestOutput output(std::string text, bool finished = false, FinishReason reason = FinishReason::kLength) {
+  RequestOutput out;
+  out.text = std::move(text);
+  out.finished = finished;
+  out.finish_reason = reason;
+  out.prompt_tokens = 3;
+  out.completion_tokens = 2;
+  return out;
+}
+
+PumpOptions options(bool stream, bool include_usage = false, std::string echo_text = {},
+                    std::chrono::milliseconds heartbeat = 1000ms) {
+  PumpOptions o;
+  o.stream = stream;
+  o.include_usage = include_usage;
+  o.echo_text = std::move(echo_text);
+  o.heartbeat = heartbeat;
+  return o;
+}
+
+struct Harness {
+  explicit Harness(Endpoint endpoint, PumpOptions opts) {
+    opts.poll = 10ms;
+    pump = std::make_unique<ResponsePump>(
+        stream, [this](bool finished) { closed_finished = finished ? 1 : 0; },
+        ResponseMeta{.endpoint = endpoint, .id = "id-1", .created = 5, .model = "m"}, opts);
+  }
+  // Pumps until done or `rounds` rounds; the bytes written.
+  std::string run(int rounds = 50) {
+    std::string body;
+    for (int i = 0; i < rounds; ++i) {
+      if (pump->pump([&](std::string_view b) {
+            body.append(b);
+            return true;
+          }) == ResponsePump::Progress::kDone)
+        break;
+    }
+    return body;
+  }
+  std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
+  std::unique_ptr<ResponsePump> pump;
+  int closed_finished = -1;  // -1: not closed yet
+};
+
+TEST(ResponsePump, WholeCompletionBody) {
+  Harness h(Endpoint::kCompletions, options(false, false, "Hi"));
+  h.stream->push(output(" there"));
+  h.stream->push(output("!", true, FinishReason::kStopString));
+  const auto body = nlohmann::json::parse(h.run());
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "Hi there!");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["total_tokens"], 5);
+  h.pump.reset();
+  EXPECT_EQ(h.closed_finished, 1);  // finished: nothing to cancel
+}
+
+TEST(ResponsePump, ChatStreamWithUsage) {
+  Harness h(Endpoint::kChatCompletions, options(true, true));
+  h.stream->push(output("Hel"));
+  h.stream->push(output("lo", true));
+  const auto events = SseParser().feed(h.run());
+  ASSERT_EQ(events.size(), 6u);
+  const auto first = nlohmann::json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(nlohmann::json::parse(events[1])["choices"][0]["delta"]["content"], "Hel");
+  EXPECT_EQ(nlohmann::json::parse(events[2])["choices"][0]["delta"]["content"], "lo");
+  const auto last = nlohmann::json::parse(events[3]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(last["usage"].is_null());
+  const auto usage = nlohmann::json::parse(events[4]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(events[5], "[DONE]");
+}
+
+TEST(ResponsePump, EngineErrorEndsTheStreamWithAnErrorEvent) {
+  Harness h(Endpoint::kCompletions, options(true));
+  RequestOutput failed = output("", true);
+  failed.error = Status::out_of_memory("no KV blocks left");
+  h.stream->push(failed);
+  const auto events = SseParser().feed(h.run());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(events[0])["error"]["message"], "no KV blocks left");
+  EXPECT_EQ(events[1], "[DONE]");
+}
+
+TEST(ResponsePump, ClientGoneAndDestroyedEarlyCancels) {
+  Harness h(Endpoint::kCompletions, options(true));
+  h.stream->push(output("a"));
+  EXPECT_EQ(h.pump->pump([](std::string_view) { return false; }), ResponsePump::Progress::kClientGone);
+  h.pump.reset();
+  EXPECT_EQ(h.closed_finished, 0);  // unfinished: the owner cancels
+}
+
+TEST(ResponsePump, HeartbeatWhileWaiting) {
+  Harness stream(Endpoint::kCompletions, options(true, false, "", 0ms));
+  EXPECT_EQ(stream.run(1), ": keep-alive\n\n");
+  Harness whole(Endpoint::kCompletions, options(false, false, "", 0ms));
+  EXPECT_EQ(whole.run(1), " ");  // leading whitespace keeps the JSON valid
+}
+
+TEST(SseParser, SplitsEventsAcrossReads) {
+  SseParser parser;
+  EXPECT_TRUE(parser.feed("data: {\"a\"").empty());
+  EXPECT_EQ(parser.feed(":1}\n\n: comment\n\ndata: [DONE]\r\n\r\n"), (std::vector<std::string>{"{\"a\":1}", "[DONE]"}));
+  EXPECT_EQ(parser.feed("data: x\ndata: y\n\n"), std::vector<std::string>{"x\ny"});
+}
+
+}  // namespace
+}  // namespace kvs::server
