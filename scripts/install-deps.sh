@@ -3,6 +3,9 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
           libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format)
+# Node.js and npm run the openai-client server tests; take Debian's only when none is installed.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
