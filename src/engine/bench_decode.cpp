@@ -22,6 +22,34 @@ double decode_bytes_per_token(const BenchModelInfo& info, size_t depth, size_t t
   return static_cast<double>(info.matrix_bytes) + mean_context * static_cast<double>(info.kv_bytes_per_token);
 }
 
+// One repetition's rates: tokens / total time, and 1 / median step time.
+struct Rates {
+  double tok_s = 0.0;
+  double median_tok_s = 0.0;
+};
+
+Rates rates(std::span<const double> steps) {
+  double total = 0.0;
+  for (double s : steps) total += s;
+  return {.tok_s = static_cast<double>(steps.size()) / total, .median_tok_s = 1.0 / median(steps)};
+}
+
+// Per layout (0 paged, 1 contiguous), the samples of one depth.
+struct DepthSamples {
+  std::vector<double> tok_s[2], median_tok_s[2], cost, median_cost;
+};
+
+// Repetition `rep` of one layout at `depth`: one untimed step (whatever ran before, e.g. a probe
+// that just unmapped 1 GiB, is not billed to the layout), then `tokens` timed steps.
+Expected<Rates> decode_rep(SequenceRunner& runner, size_t depth, TokenId first, size_t tokens, const BenchClock& now) {
+  runner.truncate(depth);
+  if (auto warm = timed_decode(runner, first, 1, now); !warm) return warm.status();
+  runner.truncate(depth);
+  auto steps = timed_decode(runner, first, tokens, now);
+  if (!steps) return steps.status();
+  return rates(*steps);
+}
+
 }  // namespace
 
 Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
@@ -41,59 +69,66 @@ Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModel
     if (deepest > 0) {
       if (auto out = layout.runner->append(context); !out) return out.status();
     }
-    // Warm-up steps (untimed) past the context, then back.
-    if (auto warm = timed_decode(*layout.runner, first, std::min<size_t>(2, plan.decode_tokens), env.now); !warm)
-      return warm.status();
-    layout.runner->truncate(deepest);
   }
 
   DecodeSection section;
-  std::vector<double> probes, roofline_gbs, fractions;
+  std::vector<double> probes, gbs_roofline, median_gbs_roofline, fractions, median_fractions;
   const auto probe = [&] { probes.push_back(measure_memory_bandwidth_gbs(env.pool, plan.probe_bytes)); };
   for (size_t depth : depths) {
     const bool roofline = depth == roofline_depth;
     const double bytes = decode_bytes_per_token(info, depth, plan.decode_tokens);
-    std::vector<double> tok_s[2], cost;
+    DepthSamples d;
     for (size_t rep = 0; rep < plan.reps; ++rep) {
       if (roofline) probe();
-      double seconds[2] = {0.0, 0.0};
+      Rates r[2];
       for (size_t k = 0; k < 2; ++k) {
         const size_t which = rep % 2 == 0 ? k : 1 - k;  // A B, then B A: cancels a linear drift
         const Layout& layout = layouts[which];
         env.progress.step(fmt::format("decode {} tokens at depth {}, {}, rep {}/{}{}", plan.decode_tokens, depth,
                                       layout.name, rep + 1, plan.reps,
                                       roofline && k == 0 ? " (after a bandwidth probe)" : ""));
-        layout.runner->truncate(depth);
-        auto s = timed_decode(*layout.runner, first, plan.decode_tokens, env.now);
-        if (!s) return s.status();
-        seconds[which] = *s;
-        tok_s[which].push_back(static_cast<double>(plan.decode_tokens) / *s);
+        auto rate = decode_rep(*layout.runner, depth, first, plan.decode_tokens, env.now);
+        if (!rate) return rate.status();
+        r[which] = *rate;
+        d.tok_s[which].push_back(rate->tok_s);
+        d.median_tok_s[which].push_back(rate->median_tok_s);
       }
-      cost.push_back((seconds[0] / seconds[1] - 1.0) * 100.0);
-      if (roofline) roofline_gbs.push_back(bytes * tok_s[0].back() * 1e-9);
+      d.cost.push_back((r[1].tok_s / r[0].tok_s - 1.0) * 100.0);
+      d.median_cost.push_back((r[1].median_tok_s / r[0].median_tok_s - 1.0) * 100.0);
+      if (roofline) {
+        gbs_roofline.push_back(bytes * r[0].tok_s * 1e-9);
+        median_gbs_roofline.push_back(bytes * r[0].median_tok_s * 1e-9);
+      }
     }
     if (roofline) {
       env.progress.step("bandwidth probe");
       probe();
-      for (size_t rep = 0; rep < roofline_gbs.size(); ++rep) {
-        fractions.push_back(roofline_gbs[rep] / ((probes[rep] + probes[rep + 1]) / 2.0));
+      for (size_t rep = 0; rep < gbs_roofline.size(); ++rep) {
+        const double around = (probes[rep] + probes[rep + 1]) / 2.0;
+        fractions.push_back(gbs_roofline[rep] / around);
+        median_fractions.push_back(median_gbs_roofline[rep] / around);
       }
     }
     std::vector<double> gbs;
-    for (double t : tok_s[0]) gbs.push_back(bytes * t * 1e-9);
+    for (double t : d.tok_s[0]) gbs.push_back(bytes * t * 1e-9);
     section.decode.push_back({.depth = depth,
                               .tokens = plan.decode_tokens,
-                              .paged_tok_s = summarize(tok_s[0]),
-                              .contiguous_tok_s = summarize(tok_s[1]),
-                              .paging_cost_percent = summarize(cost),
+                              .paged_tok_s = summarize(d.tok_s[0]),
+                              .contiguous_tok_s = summarize(d.tok_s[1]),
+                              .paging_cost_percent = summarize(d.cost),
+                              .paged_median_tok_s = summarize(d.median_tok_s[0]),
+                              .contiguous_median_tok_s = summarize(d.median_tok_s[1]),
+                              .paging_cost_median_percent = summarize(d.median_cost),
                               .bytes_per_token = bytes,
                               .bandwidth_gbs = summarize(gbs)});
   }
   std::reverse(section.decode.begin(), section.decode.end());
   section.roofline = {.depth = roofline_depth,
                       .probe_gbs = summarize(probes),
-                      .decode_gbs = summarize(roofline_gbs),
-                      .fraction = summarize(fractions)};
+                      .decode_gbs = summarize(gbs_roofline),
+                      .fraction = summarize(fractions),
+                      .decode_median_gbs = summarize(median_gbs_roofline),
+                      .median_fraction = summarize(median_fractions)};
   return section;
 }
 

@@ -47,13 +47,13 @@ std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed) {
   return tokens;
 }
 
-Expected<double> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now) {
+Expected<std::vector<double>> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now) {
   TokenId next = first;
-  double seconds = 0.0;
+  std::vector<double> seconds;
   for (size_t i = 0; i < n; ++i) {
     const double start = now();
     auto logits = runner.append({&next, 1});
-    seconds += now() - start;
+    seconds.push_back(now() - start);
     if (!logits) return logits.status();
     next = static_cast<TokenId>(std::max_element(logits->begin(), logits->end()) - logits->begin());
   }

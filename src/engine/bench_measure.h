@@ -35,8 +35,8 @@ BenchModelInfo describe_model(const LlamaModel& model, const std::string& path);
 std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
 
 // Decodes `n` tokens greedily (argmax) starting from `first`, timing only the forward steps.
-// Returns the seconds spent in them.
-Expected<double> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now);
+// Returns the seconds of each step.
+Expected<std::vector<double>> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);
@@ -51,7 +51,8 @@ struct DecodeSection {
   RooflineFigures roofline;
 };
 // Decode tok/s at every depth, paged and contiguous in A/B B/A order, with bandwidth probes
-// between the repetitions at the roofline depth (the smallest).
+// between the repetitions at the roofline depth (the smallest). Each repetition yields two rates:
+// tokens / total time, and 1 / the median step time (which ignores the host's occasional stalls).
 Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                        BenchEnv& env);
 

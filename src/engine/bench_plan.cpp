@@ -72,8 +72,8 @@ FittedPlan fit_plan_to_context(const BenchPlan& plan, size_t context_length) {
   }
   p.prefill_tokens = clamp_all(p.prefill_tokens, context_length, "prompt length", notes);
   p.decode_depths = clamp_all(p.decode_depths, context_length - p.decode_tokens, "decode depth", notes);
-  const size_t cache_limit = context_length > p.cached_steps ? context_length - p.cached_steps : 1;
-  p.cache_contexts = clamp_all(p.cache_contexts, cache_limit, "cache-vs-no-cache context", notes);
+  // Each cached step is taken at the same depth (truncated back), so a context needs one more slot.
+  p.cache_contexts = clamp_all(p.cache_contexts, context_length - 1, "cache-vs-no-cache context", notes);
   if (p.paging.max_tokens > context_length) {
     notes.push_back(
         fmt::format("paging workload max length {} lowered to the context {}", p.paging.max_tokens, context_length));

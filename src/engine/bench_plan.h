@@ -27,7 +27,7 @@ struct BenchPlan {
   std::vector<size_t> decode_depths = {0, 512, 2048};        // context already in the cache
   size_t decode_tokens = 128;                                // tokens decoded per repetition
   std::vector<size_t> cache_contexts = {16, 64, 256, 1024};  // cache vs no-cache per token
-  size_t cached_steps = 8;                                   // decode steps averaged per cached measurement
+  size_t cached_steps = 32;                                  // decode steps averaged per cached measurement
   size_t max_batch_tokens = 512;                             // prefill chunk
   size_t probe_bytes = size_t{1} << 30;                      // bandwidth probe buffer
   size_t paging_block_size = 16;                             // block size of the paged runner

@@ -16,6 +16,7 @@ std::string pm(const Summary& s, int digits) {
   return fmt::format("{:.{}f} ± {:.{}f}", s.mean, digits, s.stddev, digits);
 }
 std::string range(const Summary& s, int digits) { return fmt::format("{:.{}f}–{:.{}f}", s.min, digits, s.max, digits); }
+std::string percent(const Summary& s) { return fmt::format("{:+.1f}% ± {:.1f}", s.mean, s.stddev); }
 std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
 json model_json(const BenchModelInfo& m) {
@@ -81,6 +82,8 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   j["memory_bandwidth_gbs"] = r.roofline.probe_gbs.mean;
   j["decode_bandwidth_gbs"] = r.roofline.decode_gbs.mean;
   j["roofline_fraction"] = r.roofline.fraction.mean;
+  j["decode_bandwidth_gbs_median_step"] = r.roofline.decode_median_gbs.mean;
+  j["roofline_fraction_median_step"] = r.roofline.median_fraction.mean;
   j["roofline_depth"] = r.roofline.depth;
   for (const PrefillFigures& f : r.prefill.runs) {
     const std::string key = std::to_string(f.tokens);
@@ -102,6 +105,9 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
     j["decode_tok_s"][key] = d.paged_tok_s.mean;
     j["decode_contiguous_tok_s"][key] = d.contiguous_tok_s.mean;
     j["paging_decode_cost_percent"][key] = d.paging_cost_percent.mean;
+    j["decode_tok_s_median_step"][key] = d.paged_median_tok_s.mean;
+    j["decode_contiguous_tok_s_median_step"][key] = d.contiguous_median_tok_s.mean;
+    j["paging_decode_cost_percent_median_step"][key] = d.paging_cost_median_percent.mean;
     j["decode_bandwidth_gbs_by_depth"][key] = d.bandwidth_gbs.mean;
   }
   for (const CacheFigures& c : r.cache) {
@@ -119,17 +125,23 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   d["prefill"] = prefill_details(r.prefill);
   if (r.prefill_extra) d["prefill_extra"] = prefill_details(*r.prefill_extra);
   for (const DecodeFigures& f : r.decode) {
-    d["decode"][std::to_string(f.depth)] = {{"tokens", f.tokens},
-                                            {"paged_tok_s", summary_json(f.paged_tok_s)},
-                                            {"contiguous_tok_s", summary_json(f.contiguous_tok_s)},
-                                            {"paging_cost_percent", summary_json(f.paging_cost_percent)},
-                                            {"bytes_per_token", f.bytes_per_token},
-                                            {"bandwidth_gbs", summary_json(f.bandwidth_gbs)}};
+    d["decode"][std::to_string(f.depth)] = {
+        {"tokens", f.tokens},
+        {"paged_tok_s", summary_json(f.paged_tok_s)},
+        {"contiguous_tok_s", summary_json(f.contiguous_tok_s)},
+        {"paging_cost_percent", summary_json(f.paging_cost_percent)},
+        {"paged_median_step_tok_s", summary_json(f.paged_median_tok_s)},
+        {"contiguous_median_step_tok_s", summary_json(f.contiguous_median_tok_s)},
+        {"paging_cost_median_step_percent", summary_json(f.paging_cost_median_percent)},
+        {"bytes_per_token", f.bytes_per_token},
+        {"bandwidth_gbs", summary_json(f.bandwidth_gbs)}};
   }
   d["roofline"] = {{"depth", r.roofline.depth},
                    {"probe_gbs", summary_json(r.roofline.probe_gbs)},
                    {"decode_gbs", summary_json(r.roofline.decode_gbs)},
-                   {"fraction", summary_json(r.roofline.fraction)}};
+                   {"fraction", summary_json(r.roofline.fraction)},
+                   {"decode_median_step_gbs", summary_json(r.roofline.decode_median_gbs)},
+                   {"median_step_fraction", summary_json(r.roofline.median_fraction)}};
   for (const CacheFigures& c : r.cache) {
     d["cache"][std::to_string(c.context)] = {{"cached_ms", summary_json(c.cached_ms)},
                                              {"uncached_ms", summary_json(c.uncached_ms)},
@@ -170,22 +182,31 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
   }
   line("");
   line(
-      fmt::format("| Decode depth ({} tokens) | paged tok/s | contiguous tok/s | paging cost | bytes/token | "
-                  "effective GB/s |",
+      fmt::format("Decode, {} tokens per repetition. tok/s = tokens / time; \"median step\" = 1 / the median step "
+                  "time (robust to the host's occasional stalls). Paging cost = contiguous / paged - 1, per A/B pair.",
                   r.plan.decode_tokens));
-  line("|---|---|---|---|---|---|");
-  for (const DecodeFigures& d : r.decode) {
-    line(fmt::format("| {} | {} [{}] | {} [{}] | {:+.1f}% ± {:.1f} | {} | {} |", d.depth, pm(d.paged_tok_s, 2),
-                     range(d.paged_tok_s, 2), pm(d.contiguous_tok_s, 2), range(d.contiguous_tok_s, 2),
-                     d.paging_cost_percent.mean, d.paging_cost_percent.stddev,
-                     mib(static_cast<size_t>(d.bytes_per_token)), pm(d.bandwidth_gbs, 1)));
-  }
   line("");
-  line(fmt::format(
-      "Roofline at depth {}: decode moves {} GB/s against probes of {} GB/s: {:.0f}% ± {:.0f} "
-      "[{:.0f}–{:.0f}%] of the measured bandwidth.",
-      r.roofline.depth, pm(r.roofline.decode_gbs, 1), pm(r.roofline.probe_gbs, 1), 100.0 * r.roofline.fraction.mean,
-      100.0 * r.roofline.fraction.stddev, 100.0 * r.roofline.fraction.min, 100.0 * r.roofline.fraction.max));
+  line(
+      "| Depth | paged tok/s | contiguous tok/s | paging cost | paged, median step | contiguous, median step | "
+      "paging cost, median step | bytes/token | effective GB/s |");
+  line("|---|---|---|---|---|---|---|---|---|");
+  for (const DecodeFigures& d : r.decode) {
+    line(fmt::format("| {} | {} [{}] | {} [{}] | {} | {} | {} | {} | {} | {} |", d.depth, pm(d.paged_tok_s, 2),
+                     range(d.paged_tok_s, 2), pm(d.contiguous_tok_s, 2), range(d.contiguous_tok_s, 2),
+                     percent(d.paging_cost_percent), pm(d.paged_median_tok_s, 2), pm(d.contiguous_median_tok_s, 2),
+                     percent(d.paging_cost_median_percent), mib(static_cast<size_t>(d.bytes_per_token)),
+                     pm(d.bandwidth_gbs, 1)));
+  }
+  const RooflineFigures& roof = r.roofline;
+  line("");
+  line(
+      fmt::format("Roofline at depth {}: decode moves {} GB/s against probes of {} GB/s: {:.0f}% ± {:.0f} "
+                  "[{:.0f}–{:.0f}%] of the measured bandwidth; from the median step: {} GB/s, {:.0f}% ± {:.0f} "
+                  "[{:.0f}–{:.0f}%].",
+                  roof.depth, pm(roof.decode_gbs, 1), pm(roof.probe_gbs, 1), 100.0 * roof.fraction.mean,
+                  100.0 * roof.fraction.stddev, 100.0 * roof.fraction.min, 100.0 * roof.fraction.max,
+                  pm(roof.decode_median_gbs, 1), 100.0 * roof.median_fraction.mean, 100.0 * roof.median_fraction.stddev,
+                  100.0 * roof.median_fraction.min, 100.0 * roof.median_fraction.max));
   line("");
   line("| Context | with KV cache, ms/token | without (recompute), ms/token | speedup |");
   line("|---|---|---|---|");

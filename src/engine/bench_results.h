@@ -37,19 +37,24 @@ struct PrefillSet {
 
 struct DecodeFigures {
   size_t depth = 0;
-  size_t tokens = 0;             // decoded per repetition
-  Summary paged_tok_s;           // the engine's layout (blocks of plan.paging_block_size)
-  Summary contiguous_tok_s;      // one block spanning the capacity
-  Summary paging_cost_percent;   // per A/B pair: (contiguous tok/s / paged tok/s - 1) x 100
-  double bytes_per_token = 0.0;  // weights + K/V read per decoded token (mean context of the run)
-  Summary bandwidth_gbs;         // bytes_per_token x paged tok/s
+  size_t tokens = 0;            // decoded per repetition
+  Summary paged_tok_s;          // the engine's layout (blocks of plan.paging_block_size): tokens / time
+  Summary contiguous_tok_s;     // one block spanning the capacity
+  Summary paging_cost_percent;  // per A/B pair: (contiguous tok/s / paged tok/s - 1) x 100
+  Summary paged_median_tok_s;   // 1 / the median step time of each repetition
+  Summary contiguous_median_tok_s;
+  Summary paging_cost_median_percent;  // the same pairs, from the median step times
+  double bytes_per_token = 0.0;        // weights + K/V read per decoded token (mean context of the run)
+  Summary bandwidth_gbs;               // bytes_per_token x paged tok/s
 };
 
 struct RooflineFigures {
-  size_t depth = 0;    // decode depth the roofline is taken at (0 unless the plan lacks it)
-  Summary probe_gbs;   // every bandwidth probe taken between the decode repetitions
-  Summary decode_gbs;  // effective decode bandwidth of each repetition
-  Summary fraction;    // each repetition against the mean of the probes before and after it
+  size_t depth = 0;           // decode depth the roofline is taken at (0 unless the plan lacks it)
+  Summary probe_gbs;          // every bandwidth probe taken between the decode repetitions
+  Summary decode_gbs;         // effective decode bandwidth of each repetition
+  Summary fraction;           // each repetition against the mean of the probes before and after it
+  Summary decode_median_gbs;  // the same from the median step time
+  Summary median_fraction;
 };
 
 struct CacheFigures {

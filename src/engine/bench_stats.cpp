@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 namespace kvs {
 
@@ -20,6 +21,14 @@ Summary summarize(std::span<const double> values) {
     s.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
   }
   return s;
+}
+
+double median(std::span<const double> values) {
+  if (values.empty()) return 0.0;
+  std::vector<double> sorted(values.begin(), values.end());
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  return sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2.0;
 }
 
 }  // namespace kvs

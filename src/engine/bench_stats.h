@@ -21,4 +21,8 @@ struct Summary {
 // Summary of `values`; all zero when empty.
 Summary summarize(std::span<const double> values);
 
+// The middle value (the mean of the two middle ones for an even count); 0 when empty. Robust to
+// the few steps a noisy host stalls, where the mean is not.
+double median(std::span<const double> values);
+
 }  // namespace kvs

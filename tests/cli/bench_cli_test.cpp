@@ -41,7 +41,7 @@ TEST(BenchCli, QuickRunWritesTableJsonAndPlot) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
 
-  EXPECT_NE(r.out.find("| Decode depth"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Depth | paged tok/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Roofline"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("decode 16 tokens at depth 256"), std::string::npos) << r.err;  // progress, plain lines
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "not a terminal: no carriage returns";

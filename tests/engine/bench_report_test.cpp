@@ -33,10 +33,18 @@ BenchResults sample_results() {
                         .paged_tok_s = flat(30.0 - depth / 512.0),
                         .contiguous_tok_s = flat(30.5 - depth / 512.0),
                         .paging_cost_percent = flat(1.5),
+                        .paged_median_tok_s = flat(40.0),
+                        .contiguous_median_tok_s = flat(40.4),
+                        .paging_cost_median_percent = flat(1.0),
                         .bytes_per_token = 1.1e9,
                         .bandwidth_gbs = flat(33.0)});
   }
-  r.roofline = {.depth = 0, .probe_gbs = flat(50.0), .decode_gbs = flat(33.0), .fraction = flat(0.66)};
+  r.roofline = {.depth = 0,
+                .probe_gbs = flat(50.0),
+                .decode_gbs = flat(33.0),
+                .fraction = flat(0.66),
+                .decode_median_gbs = flat(44.0),
+                .median_fraction = flat(0.88)};
   for (size_t context : {16, 64, 256, 1024}) {
     const double c = static_cast<double>(context);
     r.cache.push_back(
@@ -70,6 +78,9 @@ TEST(BenchReport, JsonHasTheRequiredKeysWithMeans) {
   EXPECT_DOUBLE_EQ(j.at("prefill_bf16_peak_fraction").at("128").get<double>(), 0.4);
   EXPECT_DOUBLE_EQ(j.at("paging_decode_cost_percent").at("512").get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(j.at("paging_waste_percent").get<double>(), 0.7);
+  EXPECT_DOUBLE_EQ(j.at("roofline_fraction_median_step").get<double>(), 0.88);
+  EXPECT_DOUBLE_EQ(j.at("decode_tok_s_median_step").at("0").get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(j.at("paging_decode_cost_percent_median_step").at("2048").get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j.at("contiguous_waste_percent").get<double>(), 49.6);
   EXPECT_NEAR(j.at("paging_fit_ratio").get<double>(), 31.0 / 16.0, 1e-12);
   EXPECT_EQ(j.at("details").at("decode").at("512").at("paged_tok_s").at("count").get<size_t>(), 3u);
@@ -80,8 +91,8 @@ TEST(BenchReport, JsonHasTheRequiredKeysWithMeans) {
 TEST(BenchReport, TableShowsEverySection) {
   const std::string t = bench_table(sample_results(), {.date = "2025-01-01T00:00:00Z"});
   for (const char* expected : {"fp32 FMA peak", "| Prefill (q8_0) tokens", "| Prefill (bf16) tokens", "| 512 |",
-                               "| 2048 |", "Roofline at depth 0", "66%", "| 1024 |", "contiguous slots of 2048",
-                               "paged, blocks of 16", "(1.94×)", "Note: a note"}) {
+                               "| 2048 |", "Roofline at depth 0", "66%", "88%", "| Depth |", "| 1024 |",
+                               "contiguous slots of 2048", "paged, blocks of 16", "(1.94×)", "Note: a note"}) {
     EXPECT_NE(t.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << t;
   }
 }

@@ -35,6 +35,14 @@ TEST(BenchStats, OneValueHasNoSpreadAndNoneIsAllZero) {
   EXPECT_DOUBLE_EQ(none.relative_spread(), 0.0);
 }
 
+TEST(BenchStats, MedianIgnoresAFewStalls) {
+  const std::vector<double> odd = {0.024, 0.300, 0.023, 0.025, 0.024};
+  EXPECT_DOUBLE_EQ(median(odd), 0.024);
+  const std::vector<double> even = {4.0, 1.0, 3.0, 2.0};
+  EXPECT_DOUBLE_EQ(median(even), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+}
+
 TEST(BenchPlan, StandardAndQuickPlansValidate) {
   EXPECT_TRUE(BenchPlan::standard().validate().is_ok());
   EXPECT_TRUE(BenchPlan::quick().validate().is_ok());
@@ -62,7 +70,7 @@ TEST(BenchPlan, ASmallContextLowersDepthsAndDropsDuplicates) {
   EXPECT_EQ(f.plan.decode_tokens, 128u);
   EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 384}));  // 512 and 2048 both become 512 - 128
   EXPECT_EQ(f.plan.prefill_tokens, (std::vector<size_t>{128, 512}));
-  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 256, 504}));  // 512 - 8 cached steps
+  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 256, 511}));  // room for the step
   EXPECT_EQ(f.plan.paging.max_tokens, 512u);
   EXPECT_FALSE(f.notes.empty());
   EXPECT_TRUE(f.plan.validate().is_ok());
@@ -72,6 +80,8 @@ TEST(BenchPlan, ATinyContextShortensTheDecodeRun) {
   const FittedPlan f = fit_plan_to_context(BenchPlan::standard(), 100);
   EXPECT_EQ(f.plan.decode_tokens, 50u);
   EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 50}));
+  EXPECT_EQ(f.plan.prefill_tokens, (std::vector<size_t>{100}));
+  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 99}));
   EXPECT_TRUE(f.plan.validate().is_ok());
 }
 
