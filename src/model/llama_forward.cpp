@@ -51,10 +51,10 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
   const ModelConfig& c = config_;
   const size_t n = batch.tokens.size();
   KVS_ASSERT(batch.positions.size() == n && batch.sequence_of_token.size() == n && batch.kv_slots.size() == n,
-             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n,
-             batch.positions.size(), batch.sequence_of_token.size(), batch.kv_slots.size());
-  KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}",
-             logits.size(), batch.logits_for.size(), c.vocab_size);
+             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n, batch.positions.size(),
+             batch.sequence_of_token.size(), batch.kv_slots.size());
+  KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
+             batch.logits_for.size(), c.vocab_size);
   KVS_ASSERT(kv.shape().num_layers == c.num_layers && kv.shape().num_kv_heads == c.num_kv_heads &&
                  kv.shape().head_dim == c.head_dim,
              "KV storage shape (layers {}, kv heads {}, head dim {}) does not match the model", kv.shape().num_layers,
@@ -102,7 +102,8 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
     }
     project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
     pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
-      swiglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim}, {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
+      swiglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim},
+             {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
     });
     matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
     for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
@@ -133,7 +134,8 @@ void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& k
       const size_t t = item / c.num_kv_heads;
       const size_t g = item % c.num_kv_heads;
       const size_t n_ctx = batch.positions[t] + 1;
-      if (scores.size() < n_ctx) scores.resize(std::max(n_ctx, c.context_length));
+      const size_t group = c.num_heads / c.num_kv_heads;
+      if (scores.size() < group * n_ctx) scores.resize(group * std::max(n_ctx, c.context_length));
       const SequenceKvView& seq = batch.sequences[batch.sequence_of_token[t]];
       paged_attention(kv, layer, seq.block_table, n_ctx, shape, &q_[t * c.q_dim()], &att_[t * c.q_dim()], g, g + 1,
                       scores);

@@ -33,20 +33,20 @@ class LlamaForward {
   const LlamaWeights& weights_;
   ThreadPool& pool_;
   // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
-  std::vector<float> x_;       // residual stream [n][dim]
-  std::vector<float> xb_;      // normed input [n][dim]
-  std::vector<float> q_;       // [n][q_dim]
-  std::vector<float> k_;       // [n][kv_dim]
-  std::vector<float> v_;       // [n][kv_dim]
-  std::vector<float> att_;     // attention output [n][q_dim]
-  std::vector<float> proj_;    // output of wo / w_down [n][dim]
-  std::vector<float> gate_;    // [n][ffn]
-  std::vector<float> up_;      // [n][ffn]
-  std::vector<float> final_;   // normed rows whose logits are wanted [m][dim]
-  std::vector<std::vector<float>> scores_;  // per thread: [context]
-  MatmulScratch scratch_;      // converted activations, reused across calls
-  QuantizedActivations xq_;    // x quantized once for several Q8_0/Q4_0 matrices
-  std::vector<float> rope_inv_freq_;   // [rope_dim / 2], once per model
+  std::vector<float> x_;                    // residual stream [n][dim]
+  std::vector<float> xb_;                   // normed input [n][dim]
+  std::vector<float> q_;                    // [n][q_dim]
+  std::vector<float> k_;                    // [n][kv_dim]
+  std::vector<float> v_;                    // [n][kv_dim]
+  std::vector<float> att_;                  // attention output [n][q_dim]
+  std::vector<float> proj_;                 // output of wo / w_down [n][dim]
+  std::vector<float> gate_;                 // [n][ffn]
+  std::vector<float> up_;                   // [n][ffn]
+  std::vector<float> final_;                // normed rows whose logits are wanted [m][dim]
+  std::vector<std::vector<float>> scores_;  // per thread: [query heads per KV head][context]
+  MatmulScratch scratch_;                   // converted activations, reused across calls
+  QuantizedActivations xq_;                 // x quantized once for several Q8_0/Q4_0 matrices
+  std::vector<float> rope_inv_freq_;        // [rope_dim / 2], once per model
   std::vector<float> rope_cos_, rope_sin_;  // [n][rope_dim / 2] for this batch's positions
 };
 
