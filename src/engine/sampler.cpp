@@ -32,6 +32,19 @@ float Sampler::next_uniform() {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
+namespace {
+// The largest value. Four independent maxima: one running maximum is a chain of dependent
+// operations, several cycles per element (measured: most of a 32000-token top-k draw).
+float max_value(std::span<const float> values) {
+  float m[4] = {values[0], values[0], values[0], values[0]};
+  size_t i = 0;
+  for (; i + 4 <= values.size(); i += 4)
+    for (size_t k = 0; k < 4; ++k) m[k] = values[i + k] > m[k] ? values[i + k] : m[k];
+  for (; i < values.size(); ++i) m[0] = values[i] > m[0] ? values[i] : m[0];
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+}  // namespace
+
 TokenId argmax(std::span<const float> logits) {
   return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -54,51 +67,76 @@ TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> 
   }
   if (params_.temperature == 0.0f) return argmax(work);
 
+  const size_t vocab = work.size();
+  const size_t limit = params_.top_k > 0 && params_.top_k < vocab ? params_.top_k : vocab;  // top-k's candidates
+  const bool truncates = params_.top_p < 1.0f || params_.min_p > 0.0f;
+  const float temperature = params_.temperature;
+  if (limit == vocab && !truncates) return draw_from_all(work, max_value(work), temperature);
+
+  // Only a prefix of the candidates in logit order can be kept: sort just that much (O(vocab log k)),
+  // growing it until min-p or top-p is decided inside it.
   candidates_.clear();
-  candidates_.reserve(work.size());
-  for (size_t i = 0; i < work.size(); ++i) candidates_.emplace_back(work[i], static_cast<TokenId>(i));
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && params_.top_k < keep) {
-    keep = params_.top_k;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-    candidates_.resize(keep);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
-  }
-  // Softmax with temperature over the sorted candidates (largest first).
+  candidates_.reserve(vocab);
+  for (size_t i = 0; i < vocab; ++i) candidates_.emplace_back(work[i], static_cast<TokenId>(i));
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t sorted = limit < vocab ? limit : std::min<size_t>(vocab, 64);
+  std::partial_sort(candidates_.begin(), candidates_.begin() + sorted, candidates_.end(), by_logit);
   const float max_logit = candidates_.front().first;
-  float sum = 0.0f;
-  for (auto& [value, id] : candidates_) {
-    value = std::exp((value - max_logit) / params_.temperature);
-    sum += value;
+  const auto weight = [max_logit, temperature](float logit) { return std::exp((logit - max_logit) / temperature); };
+  float sum = 0.0f;  // softmax denominator over the top-k set (all tokens without top-k)
+  if (limit < vocab) {
+    for (size_t i = 0; i < limit; ++i) sum += weight(candidates_[i].first);
+  } else {
+    for (float l : work) sum += weight(l);
   }
-  for (auto& c : candidates_) c.first /= sum;
-  // min-p: drop tokens far less likely than the best one.
-  if (params_.min_p > 0.0f) {
-    const float threshold = params_.min_p * candidates_.front().first;
-    size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
-    candidates_.resize(n);
-  }
-  // top-p: the smallest prefix whose mass reaches top_p.
-  if (params_.top_p < 1.0f) {
+  size_t kept = 0;
+  for (;;) {
+    // Probabilities in descending order: min-p keeps those >= min_p x the largest, top-p the smallest
+    // prefix whose mass reaches top_p; the kept set is the shorter of the two prefixes.
+    const float threshold = params_.min_p * weight(candidates_.front().first) / sum;
     float mass = 0.0f;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-      mass += candidates_[n++].first;
-      if (mass >= params_.top_p) break;
+    bool decided = false;
+    for (kept = 0; kept < sorted && !decided;) {
+      const float p = weight(candidates_[kept].first) / sum;
+      if (kept > 0 && p < threshold) {
+        decided = true;
+        break;
+      }
+      mass += p;
+      ++kept;
+      decided = params_.top_p < 1.0f && mass >= params_.top_p;
     }
-    candidates_.resize(n);
+    if (decided || sorted == limit) break;
+    sorted = std::min(limit, sorted * 8);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + sorted, candidates_.end(), by_logit);
   }
   float total = 0.0f;
-  for (const auto& c : candidates_) total += c.first;
+  for (size_t i = 0; i < kept; ++i) total += weight(candidates_[i].first);
   float r = next_uniform() * total;
-  for (const auto& [p, id] : candidates_) {
-    if (r < p) return id;
+  for (size_t i = 0; i < kept; ++i) {
+    const float p = weight(candidates_[i].first);
+    if (r < p) return candidates_[i].second;
     r -= p;
   }
-  return candidates_.back().second;
+  return candidates_[kept - 1].second;
+}
+
+TokenId Sampler::draw_from_all(std::span<const float> logits, float max_logit, float temperature) {
+  // No truncation: a draw from the whole softmax in vocabulary order, O(vocab) and no sort.
+  weights_.resize(logits.size());
+  float total = 0.0f;
+  for (size_t i = 0; i < logits.size(); ++i) total += (weights_[i] = std::exp((logits[i] - max_logit) / temperature));
+  float r = next_uniform() * total;
+  size_t last_nonzero = 0;
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    if (weights_[i] <= 0.0f) continue;
+    if (r < weights_[i]) return static_cast<TokenId>(i);
+    r -= weights_[i];
+    last_nonzero = i;
+  }
+  return static_cast<TokenId>(last_nonzero);  // r left over from rounding
 }
 
 }  // namespace kvs

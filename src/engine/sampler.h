@@ -33,11 +33,14 @@ class Sampler {
 
  private:
   float next_uniform();  // in [0, 1)
+  // A draw from softmax(logits / temperature) over every token.
+  TokenId draw_from_all(std::span<const float> logits, float max_logit, float temperature);
 
   SamplingParams params_;
   uint64_t rng_state_;
   std::vector<float> scratch_logits_;
-  std::vector<std::pair<float, TokenId>> candidates_;
+  std::vector<std::pair<float, TokenId>> candidates_;  // (logit, id), sorted by logit as far as needed
+  std::vector<float> weights_;                         // unnormalised softmax of a draw from all tokens
 };
 
 // Index of the largest value; ties go to the lowest index.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 namespace kvs {
@@ -55,6 +56,42 @@ TEST(Sampler, RepetitionPenaltyChangesGreedyChoiceOncePerDistinctToken) {
   EXPECT_EQ(s.sample(logits, recent), 1);
   Sampler mild({.temperature = 0.0f, .repetition_penalty = 1.2f});
   EXPECT_EQ(mild.sample(logits, recent), 0);  // 2.0 / 1.2 = 1.67 > 1.5
+}
+
+TEST(Sampler, DrawsWithoutTruncationFollowTheSoftmax) {
+  // p = 0.6, 0.3, 0.1 at temperature 1; at temperature 2 the logits halve: p ~ sqrt(6), sqrt(3), 1.
+  const std::vector<float> logits = {std::log(6.0f), std::log(3.0f), std::log(1.0f)};
+  for (float temperature : {1.0f, 2.0f}) {
+    Sampler s({.temperature = temperature, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 5});
+    std::map<TokenId, int> counts;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) ++counts[s.sample(logits, {})];
+    double z = 0.0;
+    std::vector<double> p;
+    for (float l : logits) z += std::exp(l / temperature);
+    for (size_t t = 0; t < logits.size(); ++t) {
+      EXPECT_NEAR(counts[static_cast<TokenId>(t)] / static_cast<double>(n), std::exp(logits[t] / temperature) / z,
+                  0.015)
+          << "token " << t << " temperature " << temperature;
+    }
+  }
+}
+
+TEST(Sampler, TopPOverALargeVocabularyKeepsTheWholeNucleus) {
+  // 5000 tokens; 700 of them (every 7th id) share the top logit: top_p 0.5 keeps 350 of those, the
+  // lowest ids among the ties (a nucleus far past the first sorted prefix the sampler tries).
+  std::vector<float> logits(5000, -30.0f);
+  std::vector<TokenId> top;
+  for (size_t i = 0; i < 700; ++i) {
+    logits[i * 7] = 2.0f;
+    top.push_back(static_cast<TokenId>(i * 7));
+  }
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 0.5f, .min_p = 0.0f, .seed = 8});
+  std::map<TokenId, int> counts;
+  for (int i = 0; i < 20000; ++i) ++counts[s.sample(logits, {})];
+  const TokenId last_kept = top[350];  // float rounding may keep one more
+  for (const auto& [id, c] : counts) EXPECT_LE(id, last_kept) << "drew token " << id << " outside the nucleus";
+  EXPECT_GE(counts.size(), 340u);  // ~57 draws each: all of the nucleus shows up
 }
 
 TEST(Sampler, ValidateNamesTheBadValue) {
