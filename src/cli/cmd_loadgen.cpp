@@ -30,9 +30,12 @@ void loadgen(const LoadgenOptions& options) {
   config.ignore_eos = !options.respect_eos;
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   if (Status s = server::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
-  std::fprintf(stderr,
-               "kvserve loadgen: %s, %zu requests per level, %zu tokens each, prompt \"%s\", limit %.0f s per level\n",
-               options.url.c_str(), config.requests, config.max_tokens, config.prompt.c_str(), config.duration_limit_s);
+  std::fprintf(
+      stderr,
+      "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each, prompt \"%s\", limit %.0f s "
+      "per level\n",
+      options.url.c_str(), config.requests, config.rounds, config.max_tokens, config.prompt.c_str(),
+      config.duration_limit_s);
   const auto levels = server::run_loadgen(config, [](const server::LevelResult& r) {
     std::fprintf(stderr, "  concurrency %zu: %zu/%zu ok, %.1f tok/s%s%s\n", r.concurrency, r.requests_ok,
                  r.requests_sent, r.tokens_per_second,
@@ -61,6 +64,9 @@ void register_loadgen(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--requests", c.requests, "Requests per level (at least the level's concurrency)")
+      ->capture_default_str();
+  cmd->add_option("--rounds", c.rounds,
+                  "Passes over all levels, the requests split between them (interleaves the levels against drift)")
       ->capture_default_str();
   cmd->add_option("--max-tokens", c.max_tokens, "Tokens to generate per request")->capture_default_str();
   cmd->add_option("--prompt", c.prompt, "Prompt of every request")->capture_default_str();

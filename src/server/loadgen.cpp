@@ -67,8 +67,13 @@ LevelResult summarize(size_t concurrency, std::vector<StreamTiming>& timings, do
   return r;
 }
 
-LevelResult run_level(const LoadgenConfig& config, size_t concurrency, const std::string& body) {
-  const size_t total = std::max(config.requests, concurrency);
+// One pass of a level: `total` requests from `concurrency` clients; the timings and the wall time.
+struct LevelPass {
+  std::vector<StreamTiming> timings;
+  double wall_seconds = 0.0;
+};
+
+LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t total, const std::string& body) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_limit_s));
@@ -84,7 +89,7 @@ LevelResult run_level(const LoadgenConfig& config, size_t concurrency, const std
     });
   }
   for (std::thread& t : clients) t.join();
-  return summarize(concurrency, run.timings, std::chrono::duration<double>(Clock::now() - start).count());
+  return {std::move(run.timings), std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
 }  // namespace
@@ -127,6 +132,9 @@ Status LoadgenConfig::validate() const {
     if (c == 0 || c > 1024) return Status::invalid_argument(fmt::format("concurrency must be 1..1024, got {}", c));
   }
   if (requests == 0) return Status::invalid_argument("--requests must be at least 1, got 0");
+  if (rounds == 0 || rounds > requests) {
+    return Status::invalid_argument(fmt::format("--rounds must be 1..--requests ({}), got {}", requests, rounds));
+  }
   if (max_tokens == 0) return Status::invalid_argument("--max-tokens must be at least 1, got 0");
   if (!(duration_limit_s > 0)) {
     return Status::invalid_argument(fmt::format("--duration-limit must be positive, got {}", duration_limit_s));
@@ -151,10 +159,28 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                          {"stream_options", {{"include_usage", true}}}};
   if (!config.model.empty()) body["model"] = config.model;
   const std::string text = body.dump();
+  // Rounds interleave the levels (1 2 4 .. 32, then again), so a drift of the host's speed over the
+  // run reaches every level alike instead of skewing the ratios between them.
+  const size_t rounds = std::max<size_t>(1, config.rounds);
+  std::vector<LevelPass> merged(config.concurrency.size());
+  for (size_t round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < config.concurrency.size(); ++i) {
+      const size_t concurrency = config.concurrency[i];
+      const size_t share = config.requests / rounds + (round < config.requests % rounds ? 1 : 0);
+      LevelPass pass = run_level(config, concurrency, std::max(share, concurrency), text);
+      if (on_level) {
+        LevelResult r = summarize(concurrency, pass.timings, pass.wall_seconds);
+        r.rounds = 1;
+        on_level(r);
+      }
+      merged[i].wall_seconds += pass.wall_seconds;
+      for (StreamTiming& t : pass.timings) merged[i].timings.push_back(std::move(t));
+    }
+  }
   std::vector<LevelResult> levels;
-  for (size_t concurrency : config.concurrency) {
-    levels.push_back(run_level(config, concurrency, text));
-    if (on_level) on_level(levels.back());
+  for (size_t i = 0; i < merged.size(); ++i) {
+    levels.push_back(summarize(config.concurrency[i], merged[i].timings, merged[i].wall_seconds));
+    levels.back().rounds = rounds;
   }
   return levels;
 }
@@ -179,6 +205,7 @@ nlohmann::json to_json(const LoadgenConfig& config, const std::vector<LevelResul
                         {"prompt", config.prompt},
                         {"max_tokens", config.max_tokens},
                         {"requests_per_level", config.requests},
+                        {"rounds", config.rounds},
                         {"duration_limit_s", config.duration_limit_s},
                         {"temperature", config.temperature},
                         {"ignore_eos", config.ignore_eos},

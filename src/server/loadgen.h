@@ -30,6 +30,7 @@ struct LoadgenConfig {
   LoopbackUrl url;
   std::vector<size_t> concurrency = {1, 2, 4, 8, 16, 32};
   size_t requests = 64;  // per level; raised to the level's concurrency so every client sends one
+  size_t rounds = 1;     // passes over all levels, each with requests / rounds of the level's requests
   size_t max_tokens = 64;
   std::string prompt = "Once upon a time";
   double duration_limit_s = 60.0;  // per level: no new request after it, open streams are cut
@@ -43,6 +44,7 @@ struct LoadgenConfig {
 
 struct LevelResult {
   size_t concurrency = 0;
+  size_t rounds = 1;  // passes merged into this result (wall time summed over them)
   size_t requests_sent = 0;
   size_t requests_ok = 0;
   size_t requests_failed = 0;
@@ -55,7 +57,8 @@ struct LevelResult {
   std::string first_error;  // of the first failed request, if any
 };
 
-// Runs every level in order; `on_level` (optional) sees each result as it completes.
+// Runs every level in order, `rounds` times over, and merges each level's passes; `on_level`
+// (optional) sees each pass as it completes.
 std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                                      const std::function<void(const LevelResult&)>& on_level = {});
 

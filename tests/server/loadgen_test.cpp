@@ -42,6 +42,13 @@ TEST(Loadgen, ConfigValidation) {
   config.concurrency = {1};
   config.duration_limit_s = 0;
   EXPECT_FALSE(config.validate());
+  config.duration_limit_s = 10;
+  config.rounds = 0;
+  EXPECT_FALSE(config.validate());
+  config.rounds = config.requests + 1;  // a round without a request
+  EXPECT_FALSE(config.validate());
+  config.rounds = 2;
+  EXPECT_TRUE(config.validate());
 }
 
 }  // namespace
