@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
+#include "tensor/attention_ops.h"
 #include "tensor/ops.h"
 #include "tensor/probe.h"
 
@@ -115,8 +116,9 @@ BENCHMARK(BM_MatvecCold)
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
-  for (int64_t t = 0; t < 5; ++t)
-    for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, 128, threads, 2});
+  for (int64_t n : {16, 128})  // 16: a batched decode step of 16 sequences; 128: a prefill chunk
+    for (int64_t t = 0; t < 5; ++t)
+      for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
   for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
 }
 BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -172,22 +174,33 @@ void BM_Dot(benchmark::State& state) {
 }
 BENCHMARK(BM_Dot)->ArgNames({"n", "isa"})->ArgsProduct({{128, 4096}, {0, 1, 2}});
 
-// One decode attention head: scores = q . k_i for `ctx` keys of head_dim 128, softmax, out = sum p_i v_i.
-void BM_AttentionHead(benchmark::State& state) {
-  const size_t ctx = state.range(0), dim = 128;
-  const Isa isa = isa_arg(state.range(1));
-  const std::vector<float> q = random_vector(dim), k = random_vector(ctx * dim), v = random_vector(ctx * dim);
-  std::vector<float> scores(ctx), out(dim);
+// Decode attention of one KV head as the engine runs it (src/attention/paged_attention.cpp): `group` query
+// heads of head_dim 128 against `ctx` cached positions in blocks of 16: block scores, softmax per head,
+// block value sums.
+void BM_AttentionKvHead(benchmark::State& state) {
+  const size_t ctx = state.range(0), group = state.range(1), dim = 128, block = 16;
+  const Isa isa = isa_arg(state.range(2));
+  const std::vector<float> q = random_vector(group * dim), k = random_vector(ctx * dim), v = random_vector(ctx * dim);
+  std::vector<float> scores(group * ctx), out(group * dim);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (auto _ : state) {
-    for (size_t i = 0; i < ctx; ++i) scores[i] = dot_f32(q.data(), k.data() + i * dim, dim, isa);
-    softmax(scores, isa);
+    for (size_t first = 0; first < ctx; first += block) {
+      attention_block_scores(q.data(), group, k.data() + first * dim, std::min(block, ctx - first), dim, scale,
+                             &scores[first], ctx, isa);
+    }
+    for (size_t h = 0; h < group; ++h) softmax(std::span(scores).subspan(h * ctx, ctx), isa);
     std::fill(out.begin(), out.end(), 0.0f);
-    for (size_t i = 0; i < ctx; ++i) axpy_f32(scores[i], v.data() + i * dim, out.data(), dim, isa);
+    for (size_t first = 0; first < ctx; first += block) {
+      attention_block_values(&scores[first], ctx, group, v.data() + first * dim, std::min(block, ctx - first), dim,
+                             out.data(), isa);
+    }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(2 * ctx * dim * sizeof(float)));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(4.0 * group * ctx * dim * state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionHead)->ArgNames({"ctx", "isa"})->ArgsProduct({{512, 4096}, {0, 1, 2}});
+BENCHMARK(BM_AttentionKvHead)->ArgNames({"ctx", "group", "isa"})->ArgsProduct({{512, 4096}, {1, 8}, {0, 1, 2}});
 
 void BM_ProbePeakFlops(benchmark::State& state) {
   ThreadPool pool(state.range(0));
