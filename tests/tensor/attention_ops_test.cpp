@@ -25,60 +25,60 @@ std::vector<float> random_vec(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// fn(head_dim, query heads, positions in the block) for every combination of the lists above.
+template <class Fn>
+void for_each_shape(const Fn& fn) {
+  for (size_t hd : kHeadDims)
+    for (size_t nq : kGroups)
+      for (size_t count : kCounts) fn(hd, nq, count);
+}
+
 TEST(AttentionOpsTest, ScoresMatchFp64OnEveryIsa) {
   std::mt19937 rng(11);
-  for (size_t hd : kHeadDims) {
-    for (size_t nq : kGroups) {
-      for (size_t count : kCounts) {
-        const auto q = random_vec(nq * hd, rng), keys = random_vec(count * hd, rng);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const size_t stride = count + 2;  // the two extra entries per head must stay untouched
-        for (Isa isa : supported_isas()) {
-          std::vector<float> scores(nq * stride, -7.0f);
-          attention_block_scores(q.data(), nq, keys.data(), count, hd, scale, scores.data(), stride, isa);
-          for (size_t h = 0; h < nq; ++h) {
-            for (size_t s = 0; s < count; ++s) {
-              double exact = 0.0, abs = 0.0;
-              for (size_t i = 0; i < hd; ++i) {
-                const double p = static_cast<double>(q[h * hd + i]) * keys[s * hd + i];
-                exact += p;
-                abs += std::fabs(p);
-              }
-              ASSERT_NEAR(scores[h * stride + s], scale * exact, kScoreTol * scale * abs + 1e-30)
-                  << isa_name(isa) << " head dim " << hd << " head " << h << " position " << s;
-            }
-            EXPECT_EQ(scores[h * stride + count], -7.0f) << isa_name(isa) << " wrote past the block";
-            EXPECT_EQ(scores[h * stride + count + 1], -7.0f) << isa_name(isa) << " wrote past the block";
+  for_each_shape([&](size_t hd, size_t nq, size_t count) {
+    const auto q = random_vec(nq * hd, rng), keys = random_vec(count * hd, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const size_t stride = count + 2;  // the two extra entries per head must stay untouched
+    for (Isa isa : supported_isas()) {
+      std::vector<float> scores(nq * stride, -7.0f);
+      attention_block_scores(q.data(), nq, keys.data(), count, hd, scale, scores.data(), stride, isa);
+      for (size_t h = 0; h < nq; ++h) {
+        for (size_t s = 0; s < count; ++s) {
+          double exact = 0.0, abs = 0.0;
+          for (size_t i = 0; i < hd; ++i) {
+            const double p = static_cast<double>(q[h * hd + i]) * keys[s * hd + i];
+            exact += p;
+            abs += std::fabs(p);
           }
+          ASSERT_NEAR(scores[h * stride + s], scale * exact, kScoreTol * scale * abs + 1e-30)
+              << isa_name(isa) << " head dim " << hd << " head " << h << " position " << s;
         }
+        EXPECT_EQ(scores[h * stride + count], -7.0f) << isa_name(isa) << " wrote past the block";
+        EXPECT_EQ(scores[h * stride + count + 1], -7.0f) << isa_name(isa) << " wrote past the block";
       }
     }
-  }
+  });
 }
 
 TEST(AttentionOpsTest, ValuesEqualScalarBitForBitAndAccumulate) {
   std::mt19937 rng(12);
-  for (size_t hd : kHeadDims) {
-    for (size_t nq : kGroups) {
-      for (size_t count : kCounts) {
-        const auto values = random_vec(count * hd, rng), probs = random_vec(nq * count, rng);
-        const auto out0 = random_vec(nq * hd + 1, rng);  // the extra float must stay untouched
-        auto ref = out0;
-        attention_block_values(probs.data(), count, nq, values.data(), count, hd, ref.data(), Isa::kScalar);
-        for (size_t h = 0; h < nq; ++h) {  // out accumulates: check one element against its definition
-          double expect = out0[h * hd];
-          for (size_t s = 0; s < count; ++s) expect += static_cast<double>(probs[h * count + s]) * values[s * hd];
-          EXPECT_NEAR(ref[h * hd], expect, 1e-5);
-        }
-        for (Isa isa : supported_isas()) {
-          auto out = out0;
-          attention_block_values(probs.data(), count, nq, values.data(), count, hd, out.data(), isa);
-          for (size_t i = 0; i < out.size(); ++i)
-            ASSERT_EQ(out[i], ref[i]) << isa_name(isa) << " head dim " << hd << " group " << nq << " index " << i;
-        }
-      }
+  for_each_shape([&](size_t hd, size_t nq, size_t count) {
+    const auto values = random_vec(count * hd, rng), probs = random_vec(nq * count, rng);
+    const auto out0 = random_vec(nq * hd + 1, rng);  // the extra float must stay untouched
+    auto ref = out0;
+    attention_block_values(probs.data(), count, nq, values.data(), count, hd, ref.data(), Isa::kScalar);
+    for (size_t h = 0; h < nq; ++h) {  // out accumulates: check one element against its definition
+      double expect = out0[h * hd];
+      for (size_t s = 0; s < count; ++s) expect += static_cast<double>(probs[h * count + s]) * values[s * hd];
+      EXPECT_NEAR(ref[h * hd], expect, 1e-5);
     }
-  }
+    for (Isa isa : supported_isas()) {
+      auto out = out0;
+      attention_block_values(probs.data(), count, nq, values.data(), count, hd, out.data(), isa);
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], ref[i]) << isa_name(isa) << " head dim " << hd << " group " << nq << " index " << i;
+    }
+  });
 }
 
 TEST(AttentionOpsTest, BlocksOfAnySizeGiveTheSameValueSums) {
