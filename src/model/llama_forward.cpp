@@ -27,7 +27,9 @@ void LlamaForward::project(std::span<const float> x, size_t n,
   const size_t cols = outs.begin()->first->cols;
   if (all_quantized && matmul_activations(outs.begin()->first->type, n, best_isa()) == MatmulActivations::kInt8Blocks) {
     quantize_activations(x.first(n * cols), n, cols, xq_, pool_);
-    for (const auto& [w, y] : outs) matmul_quantized(*w, xq_, {y, n * w->rows}, pool_);
+    std::vector<QuantizedMatmul> group;
+    for (const auto& [w, y] : outs) group.push_back({.w = w, .y = {y, n * w->rows}});
+    matmul_quantized_group(group, xq_, pool_);
     return;
   }
   for (const auto& [w, y] : outs) matmul(*w, x.first(n * cols), n, {y, n * w->rows}, pool_, scratch_);

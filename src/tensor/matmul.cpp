@@ -2,6 +2,7 @@
 // matmul_*_avx512.cpp.
 #include "tensor/matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/half.h"
@@ -37,8 +38,8 @@ void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_e
 }
 
 MatmulRowsFn select_kernel(DType type, MatmulActivations form, Isa isa) {
-  if (isa == Isa::kScalar) return form == MatmulActivations::kInt8Blocks ? detail::matmul_quantized_scalar
-                                                                         : matmul_rows_scalar;
+  if (isa == Isa::kScalar)
+    return form == MatmulActivations::kInt8Blocks ? detail::matmul_quantized_scalar : matmul_rows_scalar;
   const bool avx512 = isa == Isa::kAvx512;
   switch (type) {
     case DType::kF32: return avx512 ? detail::matmul_f32_avx512 : detail::matmul_f32_avx2;
@@ -46,10 +47,8 @@ MatmulRowsFn select_kernel(DType type, MatmulActivations form, Isa isa) {
     case DType::kBF16:
       if (form == MatmulActivations::kBf16) return detail::matmul_bf16dot_avx512;
       return avx512 ? detail::matmul_bf16_avx512 : detail::matmul_bf16_avx2;
-    case DType::kQ8_0:
-      return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q8_0_avx512 : detail::matmul_q8_0_avx2;
-    case DType::kQ4_0:
-      return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q4_0_avx512 : detail::matmul_q4_0_avx2;
+    case DType::kQ8_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q8_0_avx512 : detail::matmul_q8_0_avx2;
+    case DType::kQ4_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q4_0_avx512 : detail::matmul_q4_0_avx2;
   }
   KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
   return nullptr;
@@ -57,8 +56,8 @@ MatmulRowsFn select_kernel(DType type, MatmulActivations form, Isa isa) {
 
 void check_shapes(const WeightView& w, size_t x_size, size_t n_tokens, size_t y_size) {
   KVS_ASSERT(x_size >= n_tokens * w.cols && y_size >= n_tokens * w.rows,
-             "matmul: x has {} floats (need {} = {} tokens x {} cols), y has {} (need {} = {} x {} rows)",
-             x_size, n_tokens * w.cols, n_tokens, w.cols, y_size, n_tokens * w.rows, n_tokens, w.rows);
+             "matmul: x has {} floats (need {} = {} tokens x {} cols), y has {} (need {} = {} x {} rows)", x_size,
+             n_tokens * w.cols, n_tokens, w.cols, y_size, n_tokens * w.rows, n_tokens, w.rows);
 }
 
 void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
@@ -78,14 +77,14 @@ MatmulActivations matmul_activations(DType weight_type, size_t /*n_tokens*/, Isa
   return matmul_activations(weight_type, isa);
 }
 
-void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-            ThreadPool& pool, Isa isa) {
+void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, ThreadPool& pool,
+            Isa isa) {
   MatmulScratch scratch;
   matmul(w, x, n_tokens, y, pool, scratch, isa);
 }
 
-void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-            ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
+void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, ThreadPool& pool,
+            MatmulScratch& scratch, Isa isa) {
   check_shapes(w, x.size(), n_tokens, y.size());
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
   const MatmulActivations form = matmul_activations(w.type, isa);
@@ -100,8 +99,8 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
   run_rows(op, select_kernel(w.type, form, isa), pool);
 }
 
-void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y,
-                      ThreadPool& pool, Isa isa) {
+void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
+                      Isa isa) {
   KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
   KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
   check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
@@ -110,11 +109,34 @@ void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::
   run_rows(op, select_kernel(w.type, MatmulActivations::kInt8Blocks, isa), pool);
 }
 
-void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-                 size_t row_begin, size_t row_end, Isa isa) {
+void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
+                            Isa isa) {
+  KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
+  std::vector<MatmulOperands> ops;
+  std::vector<MatmulRowsFn> fns;
+  for (const QuantizedMatmul& item : items) {
+    const WeightView& w = *item.w;
+    KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
+    KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
+    check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, item.y.size());
+    ops.push_back({.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = item.y.data()});
+    fns.push_back(select_kernel(w.type, MatmulActivations::kInt8Blocks, isa));
+  }
+  // The same row split per matrix as run_rows (ThreadPool::parallel_for over grains of kRowGrain).
+  pool.run([&](size_t t, size_t nt) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const size_t rows = ops[i].w.rows, grains = (rows + kRowGrain - 1) / kRowGrain;
+      const size_t begin = grains * t / nt * kRowGrain, end = std::min(rows, grains * (t + 1) / nt * kRowGrain);
+      if (begin < end) fns[i](ops[i], begin, end);
+    }
+  });
+}
+
+void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, size_t row_begin,
+                 size_t row_end, Isa isa) {
   check_shapes(w, x.size(), n_tokens, y.size());
-  KVS_ASSERT(row_begin <= row_end && row_end <= w.rows, "matmul_rows: rows [{}, {}) outside [0, {})",
-             row_begin, row_end, w.rows);
+  KVS_ASSERT(row_begin <= row_end && row_end <= w.rows, "matmul_rows: rows [{}, {}) outside [0, {})", row_begin,
+             row_end, w.rows);
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
   const MatmulActivations form = matmul_activations(w.type, isa);
   MatmulScratch scratch;

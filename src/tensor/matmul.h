@@ -51,19 +51,29 @@ struct MatmulScratch {
 // y[t][r] = sum_c w[r][c] * x[t][c] for t in [0, n_tokens), r in [0, w.rows).
 // x: [n_tokens][w.cols] fp32, y: [n_tokens][w.rows] fp32. n_tokens == 1 is decode (matrix-vector).
 // Activations are converted once per call, then the work is split over the pool's threads by output rows.
-void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-            ThreadPool& pool, Isa isa = best_isa());
-void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-            ThreadPool& pool, MatmulScratch& scratch, Isa isa = best_isa());
+void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, ThreadPool& pool,
+            Isa isa = best_isa());
+void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, ThreadPool& pool,
+            MatmulScratch& scratch, Isa isa = best_isa());
 
 // Q8_0/Q4_0 weights with activations quantized beforehand (quantize_activations), so one quantization
 // can feed several matrices. y: [xq.n_tokens][w.rows]. Isa::kScalar runs the portable integer reference.
-void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y,
-                      ThreadPool& pool, Isa isa = best_isa());
+void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
+                      Isa isa = best_isa());
+
+// Several matrices over the same quantized activations (Q, K and V; gate and up) in one pass of the
+// pool: each thread takes its share of every matrix's rows back to back, with no barrier between the
+// matrices. Every y is bitwise what matmul_quantized gives.
+struct QuantizedMatmul {
+  const WeightView* w;
+  std::span<float> y;  // [xq.n_tokens][w->rows]
+};
+void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
+                            Isa isa = best_isa());
 
 // Single-threaded, for output rows [row_begin, row_end) only. Converts the activations itself on each
 // call (matmul() does that once for all threads).
-void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-                 size_t row_begin, size_t row_end, Isa isa);
+void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, size_t row_begin,
+                 size_t row_end, Isa isa);
 
 }  // namespace kvs

@@ -140,6 +140,43 @@ TEST_P(MatmulInvarianceTest, DecodeMatchesPrefillOnWideRows) {
   }
 }
 
+// Several matrices in one pass (matmul_quantized_group, as the forward pass runs Q/K/V and gate/up):
+// every y bitwise what matmul_quantized gives alone, for decode and batches, on one and two threads.
+TEST(MatmulInvarianceTest, QuantizedGroupEqualsOneMatrixAtATime) {
+  std::mt19937 rng(91);
+  ThreadPool one(1), two(2);
+  const size_t cols = 1024;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    const std::vector<TestMatrix> ws = {test::make_matrix(type, kRows, cols, rng),
+                                        test::make_matrix(type, 16, cols, rng), test::make_matrix(type, 3, cols, rng)};
+    for (size_t n : {1, 5}) {
+      const std::vector<float> x = test::make_activations(n, cols, rng);
+      for (Isa isa : supported_isas()) {
+        for (ThreadPool* pool : {&one, &two}) {
+          QuantizedActivations xq;
+          quantize_activations(x, n, cols, xq, *pool, isa);
+          std::vector<std::vector<float>> ys, want;
+          std::vector<QuantizedMatmul> group;
+          for (const TestMatrix& w : ws) {
+            ys.emplace_back(n * w.rows, -1.0f);
+            want.emplace_back(n * w.rows);
+            matmul_quantized(w.view(), xq, want.back(), *pool, isa);
+          }
+          std::vector<WeightView> views;
+          for (const TestMatrix& w : ws) views.push_back(w.view());
+          for (size_t i = 0; i < ws.size(); ++i) group.push_back({.w = &views[i], .y = ys[i]});
+          matmul_quantized_group(group, xq, *pool, isa);
+          for (size_t i = 0; i < ws.size(); ++i) {
+            expect_same_bits(ys[i].data(), want[i].data(), ys[i].size(),
+                             describe(type, isa, cols, n) + " matrix " + std::to_string(i) + " threads " +
+                                 std::to_string(pool->num_threads()));
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulInvarianceTest,
                          testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
