@@ -12,6 +12,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kOutOfRange: return "out of range";
     case ErrorCode::kUnimplemented: return "unimplemented";
+    case ErrorCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -21,6 +21,7 @@ enum class ErrorCode {
   kOutOfMemory,      // a budget (KV pool, buffer) cannot hold what was asked
   kOutOfRange,       // e.g. prompt longer than the context
   kUnimplemented,    // a valid input that this build does not support
+  kUnavailable,      // not taking work now (e.g. shutting down); the same call may work elsewhere or later
 };
 
 const char* error_code_name(ErrorCode code);
@@ -36,6 +37,7 @@ class [[nodiscard]] Status {
   static Status out_of_memory(std::string m) { return {ErrorCode::kOutOfMemory, std::move(m)}; }
   static Status out_of_range(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
   static Status unimplemented(std::string m) { return {ErrorCode::kUnimplemented, std::move(m)}; }
+  static Status unavailable(std::string m) { return {ErrorCode::kUnavailable, std::move(m)}; }
 
   bool is_ok() const { return code_ == ErrorCode::kOk; }
   explicit operator bool() const { return is_ok(); }
@@ -84,14 +86,14 @@ class [[nodiscard]] Expected {
 }  // namespace kvs
 
 // KVS_ASSERT(cond, "fmt {}", args...): a broken invariant is a bug, never an expected failure.
-#define KVS_ASSERT(cond, ...)                                                  \
-  do {                                                                         \
+#define KVS_ASSERT(cond, ...)                                                           \
+  do {                                                                                  \
     if (!(cond)) ::kvs::assertion_failed(__FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // Propagates a non-ok Status from an expression returning Status.
-#define KVS_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::kvs::Status kvs_status_ = (expr);      \
+#define KVS_RETURN_IF_ERROR(expr)                 \
+  do {                                            \
+    ::kvs::Status kvs_status_ = (expr);           \
     if (!kvs_status_.is_ok()) return kvs_status_; \
   } while (0)

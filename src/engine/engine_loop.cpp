@@ -33,7 +33,7 @@ void EngineLoop::stop() {
 
 Expected<std::shared_ptr<RequestStream>> EngineLoop::submit(RequestParams params) {
   std::lock_guard lock(mutex_);
-  if (stopping_) return Status::unimplemented("the engine is shutting down");
+  if (stopping_) return Status::unavailable("the engine is shutting down");
   auto stream = std::make_shared<RequestStream>();
   auto id = engine_.add_request(std::move(params), [stream](const RequestOutput& out) { stream->push(out); });
   if (!id) return id.status();

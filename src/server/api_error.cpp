@@ -15,6 +15,7 @@ ApiError api_error_from_status(const Status& status, const std::string& param) {
     case ErrorCode::kOutOfMemory: return ApiError::invalid(param, status.message(), "kv_cache_too_small");
     case ErrorCode::kInvalidArgument: return ApiError::invalid(param, status.message());
     case ErrorCode::kUnimplemented: return ApiError::invalid(param, status.message(), "unsupported");
+    case ErrorCode::kUnavailable: return ApiError::of(503, "server_error", "shutting_down", status.message());
     default: return ApiError::of(500, "server_error", "internal_error", status.message());
   }
 }

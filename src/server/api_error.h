@@ -33,7 +33,8 @@ struct ApiError {
 };
 
 // How a Status from the engine (submit) reaches the client: out_of_range (prompt longer than the
-// context) and other caller errors are 400s naming `param`; anything else is a 500 server_error.
+// context) and other caller errors are 400s naming `param`; unavailable (the engine is shutting
+// down) is a 503; anything else is a 500 server_error.
 ApiError api_error_from_status(const Status& status, const std::string& param);
 
 template <class T>

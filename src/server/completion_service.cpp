@@ -67,12 +67,7 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
   RequestParams params = to_engine_request(*request, echo_text);
   const bool chat = endpoint == Endpoint::kChatCompletions;
   auto stream = loop_.submit(std::move(params));
-  if (!stream) {
-    if (stream.status().code() == ErrorCode::kUnimplemented) {  // shutting down
-      return ApiError::of(503, "server_error", "shutting_down", stream.status().message());
-    }
-    return api_error_from_status(stream.status(), chat ? "messages" : "prompt");
-  }
+  if (!stream) return api_error_from_status(stream.status(), chat ? "messages" : "prompt");
   ResponseMeta meta{
       .endpoint = endpoint,
       .id = fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl", next_random()),
