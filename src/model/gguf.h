@@ -21,8 +21,19 @@
 namespace kvs::gguf {
 
 enum class ValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 std::string_view value_type_name(ValueType type);
 
@@ -34,8 +45,8 @@ struct Array {
 };
 // One metadata value; `data` holds the C++ type matching `type` (Array for kArray).
 struct Value {
-  using Data = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
-                            std::string, Array, uint64_t, int64_t, double>;
+  using Data = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string, Array,
+                            uint64_t, int64_t, double>;
   ValueType type = ValueType::kUint8;
   Data data;
 
@@ -49,8 +60,8 @@ struct Value {
   }
   static Value of(const char* s) { return of(std::string(s)); }
 
-  std::optional<int64_t> as_int() const;      // any integer type (uint64 above INT64_MAX: nullopt)
-  std::optional<double> as_float() const;     // float32/float64, or an integer
+  std::optional<int64_t> as_int() const;   // any integer type (uint64 above INT64_MAX: nullopt)
+  std::optional<double> as_float() const;  // float32/float64, or an integer
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const Array* as_array() const;
@@ -60,9 +71,9 @@ struct Value {
 struct TensorInfo {
   std::string name;
   DType type = DType::kF32;
-  std::vector<uint64_t> dims;          // ggml order: dims[0] is the innermost (contiguous) dimension
-  uint64_t offset = 0;                 // from the start of the tensor data section
-  std::span<const std::byte> data;     // into the mapped file
+  std::vector<uint64_t> dims;       // ggml order: dims[0] is the innermost (contiguous) dimension
+  uint64_t offset = 0;              // from the start of the tensor data section
+  std::span<const std::byte> data;  // into the mapped file
   uint64_t num_elements() const;
 };
 

@@ -10,8 +10,8 @@ namespace {
 Status shape_error(const gguf::File& file, const gguf::TensorInfo& t, const std::string& expected) {
   std::string dims;
   for (size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + std::to_string(t.dims[i]);
-  return Status::corrupt(fmt::format("{}: tensor '{}' has shape [{}], expected {} from the model config",
-                                     file.path(), t.name, dims, expected));
+  return Status::corrupt(fmt::format("{}: tensor '{}' has shape [{}], expected {} from the model config", file.path(),
+                                     t.name, dims, expected));
 }
 
 Expected<const gguf::TensorInfo*> find(const gguf::File& file, const std::string& name) {
@@ -42,8 +42,8 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   const gguf::TensorInfo& info = **t;
   if (info.dims.size() != 1 || info.dims[0] != n) return shape_error(file, info, fmt::format("[{}]", n));
   if (n % dtype_block_elements(info.type) != 0) {
-    return Status::corrupt(fmt::format("{}: tensor '{}' of {} elements cannot be {}", file.path(), name, n,
-                                       dtype_name(info.type)));
+    return Status::corrupt(
+        fmt::format("{}: tensor '{}' of {} elements cannot be {}", file.path(), name, n, dtype_name(info.type)));
   }
   std::vector<float> out(n);
   dequantize_row(info.type, info.data.data(), out.data(), n);

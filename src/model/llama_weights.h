@@ -24,13 +24,13 @@ struct LayerWeights {
 };
 
 struct LlamaWeights {
-  WeightView token_embedding;    // [vocab][dim]
+  WeightView token_embedding;  // [vocab][dim]
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // [dim]
-  WeightView output;             // [vocab][dim]; the embedding when tied
+  WeightView output;               // [vocab][dim]; the embedding when tied
 
   static Expected<LlamaWeights> from_gguf(const gguf::File& file, const ModelConfig& config);
-  size_t matrix_bytes() const;   // bytes of every matrix read per decoded token (incl. output)
+  size_t matrix_bytes() const;  // bytes of every matrix read per decoded token (incl. output)
 };
 
 }  // namespace kvs

@@ -23,8 +23,8 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   if (!arch) return Status::corrupt(fmt::format("{}: metadata 'general.architecture' is missing", file.path()));
   // Architectures with the Llama block structure (RMSNorm, RoPE, SwiGLU, optional GQA).
   if (*arch != "llama" && *arch != "mistral" && *arch != "qwen2" && *arch != "granite") {
-    return Status::unimplemented(fmt::format(
-        "{}: architecture '{}' is not supported (supported: llama, mistral)", file.path(), *arch));
+    return Status::unimplemented(
+        fmt::format("{}: architecture '{}' is not supported (supported: llama, mistral)", file.path(), *arch));
   }
   c.architecture = *arch;
   c.name = file.get_string("general.name").value_or("");
@@ -60,20 +60,20 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
 
 Status ModelConfig::validate() const {
   if (num_layers == 0 || dim == 0 || num_heads == 0 || num_kv_heads == 0 || ffn_dim == 0 || vocab_size == 0) {
-    return Status::corrupt(fmt::format(
-        "model config has a zero size: layers {}, dim {}, heads {}, kv heads {}, ffn {}, vocab {}", num_layers,
-        dim, num_heads, num_kv_heads, ffn_dim, vocab_size));
+    return Status::corrupt(
+        fmt::format("model config has a zero size: layers {}, dim {}, heads {}, kv heads {}, ffn {}, vocab {}",
+                    num_layers, dim, num_heads, num_kv_heads, ffn_dim, vocab_size));
   }
   if (num_heads % num_kv_heads != 0) {
     return Status::corrupt(fmt::format("head_count {} is not a multiple of head_count_kv {}", num_heads, num_kv_heads));
   }
   if (head_dim == 0 || head_dim % 2 != 0) {
-    return Status::corrupt(fmt::format("head dimension must be even and positive, got {} (dim {} / heads {})",
-                                       head_dim, dim, num_heads));
+    return Status::corrupt(
+        fmt::format("head dimension must be even and positive, got {} (dim {} / heads {})", head_dim, dim, num_heads));
   }
   if (rope_dim > head_dim || rope_dim % 2 != 0) {
-    return Status::corrupt(fmt::format("rope dimension {} must be even and at most head dimension {}", rope_dim,
-                                       head_dim));
+    return Status::corrupt(
+        fmt::format("rope dimension {} must be even and at most head dimension {}", rope_dim, head_dim));
   }
   if (context_length == 0) return Status::corrupt("context_length must be positive, got 0");
   if (!(rms_eps > 0.0f) || !(rope_freq_base > 0.0f)) {
