@@ -56,8 +56,7 @@ void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
   job_ = nullptr;
 }
 
-void ThreadPool::parallel_for(size_t n, size_t grain,
-                              const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   grain = std::max<size_t>(1, grain);
   const size_t chunks = (n + grain - 1) / grain;
   if (chunks <= 1 || num_threads_ == 1) {
@@ -65,12 +64,15 @@ void ThreadPool::parallel_for(size_t n, size_t grain,
     return;
   }
   run([&](size_t t, size_t nt) {
-    const size_t first = chunks * t / nt;
-    const size_t last = chunks * (t + 1) / nt;
-    const size_t begin = first * grain;
-    const size_t end = std::min(n, last * grain);
+    const auto [begin, end] = share(n, grain, t, nt);
     if (begin < end) fn(begin, end);
   });
+}
+
+std::pair<size_t, size_t> ThreadPool::share(size_t n, size_t grain, size_t t, size_t nt) {
+  grain = std::max<size_t>(1, grain);
+  const size_t chunks = (n + grain - 1) / grain;
+  return {std::min(n, chunks * t / nt * grain), std::min(n, chunks * (t + 1) / nt * grain)};
 }
 
 void ThreadPool::worker_loop(size_t thread_index) {

@@ -130,8 +130,7 @@ void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& k
   const size_t items = n * c.num_kv_heads;
   pool_.run([&](size_t thread, size_t num_threads) {
     std::vector<float>& scores = scores_[thread];
-    const size_t begin = items * thread / num_threads;
-    const size_t end = items * (thread + 1) / num_threads;
+    const auto [begin, end] = ThreadPool::share(items, 1, thread, num_threads);
     for (size_t item = begin; item < end; ++item) {
       const size_t t = item / c.num_kv_heads;
       const size_t g = item % c.num_kv_heads;

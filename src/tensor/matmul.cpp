@@ -125,8 +125,7 @@ void matmul_quantized_group(std::span<const QuantizedMatmul> items, const Quanti
   // The same row split per matrix as run_rows (ThreadPool::parallel_for over grains of kRowGrain).
   pool.run([&](size_t t, size_t nt) {
     for (size_t i = 0; i < ops.size(); ++i) {
-      const size_t rows = ops[i].w.rows, grains = (rows + kRowGrain - 1) / kRowGrain;
-      const size_t begin = grains * t / nt * kRowGrain, end = std::min(rows, grains * (t + 1) / nt * kRowGrain);
+      const auto [begin, end] = ThreadPool::share(ops[i].w.rows, kRowGrain, t, nt);
       if (begin < end) fns[i](ops[i], begin, end);
     }
   });
