@@ -10,23 +10,45 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "tensor/attention_ops.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
-#include "tensor/attention_ops.h"
 #include "tensor/ops.h"
+#include "tensor/packed_q8.h"
 #include "tensor/probe.h"
 
 namespace kvs {
 namespace {
 
-constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+// Type index 5 is Q8_0 packed for the VNNI kernel (tensor/packed_q8.h), as the model loads it there.
+constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ8_0};
+constexpr int64_t kPackedQ8 = 5;
 
 struct Matrix {
   std::vector<std::byte> data;
+  PackedMatrix packed;
   WeightView view;
 };
 
-Matrix random_matrix(DType type, size_t rows, size_t cols) {
+std::string type_label(int64_t index) {
+  return index == kPackedQ8 ? "q8_0x16" : std::string(dtype_name(kTypes[index]));
+}
+
+// Skips the benchmark (and says why) when the CPU cannot run it.
+bool runnable(benchmark::State& state, int64_t type_index, Isa isa) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("isa not supported on this CPU");
+    return false;
+  }
+  if (type_index == kPackedQ8 && (isa != Isa::kAvx512 || !packed_q8_supported())) {
+    state.SkipWithError("packed q8_0 runs on avx512 with VNNI only");
+    return false;
+  }
+  return true;
+}
+
+Matrix random_matrix(int64_t type_index, size_t rows, size_t cols) {
+  const DType type = kTypes[type_index];
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   Matrix m;
@@ -38,6 +60,11 @@ Matrix random_matrix(DType type, size_t rows, size_t cols) {
     quantize_row(type, row.data(), m.data.data() + r * row_bytes, cols);
   }
   m.view = {.type = type, .data = m.data.data(), .rows = rows, .cols = cols};
+  if (type_index == kPackedQ8) {
+    m.packed = PackedMatrix::pack_q8_0(m.view);
+    m.view = m.packed.view();
+    m.data.clear();
+  }
   return m;
 }
 
@@ -53,15 +80,11 @@ Isa isa_arg(int64_t v) { return v == 0 ? Isa::kScalar : v == 1 ? Isa::kAvx2 : Is
 
 // Args: dtype index, rows, cols, tokens, threads, isa.
 void BM_Matmul(benchmark::State& state) {
-  const DType type = kTypes[state.range(0)];
   const size_t rows = state.range(1), cols = state.range(2), n = state.range(3);
   const Isa isa = isa_arg(state.range(5));
-  if (!isa_supported(isa)) {
-    state.SkipWithError("isa not supported on this CPU");
-    return;
-  }
+  if (!runnable(state, state.range(0), isa)) return;
   ThreadPool pool(state.range(4));
-  const Matrix w = random_matrix(type, rows, cols);
+  const Matrix w = random_matrix(state.range(0), rows, cols);
   const std::vector<float> x = random_vector(n * cols);
   std::vector<float> y(n * rows);
   MatmulScratch scratch;
@@ -69,15 +92,15 @@ void BM_Matmul(benchmark::State& state) {
     matmul(w.view, x, n, y, pool, scratch, isa);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(isa)));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.data.size()));
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(),
-                                                benchmark::Counter::kIsRate);
+  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(isa)));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.bytes()));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 void MatvecArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
-  for (int64_t t = 0; t < 5; ++t)
+  for (int64_t t = 0; t < 6; ++t)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
       for (int64_t threads : {1, 2}) b->Args({t, rows, cols, 1, threads, 2});
   for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 1});  // avx2
@@ -89,35 +112,34 @@ BENCHMARK(BM_Matmul)->Name("Matvec")->Apply(MatvecArgs)->UseRealTime();
 // iteration. Rotates over enough copies of the matrix to overflow the last-level cache (256 MiB in all).
 // Args: dtype index, rows, cols, threads.
 void BM_MatvecCold(benchmark::State& state) {
-  const DType type = kTypes[state.range(0)];
   const size_t rows = state.range(1), cols = state.range(2);
+  if (!runnable(state, state.range(0), best_isa())) return;
   ThreadPool pool(state.range(3));
-  const Matrix w = random_matrix(type, rows, cols);
-  const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w.data.size());
-  std::vector<std::vector<std::byte>> data(copies, w.data);
+  const size_t bytes = rows * dtype_row_bytes(kTypes[state.range(0)], cols);
+  const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / bytes);
+  std::vector<Matrix> w;
+  for (size_t c = 0; c < copies; ++c) w.push_back(random_matrix(state.range(0), rows, cols));
   const std::vector<float> x = random_vector(cols);
   std::vector<float> y(rows);
   MatmulScratch scratch;
   size_t i = 0;
   for (auto _ : state) {
-    WeightView view = w.view;
-    view.data = data[i++ % copies].data();
-    matmul(view, x, 1, y, pool, scratch);
+    matmul(w[i++ % copies].view, x, 1, y, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(dtype_name(type)) + " " + std::string(isa_name(best_isa())));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.data.size()));
+  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(best_isa())));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w[0].view.bytes()));
 }
 BENCHMARK(BM_MatvecCold)
     ->Name("MatvecCold")
     ->ArgNames({"type", "rows", "cols", "threads"})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {5632}, {2048}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8}, {5632}, {2048}, {1, 2}})
     ->UseRealTime();
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
   for (int64_t n : {16, 128})  // 16: a batched decode step of 16 sequences; 128: a prefill chunk
-    for (int64_t t = 0; t < 5; ++t)
+    for (int64_t t = 0; t < 6; ++t)
       for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
   for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
 }
@@ -145,8 +167,8 @@ void BM_Softmax(benchmark::State& state) {
     softmax(x, isa);
     benchmark::DoNotOptimize(x.data());
   }
-  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(n) * state.iterations(),
-                                                    benchmark::Counter::kIsRate);
+  state.counters["elements/s"] =
+      benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Softmax)->ArgNames({"n", "isa"})->ArgsProduct({{1024, 32768}, {0, 1, 2}});
 
@@ -160,8 +182,8 @@ void BM_Swiglu(benchmark::State& state) {
     swiglu(g, up, isa);
     benchmark::DoNotOptimize(g.data());
   }
-  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(n) * state.iterations(),
-                                                    benchmark::Counter::kIsRate);
+  state.counters["elements/s"] =
+      benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Swiglu)->ArgNames({"n", "isa"})->ArgsProduct({{5632}, {0, 1, 2}});
 

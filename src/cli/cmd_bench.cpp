@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "engine/bench_report.h"
 #include "engine/bench_run.h"
 #include "engine/bench_svg.h"
@@ -32,6 +33,7 @@ struct BenchOptions {
   size_t threads = 0;
   size_t reps = 3;
   bool quick = false;
+  bool no_repack = false;
   std::string json_path;
   std::string plot_path;
 };
@@ -61,8 +63,8 @@ std::string synthetic_model(const std::filesystem::path& dir, DType type) {
   return path.string();
 }
 
-std::unique_ptr<LlamaModel> load(const std::string& path) {
-  auto model = LlamaModel::load(path);
+std::unique_ptr<LlamaModel> load(const std::string& path, bool no_repack) {
+  auto model = LlamaModel::load(path, no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
   if (!model) throw CommandError(model.status().message());
   return std::move(model).value();
 }
@@ -86,6 +88,7 @@ std::string utc_now() {
 std::string reproduce_command(const BenchOptions& o, size_t threads) {
   std::string cmd = fmt::format("kvserve bench --threads {} --reps {}", threads, o.reps);
   if (o.quick) cmd += " --quick";
+  if (o.no_repack) cmd += " --no-repack";
   if (!o.model_path.empty()) cmd += " -m " + o.model_path;
   if (!o.prefill_model.empty()) cmd += " --prefill-model " + o.prefill_model;
   if (!o.model_dir.empty()) cmd += " --model-dir " + o.model_dir;
@@ -107,8 +110,8 @@ void run(const BenchOptions& o, bool reps_given) {
   if (extra_path.empty() && o.model_path.empty() && !o.quick) extra_path = synthetic_model(dir, DType::kBF16);
   if (extra_path == "none") extra_path.clear();
 
-  const std::unique_ptr<LlamaModel> model = load(model_path);
-  const std::unique_ptr<LlamaModel> extra = extra_path.empty() ? nullptr : load(extra_path);
+  const std::unique_ptr<LlamaModel> model = load(model_path, o.no_repack);
+  const std::unique_ptr<LlamaModel> extra = extra_path.empty() ? nullptr : load(extra_path, o.no_repack);
   BenchPlan plan = o.quick ? BenchPlan::quick() : BenchPlan::standard();
   if (reps_given || !o.quick) plan.reps = o.reps;
   FittedPlan fitted = fit_plan_to_context(plan, model->config().context_length);
@@ -162,6 +165,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--quick", o->quick,
                 "Smoke run: prompts 16/64, 16 decode tokens at depths 0/64/256, contexts 16/64, 2 reps, no BF16 "
                 "prefill");
+  add_no_repack_flag(*cmd, o->no_repack);
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
   cmd->add_option("--plot", o->plot_path,
                   "Write an SVG: ms/token vs context with and without the KV cache, decode "

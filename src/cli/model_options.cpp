@@ -17,11 +17,18 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "GGUF model file (default: stories260K converted at build time: " + default_model_path() + ")");
   command.add_option("-t,--threads", options.threads, "Worker threads (default: all hardware threads)")
       ->check(CLI::Range(1, 256));
+  add_no_repack_flag(command, options.no_repack);
+}
+
+void add_no_repack_flag(CLI::App& command, bool& no_repack) {
+  command.add_flag("--no-repack", no_repack,
+                   "Keep Q8_0 matrices in the file's layout instead of repacking them at load for the AVX-512 VNNI "
+                   "kernel (same values; for A/B measurements)");
 }
 
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
-  auto model = LlamaModel::load(path);
+  auto model = LlamaModel::load(path, options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
   if (!model) throw CommandError(model.status().message());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));

@@ -14,9 +14,11 @@ namespace kvs::cli {
 struct ModelOptions {
   std::string model_path;  // empty: the default model built with kvserve
   size_t threads = 0;      // 0: every hardware thread
+  bool no_repack = false;  // keep Q8_0 matrices in the file's layout (WeightPacking::kNone)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
+void add_no_repack_flag(CLI::App& command, bool& no_repack);
 
 struct LoadedModel {
   std::unique_ptr<LlamaModel> model;

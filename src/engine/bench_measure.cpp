@@ -11,6 +11,7 @@ BenchModelInfo describe_model(const LlamaModel& model, const std::string& path) 
   const LlamaWeights& w = model.weights();
   BenchModelInfo info{.path = path,
                       .weight_type = std::string(dtype_name(w.layers.empty() ? w.output.type : w.layers[0].wq.type)),
+                      .weight_layout = w.has_packed_matrices() ? "q8_0x16" : "gguf",
                       .layers = c.num_layers,
                       .dim = c.dim,
                       .heads = c.num_heads,

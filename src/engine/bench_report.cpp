@@ -22,6 +22,7 @@ std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<dou
 json model_json(const BenchModelInfo& m) {
   return {{"path", m.path},
           {"weight_type", m.weight_type},
+          {"weight_layout", m.weight_layout},
           {"layers", m.layers},
           {"dim", m.dim},
           {"heads", m.heads},
@@ -157,10 +158,10 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
   const auto line = [&o](const std::string& s) { o += s + "\n"; };
   const BenchModelInfo& m = r.model;
   line(
-      fmt::format("kvserve bench: {} ({}; {} layers, dim {}, {} heads / {} KV heads, ffn {}, vocab {}; {} of "
-                  "matrices), {} threads, {}, {} reps, {}",
-                  m.path, m.weight_type, m.layers, m.dim, m.heads, m.kv_heads, m.ffn, m.vocab, mib(m.matrix_bytes),
-                  r.threads, r.isa, r.plan.reps, info.date));
+      fmt::format("kvserve bench: {} ({}, {} layout; {} layers, dim {}, {} heads / {} KV heads, ffn {}, vocab {}; {} "
+                  "of matrices), {} threads, {}, {} reps, {}",
+                  m.path, m.weight_type, m.weight_layout, m.layers, m.dim, m.heads, m.kv_heads, m.ffn, m.vocab,
+                  mib(m.matrix_bytes), r.threads, r.isa, r.plan.reps, info.date));
   line(fmt::format("load average before: {}, after: {}; wall time {:.0f} s", info.load_before, info.load_after,
                    info.wall_seconds));
   line("Figures are mean ± sample standard deviation over the repetitions [min–max].");

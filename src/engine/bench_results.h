@@ -15,7 +15,8 @@ namespace kvs {
 
 struct BenchModelInfo {
   std::string path = {};
-  std::string weight_type = {};  // of the layer matrices, e.g. "q8_0"
+  std::string weight_type = {};    // of the layer matrices, e.g. "q8_0"
+  std::string weight_layout = {};  // "gguf" (rows as in the file) or "q8_0x16" (repacked for VNNI)
   size_t layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   size_t matrix_bytes = 0;        // every matrix read per decoded token (LlamaWeights::matrix_bytes)
   size_t layer_params = 0;        // parameters of the layer matrices (multiplied for every token)

@@ -12,7 +12,8 @@ namespace kvs {
 
 class LlamaModel {
  public:
-  static Expected<std::unique_ptr<LlamaModel>> load(const std::string& path);
+  static Expected<std::unique_ptr<LlamaModel>> load(const std::string& path,
+                                                    WeightPacking packing = WeightPacking::kForCpu);
 
   const gguf::File& file() const { return file_; }
   const ModelConfig& config() const { return config_; }

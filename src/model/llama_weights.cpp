@@ -50,9 +50,16 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   return out;
 }
 
+// Replaces a Q8_0 view by a packed copy owned by `storage`.
+void pack(WeightView& view, std::vector<PackedMatrix>& storage) {
+  if (view.type != DType::kQ8_0) return;
+  storage.push_back(PackedMatrix::pack_q8_0(view));
+  view = storage.back().view();
+}
+
 }  // namespace
 
-Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const ModelConfig& c) {
+Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const ModelConfig& c, WeightPacking packing) {
   LlamaWeights w;
 #define KVS_TRY_ASSIGN(lhs, expr) \
   do {                            \
@@ -82,15 +89,21 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
     KVS_TRY_ASSIGN(w.output, matrix(file, "output.weight", c.vocab_size, c.dim));
   }
 #undef KVS_TRY_ASSIGN
+  if (packing == WeightPacking::kForCpu && packed_q8_supported()) {
+    // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
+    // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows.
+    for (LayerWeights& lw : w.layers) {
+      for (WeightView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) pack(*m, w.packed);
+    }
+    pack(w.output, w.packed);
+  }
   return w;
 }
 
 size_t LlamaWeights::matrix_bytes() const {
-  size_t total = output.rows * output.row_bytes();
+  size_t total = output.bytes();
   for (const auto& l : layers) {
-    for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      total += m->rows * m->row_bytes();
-    }
+    for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) total += m->bytes();
   }
   return total;
 }

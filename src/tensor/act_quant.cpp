@@ -16,11 +16,11 @@ void ensure_size(AlignedBuffer<T>& buf, size_t count) {
   if (buf.size() < count) buf = AlignedBuffer<T>(count);
 }
 
-void quantize_blocks(const float* x, size_t n_blocks, int8_t* qs, float* scales, Isa isa) {
+void quantize_blocks(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets, Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return detail::quantize_blocks_scalar(x, n_blocks, qs, scales);
-    case Isa::kAvx2: return detail::quantize_blocks_avx2(x, n_blocks, qs, scales);
-    case Isa::kAvx512: return detail::quantize_blocks_avx512(x, n_blocks, qs, scales);
+    case Isa::kScalar: return detail::quantize_blocks_scalar(x, n_blocks, qs, scales, offsets);
+    case Isa::kAvx2: return detail::quantize_blocks_avx2(x, n_blocks, qs, scales, offsets);
+    case Isa::kAvx512: return detail::quantize_blocks_avx512(x, n_blocks, qs, scales, offsets);
   }
 }
 
@@ -50,21 +50,23 @@ void QuantizedActivations::reshape(size_t tokens, size_t columns) {
   cols = columns;
   ensure_size(qs, tokens * columns);
   ensure_size(scales, tokens * columns / kBlock);
+  ensure_size(offsets, tokens * columns / kBlock);
 }
 
 void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols, QuantizedActivations& out,
                           ThreadPool& pool, Isa isa) {
-  KVS_ASSERT(x.size() >= n_tokens * cols, "quantize_activations: x has {} floats, need {} x {}", x.size(),
-             n_tokens, cols);
+  KVS_ASSERT(x.size() >= n_tokens * cols, "quantize_activations: x has {} floats, need {} x {}", x.size(), n_tokens,
+             cols);
   out.reshape(n_tokens, cols);
   for_tokens(n_tokens, pool, [&](size_t begin, size_t end) { quantize_activations_rows(x, out, begin, end, isa); });
 }
 
-void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin,
-                               size_t t_end, Isa isa) {
+void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin, size_t t_end,
+                               Isa isa) {
   const size_t nb = out.blocks_per_token();
   for (size_t t = t_begin; t < t_end; ++t) {
-    quantize_blocks(x.data() + t * out.cols, nb, out.qs.data() + t * out.cols, out.scales.data() + t * nb, isa);
+    quantize_blocks(x.data() + t * out.cols, nb, out.qs.data() + t * out.cols, out.scales.data() + t * nb,
+                    out.offsets.data() + t * nb, isa);
   }
 }
 
@@ -76,8 +78,8 @@ void Bf16Activations::reshape(size_t tokens, size_t columns) {
 
 void convert_activations_bf16(std::span<const float> x, size_t n_tokens, size_t cols, Bf16Activations& out,
                               ThreadPool& pool, Isa isa) {
-  KVS_ASSERT(x.size() >= n_tokens * cols, "convert_activations_bf16: x has {} floats, need {} x {}",
-             x.size(), n_tokens, cols);
+  KVS_ASSERT(x.size() >= n_tokens * cols, "convert_activations_bf16: x has {} floats, need {} x {}", x.size(), n_tokens,
+             cols);
   out.reshape(n_tokens, cols);
   for_tokens(n_tokens, pool, [&](size_t begin, size_t end) {
     to_bf16(x.data() + begin * cols, (end - begin) * cols, out.values.data() + begin * cols, isa);
@@ -86,15 +88,20 @@ void convert_activations_bf16(std::span<const float> x, size_t n_tokens, size_t 
 
 namespace detail {
 
-void quantize_blocks_scalar(const float* x, size_t n_blocks, int8_t* qs, float* scales) {
+void quantize_blocks_scalar(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets) {
   for (size_t b = 0; b < n_blocks; ++b, x += 32, qs += 32) {
     float amax = 0.0f;
     for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     // Round half to even, as the SIMD conversions do (default rounding mode).
-    for (size_t j = 0; j < 32; ++j) qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+    int32_t sum = 0;
+    for (size_t j = 0; j < 32; ++j) {
+      qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+      sum += qs[j];
+    }
     scales[b] = d;
+    offsets[b] = -128 * sum;
   }
 }
 

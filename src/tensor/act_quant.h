@@ -14,7 +14,9 @@ namespace kvs {
 
 // x quantized per 32 values like llama.cpp's Q8_0, but with an fp32 scale:
 // d = max|x| / 127, q = round_half_even(x * (1 / d)), |q| <= 127 (the same bits on every ISA).
-// Layout: qs [n_tokens][cols], scales [n_tokens][cols / 32].
+// Layout: qs [n_tokens][cols], scales [n_tokens][cols / 32], offsets [n_tokens][cols / 32] with
+// offsets = -128 * (sum of the block's qs): the exact correction for kernels that take the weights as
+// unsigned bytes w + 128 (vpdpbusd on packed Q8_0).
 struct QuantizedActivations {
   static constexpr size_t kBlock = 32;
 
@@ -22,10 +24,12 @@ struct QuantizedActivations {
   size_t cols = 0;
   AlignedBuffer<int8_t> qs;
   AlignedBuffer<float> scales;
+  AlignedBuffer<int32_t> offsets;
 
   size_t blocks_per_token() const { return cols / kBlock; }
   const int8_t* token_qs(size_t t) const { return qs.data() + t * cols; }
   const float* token_scales(size_t t) const { return scales.data() + t * blocks_per_token(); }
+  const int32_t* token_offsets(size_t t) const { return offsets.data() + t * blocks_per_token(); }
   // Sets the shape, reallocating only when the buffers are too small.
   void reshape(size_t tokens, size_t columns);
 };
@@ -34,8 +38,8 @@ struct QuantizedActivations {
 void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols, QuantizedActivations& out,
                           ThreadPool& pool, Isa isa = best_isa());
 // Single-threaded, tokens [t_begin, t_end) of an already reshaped `out`.
-void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin,
-                               size_t t_end, Isa isa);
+void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin, size_t t_end,
+                               Isa isa);
 
 // x rounded to bf16 (nearest even): [n_tokens][cols], for the vdpbf16ps prefill kernel.
 struct Bf16Activations {

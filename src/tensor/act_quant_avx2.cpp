@@ -6,7 +6,7 @@
 
 namespace kvs::detail {
 
-void quantize_blocks_avx2(const float* x, size_t n_blocks, int8_t* qs, float* scales) {
+void quantize_blocks_avx2(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (size_t b = 0; b < n_blocks; ++b, x += 32, qs += 32) {
     __m256 v[4];
@@ -25,10 +25,16 @@ void quantize_blocks_avx2(const float* x, size_t n_blocks, int8_t* qs, float* sc
     // Packing interleaves 128-bit lanes; the permute puts the 32 bytes back in order.
     const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
     const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
-    const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
-                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i p8 =
+        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), p8);
     scales[b] = d;
+    // |q| <= 127, so the saturating packs above kept every value.
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    offsets[b] = -128 * _mm_cvtsi128_si32(s4);
   }
 }
 

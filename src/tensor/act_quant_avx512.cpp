@@ -6,13 +6,12 @@ namespace kvs::detail {
 
 using namespace kvs::avx512;
 
-void quantize_blocks_avx512(const float* x, size_t n_blocks, int8_t* qs, float* scales) {
+void quantize_blocks_avx512(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (size_t b = 0; b < n_blocks; ++b, x += 32, qs += 32) {
     const __m512 v0 = _mm512_loadu_ps(x);
     const __m512 v1 = _mm512_loadu_ps(x + 16);
-    const float amax =
-        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
     const float d = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));  // nearest even
@@ -20,6 +19,7 @@ void quantize_blocks_avx512(const float* x, size_t n_blocks, int8_t* qs, float* 
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtsepi32_epi8(q1));
     scales[b] = d;
+    offsets[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));  // |q| <= 127: no saturation above
   }
 }
 

@@ -37,7 +37,13 @@ void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_e
   }
 }
 
-MatmulRowsFn select_kernel(DType type, MatmulActivations form, Isa isa) {
+MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
+  if (w.layout == WeightLayout::kQ8_0x16) {
+    KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
+               "matmul: packed q8_0 weights need the avx512 isa with VNNI, got isa {}", isa_name(isa));
+    return detail::matmul_q8_0x16_avx512;
+  }
+  const DType type = w.type;
   if (isa == Isa::kScalar)
     return form == MatmulActivations::kInt8Blocks ? detail::matmul_quantized_scalar : matmul_rows_scalar;
   const bool avx512 = isa == Isa::kAvx512;
@@ -96,7 +102,7 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, pool, isa);
     op.xb = &scratch.bf16;
   }
-  run_rows(op, select_kernel(w.type, form, isa), pool);
+  run_rows(op, select_kernel(w, form, isa), pool);
 }
 
 void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
@@ -106,7 +112,7 @@ void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::
   check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
   const MatmulOperands op{.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
-  run_rows(op, select_kernel(w.type, MatmulActivations::kInt8Blocks, isa), pool);
+  run_rows(op, select_kernel(w, MatmulActivations::kInt8Blocks, isa), pool);
 }
 
 void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
@@ -120,7 +126,7 @@ void matmul_quantized_group(std::span<const QuantizedMatmul> items, const Quanti
     KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
     check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, item.y.size());
     ops.push_back({.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = item.y.data()});
-    fns.push_back(select_kernel(w.type, MatmulActivations::kInt8Blocks, isa));
+    fns.push_back(select_kernel(w, MatmulActivations::kInt8Blocks, isa));
   }
   // The same row split per matrix as run_rows (ThreadPool::parallel_for over grains of kRowGrain).
   pool.run([&](size_t t, size_t nt) {
@@ -149,7 +155,7 @@ void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens,
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, single, isa);
     op.xb = &scratch.bf16;
   }
-  select_kernel(w.type, form, isa)(op, row_begin, row_end);
+  select_kernel(w, form, isa)(op, row_begin, row_end);
 }
 
 namespace detail {

@@ -14,10 +14,10 @@ namespace kvs::detail {
 struct MatmulOperands {
   WeightView w;
   size_t n_tokens = 0;
-  const float* x = nullptr;                      // [n_tokens][w.cols]
+  const float* x = nullptr;  // [n_tokens][w.cols]
   const QuantizedActivations* xq = nullptr;
   const Bf16Activations* xb = nullptr;
-  float* y = nullptr;                            // [n_tokens][w.rows]
+  float* y = nullptr;  // [n_tokens][w.rows]
 };
 
 using MatmulRowsFn = void (*)(const MatmulOperands&, size_t row_begin, size_t row_end);
@@ -34,6 +34,8 @@ void matmul_bf16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_e
 void matmul_bf16dot_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);  // bf16 xb, needs BF16
 void matmul_q8_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
 void matmul_q4_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
+// Packed Q8_0 (WeightLayout::kQ8_0x16), needs VNNI; row_begin a multiple of 16, row_end too or w.rows.
+void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
 
 // Portable reference for the quantized-activation path: the same integer arithmetic as the SIMD
 // kernels (exact block dot products), fp32 accumulation of the scaled blocks.

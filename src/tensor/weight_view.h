@@ -1,21 +1,33 @@
-// A borrowed 2-D weight matrix [rows][cols] in any DType, row-major (ggml order: a GGUF tensor
-// with dims {cols, rows}). Rows are contiguous; quantized rows are sequences of blocks.
+// A borrowed 2-D weight matrix [rows][cols] in any DType. Row-major by default (ggml order: a GGUF
+// tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Q8_0
+// weights may instead be repacked for the AVX-512 VNNI kernel (tensor/packed_q8.h), whose rows are
+// interleaved in groups of 16 and cannot be read one at a time.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/dtype.h"
 
 namespace kvs {
+
+enum class WeightLayout : uint8_t {
+  kRows,     // row-major
+  kQ8_0x16,  // Q8_0 repacked: PackedQ8Layout (tensor/packed_q8.h)
+};
 
 struct WeightView {
   DType type = DType::kF32;
   const std::byte* data = nullptr;
   size_t rows = 0;
   size_t cols = 0;
+  WeightLayout layout = WeightLayout::kRows;
 
+  // Row access: kRows layout only.
   size_t row_bytes() const { return dtype_row_bytes(type, cols); }
   const std::byte* row(size_t r) const { return data + r * row_bytes(); }
+  // Bytes of the whole matrix as stored (what one pass over it reads).
+  size_t bytes() const;
 };
 
 }  // namespace kvs

@@ -1,0 +1,81 @@
+// Q8_0 matrices repacked at load for the VNNI kernel (WeightPacking::kForCpu) against the same file
+// loaded as stored (kNone): the same values summed in another order, so logits agree to fp32 noise and
+// greedy decoding picks the same tokens, through prefill and decode. Now and then an fp32 difference in a
+// hidden state flips the int8 rounding of one activation (one step of its block's scale, both layouts
+// quantize activations the same way); that step's logits then differ by ~1e-3 instead of ~1e-7.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/sampler.h"
+#include "engine/sequence_runner.h"
+#include "model/synth.h"
+#include "test_support.h"
+
+namespace kvs {
+namespace {
+
+// Rows of every kind: kv rows 32 (two groups of 16), ffn 160, and a vocabulary of 500, whose last group
+// of output rows is partial; an odd number of blocks per row (dim 96: 3 blocks); a tied output.
+SynthSpec odd_q8_spec() {
+  return SynthSpec{.layers = 2,
+                   .dim = 96,
+                   .heads = 3,
+                   .kv_heads = 1,
+                   .ffn = 160,
+                   .vocab = 500,
+                   .ctx = 256,
+                   .type = DType::kQ8_0,
+                   .seed = 3,
+                   .rope_base = 10000.0f,
+                   .tied_output = true};
+}
+
+std::unique_ptr<LlamaModel> load(const std::string& path, WeightPacking packing) {
+  auto model = LlamaModel::load(path, packing);
+  EXPECT_TRUE(model) << model.status().message();
+  return model ? std::move(model).value() : nullptr;
+}
+
+TEST(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
+  if (!packed_q8_supported()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: weights are never packed";
+  test::TempDir dir("packed_weights");
+  const std::string path = dir.file("m.gguf");
+  ASSERT_TRUE(write_synth_model(odd_q8_spec(), path).is_ok());
+  const auto packed = load(path, WeightPacking::kForCpu);
+  const auto plain = load(path, WeightPacking::kNone);
+  ASSERT_TRUE(packed && plain);
+  EXPECT_TRUE(packed->weights().has_packed_matrices());
+  EXPECT_FALSE(plain->weights().has_packed_matrices());
+  EXPECT_EQ(packed->weights().layers[0].wq.layout, WeightLayout::kQ8_0x16);
+  EXPECT_EQ(packed->weights().token_embedding.layout, WeightLayout::kRows);  // looked up by row
+  // The packed bytes: the file's plus padding rows and header halves, well under 10% here.
+  EXPECT_GE(packed->weights().matrix_bytes(), plain->weights().matrix_bytes());
+  EXPECT_LE(packed->weights().matrix_bytes(), plain->weights().matrix_bytes() * 11 / 10);
+
+  ThreadPool pool(2);
+  SequenceRunner a(*packed, pool, 128), b(*plain, pool, 128);
+  std::vector<TokenId> tokens = {1, 17, 42, 99, 7, 250};
+  auto la = *a.append(tokens);
+  auto lb = *b.append(tokens);
+  constexpr int kSteps = 24;
+  int noise_level_steps = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    float worst = 0.0f, scale = 0.0f;
+    for (size_t i = 0; i < la.size(); ++i) {
+      worst = std::max(worst, std::fabs(la[i] - lb[i]));
+      scale = std::max(scale, std::fabs(lb[i]));
+    }
+    EXPECT_LE(worst, 1e-2f * scale) << "step " << step;
+    noise_level_steps += worst <= 1e-5f * scale;
+    const TokenId next = argmax(lb);
+    ASSERT_EQ(argmax(la), next) << "step " << step;
+    const TokenId one[] = {next};
+    la = *a.append(one);
+    lb = *b.append(one);
+  }
+  EXPECT_GE(noise_level_steps, kSteps * 3 / 4);
+}
+
+}  // namespace
+}  // namespace kvs
