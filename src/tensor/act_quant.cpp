@@ -32,10 +32,14 @@ void to_bf16(const float* x, size_t n, uint16_t* out, Isa isa) {
   }
 }
 
-// Runs fn(t_begin, t_end) over tokens: inline for one token, else split over the pool.
+// Below this many values a conversion runs on the calling thread: it takes a few microseconds, less than
+// waking the pool's workers and waiting for them (a batched decode step of 16 sequences converts 16 x dim).
+constexpr size_t kParallelValues = size_t{1} << 16;
+
+// Runs fn(t_begin, t_end) over tokens: inline for small inputs, else split over the pool.
 template <class Fn>
-void for_tokens(size_t n_tokens, ThreadPool& pool, const Fn& fn) {
-  if (n_tokens <= 1) {
+void for_tokens(size_t n_tokens, size_t cols, ThreadPool& pool, const Fn& fn) {
+  if (n_tokens <= 1 || n_tokens * cols < kParallelValues) {
     fn(0, n_tokens);
   } else {
     pool.parallel_for(n_tokens, 1, fn);
@@ -58,7 +62,8 @@ void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols
   KVS_ASSERT(x.size() >= n_tokens * cols, "quantize_activations: x has {} floats, need {} x {}", x.size(), n_tokens,
              cols);
   out.reshape(n_tokens, cols);
-  for_tokens(n_tokens, pool, [&](size_t begin, size_t end) { quantize_activations_rows(x, out, begin, end, isa); });
+  for_tokens(n_tokens, cols, pool,
+             [&](size_t begin, size_t end) { quantize_activations_rows(x, out, begin, end, isa); });
 }
 
 void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin, size_t t_end,
@@ -81,7 +86,7 @@ void convert_activations_bf16(std::span<const float> x, size_t n_tokens, size_t 
   KVS_ASSERT(x.size() >= n_tokens * cols, "convert_activations_bf16: x has {} floats, need {} x {}", x.size(), n_tokens,
              cols);
   out.reshape(n_tokens, cols);
-  for_tokens(n_tokens, pool, [&](size_t begin, size_t end) {
+  for_tokens(n_tokens, cols, pool, [&](size_t begin, size_t end) {
     to_bf16(x.data() + begin * cols, (end - begin) * cols, out.values.data() + begin * cols, isa);
   });
 }

@@ -23,7 +23,8 @@ namespace {
 
 using L = PackedQ8Layout;
 
-constexpr size_t kMaxTokens = 8;       // T x (int32 sums + fp32 accumulators) = 16 of the 32 registers
+constexpr size_t kTileGroups = 2;      // groups per tile: each activation broadcast feeds 2 vpdpbusd
+constexpr size_t kMaxTokens = 6;       // 2 x 6 x (int32 sums + fp32 accumulators) = 24 of the 32 registers
 constexpr size_t kGroupsPerBlock = 4;  // 64 rows whose column chunk stays in L2 while token tiles pass
 constexpr size_t kChunkBlocks = 64;    // 2048 columns: 8 tokens x 2 KiB of activations stay in L1
 
@@ -48,79 +49,122 @@ struct Tokens {
   }
 };
 
-// acc[t] (lane i = row i of the group) += block b of the group's rows . token t.
-template <size_t T>
-KVS_ALWAYS_INLINE void block(const std::byte* group, const Tokens<T>& x, size_t b, __m512 (&acc)[T]) {
-  const auto* quads = reinterpret_cast<const __m512i*>(group + L::block_offset(b));
+// acc[i][t] (lane l = row l of group i) += block b of group i's rows . token t.
+// prefetch > 0: also asks for the same block `prefetch` bytes further on (the next row block) into L2.
+template <size_t R, size_t T>
+KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
+                             __m512 (&acc)[R][T]) {
+  const __m512i* quads[R];
+  for (size_t i = 0; i < R; ++i) quads[i] = reinterpret_cast<const __m512i*>(groups[i] + L::block_offset(b));
+  if (prefetch) {
+    for (size_t i = 0; i < R; ++i) {
+      const char* next = reinterpret_cast<const char*>(quads[i]) + prefetch;
+      for (size_t q = 0; q < 8; ++q) _mm_prefetch(next + q * L::kQuadBytes, _MM_HINT_T1);
+      if (b % 2 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(groups[i] + L::scales_offset(b)) + prefetch, _MM_HINT_T1);
+    }
+  }
   const size_t c = b * L::kBlock;
-  __m512i dot[T];
+  __m512i dot[R][T];
 #pragma GCC unroll 8
-  for (size_t t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(x.offset[t][b]);
-  if constexpr (T <= 2) {  // two dependency chains per token: few tokens leave vpdpbusd latency exposed
-    __m512i odd[T];
-#pragma GCC unroll 8
-    for (size_t t = 0; t < T; ++t) odd[t] = _mm512_setzero_si512();
+  for (size_t t = 0; t < T; ++t) {
+    const __m512i offset = _mm512_set1_epi32(x.offset[t][b]);
+    for (size_t i = 0; i < R; ++i) dot[i][t] = offset;
+  }
+  if constexpr (R * T <= 2) {  // two dependency chains per (group, token): few leave vpdpbusd latency exposed
+    __m512i odd[R][T];
+    for (size_t i = 0; i < R; ++i)
+      for (size_t t = 0; t < T; ++t) odd[i][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (size_t q = 0; q < 8; q += 2) {
-      const __m512i w0 = _mm512_load_si512(quads + q);
-      const __m512i w1 = _mm512_load_si512(quads + q + 1);
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) {
-        dot[t] = _mm512_dpbusd_epi32(dot[t], w0, broadcast4(x.a[t] + c + 4 * q));
-        odd[t] = _mm512_dpbusd_epi32(odd[t], w1, broadcast4(x.a[t] + c + 4 * q + 4));
+      for (size_t i = 0; i < R; ++i) {
+        const __m512i w0 = _mm512_load_si512(quads[i] + q);
+        const __m512i w1 = _mm512_load_si512(quads[i] + q + 1);
+#pragma GCC unroll 8
+        for (size_t t = 0; t < T; ++t) {
+          dot[i][t] = _mm512_dpbusd_epi32(dot[i][t], w0, broadcast4(x.a[t] + c + 4 * q));
+          odd[i][t] = _mm512_dpbusd_epi32(odd[i][t], w1, broadcast4(x.a[t] + c + 4 * q + 4));
+        }
       }
     }
-#pragma GCC unroll 8
-    for (size_t t = 0; t < T; ++t) dot[t] = _mm512_add_epi32(dot[t], odd[t]);
+    for (size_t i = 0; i < R; ++i)
+      for (size_t t = 0; t < T; ++t) dot[i][t] = _mm512_add_epi32(dot[i][t], odd[i][t]);
   } else {
 #pragma GCC unroll 8
     for (size_t q = 0; q < 8; ++q) {
-      const __m512i w = _mm512_load_si512(quads + q);
+      __m512i w[R];
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], w, broadcast4(x.a[t] + c + 4 * q));
+      for (size_t i = 0; i < R; ++i) w[i] = _mm512_load_si512(quads[i] + q);
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const __m512i a = broadcast4(x.a[t] + c + 4 * q);  // one broadcast feeds R groups
+#pragma GCC unroll 8
+        for (size_t i = 0; i < R; ++i) dot[i][t] = _mm512_dpbusd_epi32(dot[i][t], w[i], a);
+      }
     }
   }
-  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(group + L::scales_offset(b))));
+  __m512 dw[R];
+  for (size_t i = 0; i < R; ++i) {
+    dw[i] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(groups[i] + L::scales_offset(b))));
+  }
 #pragma GCC unroll 8
   for (size_t t = 0; t < T; ++t) {
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(dw, _mm512_set1_ps(x.scale[t][b])), acc[t]);
+    const __m512 da = _mm512_set1_ps(x.scale[t][b]);
+#pragma GCC unroll 8
+    for (size_t i = 0; i < R; ++i) {
+      acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][t]), _mm512_mul_ps(dw[i], da), acc[i][t]);
+    }
   }
 }
 
 // Blocks [b0, b1), b0 even, a unit (two blocks) per iteration: every load instruction then walks memory
 // with one constant stride (a unit), which the hardware stride prefetcher follows. (Block by block the
 // strides alternate 512 / 576 bytes, and decode read DRAM at 60-75% of the rate.)
-template <size_t T>
-KVS_ALWAYS_INLINE void group_blocks(const std::byte* group, const Tokens<T>& x, size_t b0, size_t b1,
-                                    __m512 (&acc)[T]) {
+template <size_t R, size_t T>
+KVS_ALWAYS_INLINE void group_blocks(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0, size_t b1,
+                                    size_t prefetch, __m512 (&acc)[R][T]) {
   size_t b = b0;
 #pragma GCC unroll 1
   for (; b + 2 <= b1; b += 2) {
-    block<T>(group, x, b, acc);
-    block<T>(group, x, b + 1, acc);
+    block<R, T>(groups, x, b, prefetch, acc);
+    block<R, T>(groups, x, b + 1, prefetch, acc);
   }
-  if (b < b1) block<T>(group, x, b, acc);
+  if (b < b1) block<R, T>(groups, x, b, prefetch, acc);
 }
 
-// Rows [r0, r0 + 16) (fewer in a last, padded group) x tokens [t0, t0 + T) over blocks [b0, b1).
-template <size_t T>
-void tile(const MatmulOperands& op, const L& layout, size_t r0, size_t t0, size_t b0, size_t b1) {
-  const std::byte* group = op.w.data + r0 / L::kGroupRows * layout.group_bytes();
-  const size_t valid = op.w.rows - r0 < L::kGroupRows ? op.w.rows - r0 : L::kGroupRows;
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
-  __m512 acc[T];
-  for (size_t t = 0; t < T; ++t) {
-    float* y = op.y + (t0 + t) * op.w.rows + r0;
-    acc[t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y);
+// Groups of rows starting at r0 (R x 16 rows; the last group may be padded) x tokens [t0, t0 + T) over
+// blocks [b0, b1).
+template <size_t R, size_t T>
+void tile(const MatmulOperands& op, const L& layout, size_t r0, size_t t0, size_t b0, size_t b1, size_t prefetch) {
+  const std::byte* groups[R];
+  __mmask16 masks[R];
+  __m512 acc[R][T];
+  for (size_t i = 0; i < R; ++i) {
+    const size_t r = r0 + i * L::kGroupRows;
+    groups[i] = op.w.data + r / L::kGroupRows * layout.group_bytes();
+    const size_t valid = op.w.rows - r < L::kGroupRows ? op.w.rows - r : L::kGroupRows;
+    masks[i] = static_cast<__mmask16>((1u << valid) - 1);
+    for (size_t t = 0; t < T; ++t) {
+      acc[i][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[i], op.y + (t0 + t) * op.w.rows + r);
+    }
   }
-  group_blocks<T>(group, Tokens<T>(*op.xq, t0), b0, b1, acc);
-  for (size_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(op.y + (t0 + t) * op.w.rows + r0, mask, acc[t]);
+  if (prefetch) {
+    group_blocks<R, T>(groups, Tokens<T>(*op.xq, t0), b0, b1, prefetch, acc);
+  } else {
+    group_blocks<R, T>(groups, Tokens<T>(*op.xq, t0), b0, b1, 0, acc);
+  }
+  for (size_t i = 0; i < R; ++i) {
+    for (size_t t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(op.y + (t0 + t) * op.w.rows + r0 + i * L::kGroupRows, masks[i], acc[i][t]);
+    }
+  }
 }
 
-template <size_t... Ts>
+template <size_t R, size_t... Ts>
 void dispatch_tokens(const MatmulOperands& op, const L& layout, size_t nt, size_t r0, size_t t0, size_t b0, size_t b1,
-                     std::index_sequence<Ts...>) {
-  (void)((nt == Ts + 1 ? (tile<Ts + 1>(op, layout, r0, t0, b0, b1), true) : false) || ...);
+                     size_t prefetch, std::index_sequence<Ts...>) {
+  (void)((nt == Ts + 1 ? (tile<R, Ts + 1>(op, layout, r0, t0, b0, b1, prefetch), true) : false) || ...);
 }
 
 }  // namespace
@@ -132,7 +176,7 @@ void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
   const L layout{.rows = op.w.rows, .cols = op.w.cols};
   const size_t nb = layout.blocks();
   if (op.n_tokens == 1) {  // decode: each group is one sequential stream, read once
-    for (size_t r = row_begin; r < row_end; r += L::kGroupRows) tile<1>(op, layout, r, 0, 0, nb);
+    for (size_t r = row_begin; r < row_end; r += L::kGroupRows) tile<1, 1>(op, layout, r, 0, 0, nb, 0);
     return;
   }
   constexpr size_t kRowBlock = kGroupsPerBlock * L::kGroupRows;
@@ -142,9 +186,15 @@ void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
       const size_t b1 = b0 + kChunkBlocks < nb ? b0 + kChunkBlocks : nb;
       for (size_t t = 0; t < op.n_tokens; t += kMaxTokens) {
         const size_t nt = op.n_tokens - t < kMaxTokens ? op.n_tokens - t : kMaxTokens;
-        for (size_t r = rb; r < rb_end; r += L::kGroupRows) {
-          dispatch_tokens(op, layout, nt, r, t, b0, b1, std::make_index_sequence<kMaxTokens>{});
+        // The first token tile brings the next row block towards L2 while the rest compute from cache.
+        const size_t prefetch = t == 0 && rb_end < row_end ? kGroupsPerBlock * layout.group_bytes() : 0;
+        size_t r = rb;
+        for (; r + kTileGroups * L::kGroupRows <= rb_end || (r + L::kGroupRows < rb_end && rb_end == op.w.rows);
+             r += kTileGroups * L::kGroupRows) {
+          dispatch_tokens<kTileGroups>(op, layout, nt, r, t, b0, b1, prefetch, std::make_index_sequence<kMaxTokens>{});
         }
+        if (r < rb_end)
+          dispatch_tokens<1>(op, layout, nt, r, t, b0, b1, prefetch, std::make_index_sequence<kMaxTokens>{});
       }
     }
   }
