@@ -126,11 +126,37 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
 void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n) {
   const ModelConfig& c = config_;
   const AttentionShape shape{.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim};
-  // Work items: (token, kv head) pairs, split evenly over threads.
-  const size_t items = n * c.num_kv_heads;
+  // Work items: (token, kv head) pairs in that order. An item costs about its context length (plus a fixed
+  // part), and in a batch of decode tokens the contexts differ widely, so each thread takes a run of items
+  // of about equal total cost rather than an equal count. (Each item is computed the same way wherever it
+  // runs: the split cannot change results.)
+  constexpr size_t kFixedCost = 32;  // positions' worth of per-call work
+  attention_cost_.resize(n + 1);
+  attention_cost_[0] = 0;
+  for (size_t t = 0; t < n; ++t) attention_cost_[t + 1] = attention_cost_[t] + batch.positions[t] + 1 + kFixedCost;
+  const size_t heads = c.num_kv_heads;
+  const size_t total = attention_cost_[n] * heads;
+  // Cost of items [0, item): whole tokens before it, plus its token's heads before it.
+  const auto cost_before = [&](size_t item) {
+    const size_t t = item / heads, h = item % heads;
+    return attention_cost_[t] * heads + (t < n ? (attention_cost_[t + 1] - attention_cost_[t]) * h : 0);
+  };
+  // The first item whose preceding cost reaches `target` (cost_before grows with the item: binary search).
+  const auto first_item_at = [&](size_t target) {
+    size_t lo = 0, hi = n * heads;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (cost_before(mid) < target)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
   pool_.run([&](size_t thread, size_t num_threads) {
     std::vector<float>& scores = scores_[thread];
-    const auto [begin, end] = ThreadPool::share(items, 1, thread, num_threads);
+    const size_t begin = first_item_at(total * thread / num_threads);
+    const size_t end = thread + 1 == num_threads ? n * heads : first_item_at(total * (thread + 1) / num_threads);
     for (size_t item = begin; item < end; ++item) {
       const size_t t = item / c.num_kv_heads;
       const size_t g = item % c.num_kv_heads;

@@ -44,6 +44,7 @@ class LlamaForward {
   std::vector<float> up_;                   // [n][ffn]
   std::vector<float> final_;                // normed rows whose logits are wanted [m][dim]
   std::vector<std::vector<float>> scores_;  // per thread: [query heads per KV head][context]
+  std::vector<size_t> attention_cost_;      // [n + 1]: cumulative cost of the tokens' attention (balancing)
   MatmulScratch scratch_;                   // converted activations, reused across calls
   QuantizedActivations xq_;                 // x quantized once for several Q8_0/Q4_0 matrices
   std::vector<float> rope_inv_freq_;        // [rope_dim / 2], once per model
