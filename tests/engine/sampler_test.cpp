@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 namespace kvs {
 namespace {
@@ -12,6 +14,22 @@ TEST(Sampler, GreedyPicksArgmaxWithLowestIndexOnTies) {
   Sampler s({.temperature = 0.0f});
   const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f};
   EXPECT_EQ(s.sample(logits, {}), 1);
+}
+
+TEST(Argmax, MatchesMaxElementOnRandomTiedAndNanInputs) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> level(-20, 20);  // few distinct values: many ties
+  for (size_t n : {1, 3, 4, 5, 31, 32000}) {
+    std::vector<float> v(n);
+    for (int round = 0; round < 20; ++round) {
+      for (float& x : v) x = static_cast<float>(level(rng)) * 0.25f;
+      if (round % 4 == 1) v[rng() % n] = std::nanf("");  // a NaN somewhere never wins...
+      if (round % 4 == 2) v[0] = std::nanf("");          // ...unless it comes first
+      const auto want = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
+      ASSERT_EQ(argmax(v), want) << "n " << n << " round " << round;
+    }
+  }
+  EXPECT_EQ(argmax(std::vector<float>{-INFINITY, -INFINITY}), 0);
 }
 
 TEST(Sampler, TopKOneIsGreedyWhateverTheTemperature) {
