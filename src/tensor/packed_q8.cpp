@@ -22,7 +22,7 @@ PackedMatrix PackedMatrix::pack_q8_0(const WeightView& w) {
   const L layout{.rows = w.rows, .cols = w.cols};
   PackedMatrix m;
   m.storage_ = AlignedBuffer<std::byte>(layout.bytes());
-  // Padding rows: scale 0 (the zero-initialised buffer) and quants 0 (stored as 0x80).
+  // Quants of padding rows: 0, stored as 0x80. (Every scale is written below; padding rows get 0.)
   std::memset(m.storage_.data(), kSignFlip, layout.bytes());
   for (size_t g = 0; g < layout.groups(); ++g) {
     std::byte* group = m.storage_.data() + g * layout.group_bytes();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "run_kvserve.h"
+#include "tensor/packed_q8.h"
 
 namespace kvs {
 namespace {
@@ -45,6 +46,30 @@ TEST(BenchCli, QuickRunWritesTableJsonAndPlot) {
   EXPECT_NE(r.out.find("Roofline"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("decode 16 tokens at depth 256"), std::string::npos) << r.err;  // progress, plain lines
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "not a terminal: no carriage returns";
+}
+
+// Q8_0 weights are repacked at load where the CPU has VNNI, and --no-repack keeps the file's layout; the
+// table's header says which one ran.
+TEST(BenchCli, NoRepackKeepsTheFileLayout) {
+  test::TempDir dir("cli_bench_repack");
+  const std::string model = dir.file("q8.gguf");
+  auto synth = test::run_kvserve({"synth", "--preset", "tiny-gqa", "--type", "q8_0", "-o", model}, dir);
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::vector<std::string> args = {"bench", "-m", model, "--quick", "--threads", "2", "--reps", "1"};
+  auto packed = test::run_kvserve(args, dir);
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  const std::string expected = packed_q8_supported() ? "(q8_0, q8_0x16 layout;" : "(q8_0, gguf layout;";
+  EXPECT_NE(packed.out.find(expected), std::string::npos) << packed.out;
+  std::vector<std::string> no_repack = args;
+  const std::string json_path = dir.file("plain.json");
+  for (const char* a : {"--no-repack", "--json"}) no_repack.push_back(a);
+  no_repack.push_back(json_path);
+  auto plain = test::run_kvserve(no_repack, dir);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("(q8_0, gguf layout;"), std::string::npos) << plain.out;
+  const nlohmann::json j = nlohmann::json::parse(test::read_file(json_path));
+  EXPECT_EQ(j["model"]["weight_layout"], "gguf");
+  EXPECT_NE(j["command"].get<std::string>().find("--no-repack"), std::string::npos) << j["command"];
 }
 
 TEST(BenchCli, BadFlagsAreRejected) {
