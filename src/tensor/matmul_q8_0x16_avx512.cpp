@@ -26,7 +26,7 @@ using L = PackedQ8Layout;
 constexpr size_t kTileGroups = 2;      // groups per tile: each activation broadcast feeds 2 vpdpbusd
 constexpr size_t kMaxTokens = 6;       // 2 x 6 x (int32 sums + fp32 accumulators) = 24 of the 32 registers
 constexpr size_t kGroupsPerBlock = 4;  // 64 rows whose column chunk stays in L2 while token tiles pass
-constexpr size_t kChunkBlocks = 64;    // 2048 columns: 8 tokens x 2 KiB of activations stay in L1
+constexpr size_t kChunkBlocks = 64;    // 2048 columns: 6 tokens x 2 KiB of activations stay in L1
 
 KVS_ALWAYS_INLINE __m512i broadcast4(const int8_t* p) {
   int32_t v;
@@ -149,6 +149,7 @@ void tile(const MatmulOperands& op, const L& layout, size_t r0, size_t t0, size_
       acc[i][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[i], op.y + (t0 + t) * op.w.rows + r);
     }
   }
+  // A literal 0 lets the inlined loop drop the prefetch code (every tile but the first token tile's).
   if (prefetch) {
     group_blocks<R, T>(groups, Tokens<T>(*op.xq, t0), b0, b1, prefetch, acc);
   } else {
