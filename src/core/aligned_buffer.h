@@ -1,5 +1,10 @@
 // A heap array of trivially copyable T, 64-byte aligned for SIMD loads, zero-initialised.
+// PageHint::kHuge asks the kernel for 2 MiB pages (transparent huge pages, madvise) for a large buffer
+// that is streamed as a whole, such as packed weights: 512x fewer page faults when it is first touched and
+// fewer TLB misses when it is read. The kernel may still hand out 4 KiB pages; nothing else changes.
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -11,21 +16,28 @@
 
 namespace kvs {
 
+enum class PageHint { kDefault, kHuge };
+
 template <class T>
 class AlignedBuffer {
   static_assert(std::is_trivially_copyable_v<T>);
 
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t count) : size_(count) {
+  explicit AlignedBuffer(size_t count, PageHint hint = PageHint::kDefault) : size_(count) {
     if (count == 0) return;
-    const size_t bytes = (count * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes));
+    const bool huge = hint == PageHint::kHuge && count * sizeof(T) >= kHugePage;
+    const size_t align = huge ? kHugePage : kAlignment;
+    const size_t bytes = (count * sizeof(T) + align - 1) / align * align;
+    data_ = static_cast<T*>(std::aligned_alloc(align, bytes));
     if (!data_) throw std::bad_alloc();
+    if (huge) ::madvise(static_cast<void*>(data_), bytes, MADV_HUGEPAGE);  // before the first touch
     std::memset(static_cast<void*>(data_), 0, bytes);
   }
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
       std::free(data_);

@@ -37,9 +37,16 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   return MappedFile(path, static_cast<const std::byte*>(p), size);
 }
 
+void MappedFile::release(std::span<const std::byte> range) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(range.data());
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + range.size()) / page * page;
+  if (range.empty() || range.data() < data_ || range.data() + range.size() > data_ + size_ || first >= last) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {

@@ -50,10 +50,12 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   return out;
 }
 
-// Replaces a Q8_0 view by a packed copy owned by `storage`.
-void pack(WeightView& view, std::vector<PackedMatrix>& storage) {
+// Replaces a Q8_0 view by a packed copy owned by `storage`. When nothing else reads the file's bytes of
+// the matrix (`release_source`), their pages leave the process: resident memory holds one copy, not two.
+void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source) {
   if (view.type != DType::kQ8_0) return;
   storage.push_back(PackedMatrix::pack_q8_0(view));
+  if (release_source) file.release({view.data, view.bytes()});
   view = storage.back().view();
 }
 
@@ -93,9 +95,11 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
     // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
     // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows.
     for (LayerWeights& lw : w.layers) {
-      for (WeightView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) pack(*m, w.packed);
+      for (WeightView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {
+        pack(*m, w.packed, file, true);
+      }
     }
-    pack(w.output, w.packed);
+    pack(w.output, w.packed, file, !c.tied_output);  // tied: the embedding's rows are still looked up
   }
   return w;
 }

@@ -21,30 +21,27 @@ PackedMatrix PackedMatrix::pack_q8_0(const WeightView& w) {
   using L = PackedQ8Layout;
   const L layout{.rows = w.rows, .cols = w.cols};
   PackedMatrix m;
-  m.storage_ = AlignedBuffer<std::byte>(layout.bytes());
-  // Quants of padding rows: 0, stored as 0x80. (Every scale is written below; padding rows get 0.)
-  std::memset(m.storage_.data(), kSignFlip, layout.bytes());
+  // Zero-filled: the unused half of an odd last unit's header stays 0.
+  m.storage_ = AlignedBuffer<std::byte>(layout.bytes(), PageHint::kHuge);
+  // Four columns of a row move as one 32-bit word (quad q of row i = bytes 4q .. 4q + 3 of the block).
+  constexpr uint32_t kFlip4 = 0x80808080u;
   for (size_t g = 0; g < layout.groups(); ++g) {
     std::byte* group = m.storage_.data() + g * layout.group_bytes();
     for (size_t b = 0; b < layout.blocks(); ++b) {
-      auto* scales = reinterpret_cast<uint16_t*>(group + L::scales_offset(b));
-      auto* quads = reinterpret_cast<uint8_t*>(group + L::block_offset(b));
+      std::byte* scales = group + L::scales_offset(b);
+      std::byte* quads = group + L::block_offset(b);
       for (size_t i = 0; i < L::kGroupRows; ++i) {
         const size_t r = g * L::kGroupRows + i;
-        if (r >= w.rows) {
-          scales[i] = 0;
-          continue;
-        }
-        const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
-        scales[i] = blk.d;
-        for (size_t c = 0; c < L::kBlock; ++c) {
-          quads[c / 4 * L::kQuadBytes + 4 * i + c % 4] = static_cast<uint8_t>(blk.qs[c]) ^ kSignFlip;
+        const BlockQ8_0* blk = r < w.rows ? reinterpret_cast<const BlockQ8_0*>(w.row(r)) + b : nullptr;
+        const uint16_t d = blk ? blk->d : 0;  // padding rows: scale 0, quants 0 (stored as 0x80)
+        std::memcpy(scales + 2 * i, &d, sizeof d);
+        for (size_t q = 0; q < L::kBlock / 4; ++q) {
+          uint32_t v = 0;
+          if (blk) std::memcpy(&v, blk->qs + 4 * q, sizeof v);
+          v ^= kFlip4;
+          std::memcpy(quads + q * L::kQuadBytes + 4 * i, &v, sizeof v);
         }
       }
-    }
-    // The unused half of an odd last unit's header: zero scales.
-    if (layout.blocks() % 2 == 1) {
-      std::memset(group + L::scales_offset(layout.blocks()), 0, L::kHeaderBytes / 2);
     }
   }
   m.view_ = WeightView{.type = DType::kQ8_0,

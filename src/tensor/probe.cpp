@@ -57,7 +57,9 @@ double best_seconds(ThreadPool& pool, const Fn& fn) {
 double measure_memory_bandwidth_gbs(ThreadPool& pool, size_t bytes) {
   const size_t threads = pool.num_threads();
   const size_t slice = std::max<size_t>(bytes / threads / 256 * 256, 256);
-  AlignedBuffer<std::byte> buffer(slice * threads);  // zero-filled: every page is touched once
+  // Zero-filled, so every page is touched once. Huge pages, like the packed weights and the KV pool, so the
+  // ceiling is measured on the same kind of memory that decode streams.
+  AlignedBuffer<std::byte> buffer(slice * threads, PageHint::kHuge);
   const Isa isa = best_isa();
   std::atomic<uint64_t> sink{0};
   const double seconds = best_seconds(pool, [&](size_t t, size_t) {
