@@ -16,16 +16,15 @@ LlamaForward::LlamaForward(const LlamaModel& model, ThreadPool& pool)
       scores_(pool.num_threads()),
       rope_inv_freq_(rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base)) {}
 
-namespace {
-bool is_block_quantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
-}  // namespace
-
 void LlamaForward::project(std::span<const float> x, size_t n,
                            std::initializer_list<std::pair<const WeightView*, float*>> outs) {
-  bool all_quantized = true;
-  for (const auto& [w, y] : outs) all_quantized = all_quantized && is_block_quantized(w->type);
+  // One quantization of x feeds every matrix when they all take int8 activations (Q8_0/Q4_0 weights).
+  bool all_int8 = true;
+  for (const auto& [w, y] : outs) {
+    all_int8 = all_int8 && matmul_activations(w->type, best_isa()) == MatmulActivations::kInt8Blocks;
+  }
   const size_t cols = outs.begin()->first->cols;
-  if (all_quantized && matmul_activations(outs.begin()->first->type, n, best_isa()) == MatmulActivations::kInt8Blocks) {
+  if (all_int8) {
     quantize_activations(x.first(n * cols), n, cols, xq_, pool_);
     std::vector<QuantizedMatmul> group;
     for (const auto& [w, y] : outs) group.push_back({.w = w, .y = {y, n * w->rows}});

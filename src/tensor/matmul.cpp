@@ -66,6 +66,14 @@ void check_shapes(const WeightView& w, size_t x_size, size_t n_tokens, size_t y_
              n_tokens * w.cols, n_tokens, w.cols, y_size, n_tokens * w.rows, n_tokens, w.rows);
 }
 
+// The operands of a Q8_0/Q4_0 matmul over activations quantized beforehand, checked.
+MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivations& xq, std::span<float> y) {
+  KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
+  KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
+  check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
+  return {.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
+}
+
 void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
   pool.parallel_for(op.w.rows, kRowGrain, [&](size_t begin, size_t end) { fn(op, begin, end); });
 }
@@ -107,12 +115,8 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
 
 void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
                       Isa isa) {
-  KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
-  KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
-  check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
-  const MatmulOperands op{.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
-  run_rows(op, select_kernel(w, MatmulActivations::kInt8Blocks, isa), pool);
+  run_rows(quantized_operands(w, xq, y), select_kernel(w, MatmulActivations::kInt8Blocks, isa), pool);
 }
 
 void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
@@ -121,12 +125,8 @@ void matmul_quantized_group(std::span<const QuantizedMatmul> items, const Quanti
   std::vector<MatmulOperands> ops;
   std::vector<MatmulRowsFn> fns;
   for (const QuantizedMatmul& item : items) {
-    const WeightView& w = *item.w;
-    KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
-    KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
-    check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, item.y.size());
-    ops.push_back({.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = item.y.data()});
-    fns.push_back(select_kernel(w, MatmulActivations::kInt8Blocks, isa));
+    ops.push_back(quantized_operands(*item.w, xq, item.y));
+    fns.push_back(select_kernel(*item.w, MatmulActivations::kInt8Blocks, isa));
   }
   // The same row split per matrix as run_rows (ThreadPool::parallel_for over grains of kRowGrain).
   pool.run([&](size_t t, size_t nt) {

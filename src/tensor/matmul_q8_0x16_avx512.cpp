@@ -21,6 +21,7 @@
 namespace kvs::detail {
 namespace {
 
+using namespace kvs::avx512;
 using L = PackedQ8Layout;
 
 constexpr size_t kTileGroups = 2;      // groups per tile: each activation broadcast feeds 2 vpdpbusd
@@ -144,7 +145,7 @@ void tile(const MatmulOperands& op, const L& layout, size_t r0, size_t t0, size_
     const size_t r = r0 + i * L::kGroupRows;
     groups[i] = op.w.data + r / L::kGroupRows * layout.group_bytes();
     const size_t valid = op.w.rows - r < L::kGroupRows ? op.w.rows - r : L::kGroupRows;
-    masks[i] = static_cast<__mmask16>((1u << valid) - 1);
+    masks[i] = tail_mask16(valid);
     for (size_t t = 0; t < T; ++t) {
       acc[i][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[i], op.y + (t0 + t) * op.w.rows + r);
     }

@@ -24,7 +24,7 @@ PackedMatrix PackedMatrix::pack_q8_0(const WeightView& w) {
   // Zero-filled: the unused half of an odd last unit's header stays 0.
   m.storage_ = AlignedBuffer<std::byte>(layout.bytes(), PageHint::kHuge);
   // Four columns of a row move as one 32-bit word (quad q of row i = bytes 4q .. 4q + 3 of the block).
-  constexpr uint32_t kFlip4 = 0x80808080u;
+  constexpr uint32_t kFlip4 = kSignFlip * 0x01010101u;
   for (size_t g = 0; g < layout.groups(); ++g) {
     std::byte* group = m.storage_.data() + g * layout.group_bytes();
     for (size_t b = 0; b < layout.blocks(); ++b) {

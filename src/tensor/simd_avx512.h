@@ -18,7 +18,7 @@
 
 namespace kvs::avx512 {
 
-// The first n (< 16) lanes.
+// The first n (<= 16) lanes.
 KVS_ALWAYS_INLINE __mmask16 tail_mask16(size_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 KVS_ALWAYS_INLINE __mmask32 tail_mask32(size_t n) { return static_cast<__mmask32>((uint64_t{1} << n) - 1u); }
 
