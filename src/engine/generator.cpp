@@ -39,8 +39,8 @@ Expected<GenerationResult> Generator::generate(std::span<const TokenId> prompt, 
   const size_t context = model_.config().context_length;
   if (prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
   if (prompt.size() > context) {
-    return Status::out_of_range(fmt::format("the prompt has {} tokens but the model's context holds {}",
-                                            prompt.size(), context));
+    return Status::out_of_range(
+        fmt::format("the prompt has {} tokens but the model's context holds {}", prompt.size(), context));
   }
   GenerationResult result;
   result.prompt_tokens = prompt.size();

@@ -41,8 +41,8 @@ struct GenerationResult {
   size_t prompt_tokens = 0;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
-  size_t kv_bytes = 0;  // K/V memory allocated for the sequence
-  KvUsage kv_usage;     // blocks in use at the end (with the cache on)
+  size_t kv_bytes = 0;     // K/V memory allocated for the sequence
+  KvUsage kv_usage;        // blocks in use at the end (with the cache on)
   std::string kv_message;  // why generation stopped early with kKvCacheFull
 };
 

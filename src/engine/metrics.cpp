@@ -32,8 +32,8 @@ double Histogram::quantile(double q) const {
 }
 
 MetricsRecorder::MetricsRecorder() {
-  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
-                                       0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0, 30.0, 60.0};
+  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.25,
+                                       0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0,  30.0, 60.0};
   totals_.time_to_first_token_seconds = Histogram::with_bounds(latency);
   totals_.inter_token_latency_seconds = Histogram::with_bounds(latency);
   totals_.step_tokens = Histogram::with_bounds({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048});
@@ -64,7 +64,8 @@ void histogram(std::string& out, const char* name, const char* help, const Histo
 
 std::string to_prometheus(const EngineMetrics& m) {
   std::string out;
-  gauge(out, "requests_running", "Requests with KV blocks in the running batch.", static_cast<double>(m.requests_running));
+  gauge(out, "requests_running", "Requests with KV blocks in the running batch.",
+        static_cast<double>(m.requests_running));
   gauge(out, "requests_waiting", "Requests queued for admission (including preempted ones).",
         static_cast<double>(m.requests_waiting));
   gauge(out, "kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
@@ -72,7 +73,8 @@ std::string to_prometheus(const EngineMetrics& m) {
   gauge(out, "kv_usage_ratio", "Fraction of KV blocks in use.", m.kv_usage_ratio);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
   counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
-  counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).", m.preemptions_total);
+  counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).",
+          m.preemptions_total);
   counter(out, "requests_finished_total", "Requests that finished (stop, length, EOS).", m.requests_finished_total);
   counter(out, "requests_aborted_total", "Requests cancelled by their client.", m.requests_aborted_total);
   histogram(out, "time_to_first_token_seconds", "Time from arrival to the first generated token.",

@@ -12,14 +12,14 @@ namespace kvs {
 
 // Cumulative histogram with fixed bucket bounds (seconds), Prometheus style.
 struct Histogram {
-  std::vector<double> bounds;          // upper bounds, ascending; +Inf implied
-  std::vector<uint64_t> counts;        // per bucket (not cumulative), size bounds.size() + 1
+  std::vector<double> bounds;    // upper bounds, ascending; +Inf implied
+  std::vector<uint64_t> counts;  // per bucket (not cumulative), size bounds.size() + 1
   double sum = 0.0;
   uint64_t count = 0;
 
   static Histogram with_bounds(std::vector<double> upper_bounds);
   void observe(double value);
-  double quantile(double q) const;     // estimate from buckets (upper bound of the bucket reaching q)
+  double quantile(double q) const;  // estimate from buckets (upper bound of the bucket reaching q)
 };
 
 struct EngineMetrics {

@@ -24,8 +24,8 @@ Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const To
   const size_t L = options.chunk_tokens;
   const size_t context = model.config().context_length;
   if (L < 1 || L > context) {
-    return Status::invalid_argument(fmt::format("chunk length must be in [1, {}] (the model's context), got {}",
-                                                context, L));
+    return Status::invalid_argument(
+        fmt::format("chunk length must be in [1, {}] (the model's context), got {}", context, L));
   }
   if (tokenizer.bos() < 0) return Status::invalid_argument("the model's vocabulary has no BOS token");
   const std::vector<TokenId> tokens = tokenizer.encode(text, /*add_bos=*/false);
