@@ -1,6 +1,9 @@
 // AVX-512 attention block kernels. Scores: four key rows at a time against one query head, reduced
 // together (hsum4); values: a 64-float slice of a head's output stays in registers while the block's
-// value rows stream by. Ragged head dims use masked loads and stores.
+// value rows stream by. Ragged head dims use masked loads and stores. Each kernel is written once over
+// the element type; f16 rows widen with vcvtph2ps, bf16 rows with a 16-bit shift, both exact.
+#include <cstring>
+
 #include "tensor/attention_ops_internal.h"
 #include "tensor/simd_avx512.h"
 
@@ -15,40 +18,49 @@ KVS_ALWAYS_INLINE __mmask16 lanes(size_t i, size_t n) {
   return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : tail_mask16(n - i);
 }
 
-}  // namespace
+// Elements [i, i + 16) of a row of T, masked, as fp32.
+template <DType T>
+KVS_ALWAYS_INLINE __m512 load16(const void* row, size_t i, __mmask16 m) {
+  if constexpr (T == DType::kF32) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + i);
+    if constexpr (T == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
 
-void attention_block_scores_avx512(const float* q, size_t nq, const float* keys, size_t count, size_t head_dim,
-                                   float scale, float* scores, size_t stride) {
+template <DType T>
+void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, size_t head_dim, float scale,
+                   float* scores, size_t stride) {
   for (size_t h = 0; h < nq; ++h) {
     const float* qh = q + h * head_dim;
     float* out = scores + h * stride;
     size_t s = 0;
     for (; s + 4 <= count; s += 4) {
-      const float* k = keys + s * head_dim;
       __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (size_t i = 0; i < head_dim; i += 16) {
         const __mmask16 m = lanes(i, head_dim);
         const __m512 qv = _mm512_maskz_loadu_ps(m, qh + i);
 #pragma GCC unroll 4
-        for (size_t r = 0; r < 4; ++r)
-          acc[r] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k + r * head_dim + i), acc[r]);
+        for (size_t r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(qv, load16<T>(keys, (s + r) * head_dim + i, m), acc[r]);
       }
       _mm_storeu_ps(out + s, _mm_mul_ps(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_ps(scale)));
     }
     for (; s < count; ++s) {
-      const float* k = keys + s * head_dim;
       __m512 acc = _mm512_setzero_ps();
       for (size_t i = 0; i < head_dim; i += 16) {
         const __mmask16 m = lanes(i, head_dim);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qh + i), _mm512_maskz_loadu_ps(m, k + i), acc);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qh + i), load16<T>(keys, s * head_dim + i, m), acc);
       }
       out[s] = hsum1(acc) * scale;
     }
   }
 }
 
-void attention_block_values_avx512(const float* probs, size_t stride, size_t nq, const float* values, size_t count,
-                                   size_t head_dim, float* out) {
+template <DType T>
+void values_kernel(const float* probs, size_t stride, size_t nq, const void* values, size_t count, size_t head_dim,
+                   float* out) {
   constexpr size_t kSlice = 64;  // floats of the output held in registers
   for (size_t h = 0; h < nq; ++h) {
     const float* p = probs + h * stride;
@@ -63,13 +75,59 @@ void attention_block_values_avx512(const float* probs, size_t stride, size_t nq,
       }
       for (size_t s = 0; s < count; ++s) {
         const __m512 ps = _mm512_set1_ps(p[s]);
-        const float* v = values + s * head_dim + i;
 #pragma GCC unroll 4
-        for (size_t r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(ps, _mm512_maskz_loadu_ps(m[r], v + 16 * r), acc[r]);
+        for (size_t r = 0; r < 4; ++r)
+          acc[r] = _mm512_fmadd_ps(ps, load16<T>(values, s * head_dim + i + 16 * r, m[r]), acc[r]);
       }
 #pragma GCC unroll 4
       for (size_t r = 0; r < 4; ++r) _mm512_mask_storeu_ps(oh + i + 16 * r, m[r], acc[r]);
     }
+  }
+}
+
+// fp32_to_bf16 on 16 lanes: round to nearest even, NaNs made quiet.
+KVS_ALWAYS_INLINE __m256i to_bf16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+}  // namespace
+
+void attention_block_scores_avx512(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
+                                   float* scores, size_t stride) {
+  switch (keys.type) {
+    case DType::kF16: return scores_kernel<DType::kF16>(q, nq, keys.data, count, head_dim, scale, scores, stride);
+    case DType::kBF16: return scores_kernel<DType::kBF16>(q, nq, keys.data, count, head_dim, scale, scores, stride);
+    default: return scores_kernel<DType::kF32>(q, nq, keys.data, count, head_dim, scale, scores, stride);
+  }
+}
+
+void attention_block_values_avx512(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
+                                   size_t head_dim, float* out) {
+  switch (values.type) {
+    case DType::kF16: return values_kernel<DType::kF16>(probs, stride, nq, values.data, count, head_dim, out);
+    case DType::kBF16: return values_kernel<DType::kBF16>(probs, stride, nq, values.data, count, head_dim, out);
+    default: return values_kernel<DType::kF32>(probs, stride, nq, values.data, count, head_dim, out);
+  }
+}
+
+void store_kv_row_avx512(DType type, const float* src, void* dst, size_t n) {
+  if (type == DType::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  auto* out = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(i, n);
+    const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+    const __m256i h =
+        type == DType::kF16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
+    _mm256_mask_storeu_epi16(out + i, m, h);
   }
 }
 
