@@ -18,7 +18,9 @@ struct AttentionShape {
 
 // For every query head of KV heads [kv_head_begin, kv_head_end):
 //   out[h] = softmax(q[h] . K[0..n_ctx) / sqrt(head_dim)) . V[0..n_ctx)
-// q, out: [num_heads][head_dim]; scores: scratch of at least (num_heads / num_kv_heads) x n_ctx floats.
+// q, out: [num_heads][head_dim]; scores: scratch of at least (kv_head_end - kv_head_begin) x
+// (num_heads / num_kv_heads) x n_ctx floats. Each head's result does not depend on the range it is
+// computed in (the same sums in the same order).
 void paged_attention(const KvStorage& kv, size_t layer, std::span<const BlockId> block_table, size_t n_ctx,
                      const AttentionShape& shape, const float* q, float* out, size_t kv_head_begin, size_t kv_head_end,
                      std::span<float> scores);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
 #include "engine/perplexity.h"
 
@@ -15,6 +16,7 @@ struct PerplexityCliOptions {
   std::string text_path;
   size_t max_bytes = 0;
   PerplexityOptions eval;
+  std::string kv_dtype = "f32";
 };
 
 void run(const PerplexityCliOptions& options) {
@@ -24,12 +26,14 @@ void run(const PerplexityCliOptions& options) {
   buffer << in.rdbuf();
   std::string text = buffer.str();
   if (options.max_bytes > 0 && text.size() > options.max_bytes) text.resize(options.max_bytes);
+  PerplexityOptions eval = options.eval;
+  eval.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
   LoadedModel loaded = load_model(options.model);
-  auto result = evaluate_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, options.eval,
-                                    [](size_t done, size_t total) {
-                                      std::fprintf(stderr, "\rkvserve: chunk %zu/%zu", done, total);
-                                      if (done == total) std::fputc('\n', stderr);
-                                    });
+  auto result =
+      evaluate_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, eval, [](size_t done, size_t total) {
+        std::fprintf(stderr, "\rkvserve: chunk %zu/%zu", done, total);
+        if (done == total) std::fputc('\n', stderr);
+      });
   if (!result) throw CommandError(result.status().message());
   for (size_t c = 0; c < result->chunk_mean_nll.size(); ++c) {
     std::printf("chunk %zu: mean nll %.6f\n", c, result->chunk_mean_nll[c]);
@@ -47,11 +51,13 @@ void register_perplexity(CLI::App& app) {
   add_model_options(*cmd, options->model);
   cmd->add_option("-f,--file", options->text_path, "Text file to evaluate")->required();
   cmd->add_option("--chunk", options->eval.chunk_tokens, "Tokens per chunk (L)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--chunks", options->eval.max_chunks, "Evaluate at most K chunks; 0 = all full chunks")
       ->capture_default_str();
   cmd->add_option("--bytes", options->max_bytes, "Use only the first N bytes of the file; 0 = all")
       ->capture_default_str();
+  add_kv_dtype_option(*cmd, options->kv_dtype);
   cmd->callback([options] { run(*options); });
 }
 

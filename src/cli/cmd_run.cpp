@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
 #include "engine/generator.h"
 #include "kv/kv_sizing.h"
@@ -18,13 +19,18 @@ struct RunOptions {
   bool ignore_eos = false;
   std::string kv_memory;  // byte budget for the KV pool, e.g. 512MiB
   size_t kv_blocks = 0;
+  std::string kv_dtype = "f32";
 };
 
 // --block-size with --kv-blocks or --kv-memory (at most one) fix the pool; by default it holds
 // exactly what prompt + max tokens need.
 SequenceKvOptions kv_options(const RunOptions& options, const ModelConfig& config) {
-  SequenceKvOptions kv{.block_size = options.generation.kv.block_size};
-  KvCacheSpec spec{.num_layers = config.num_layers, .num_kv_heads = config.num_kv_heads, .head_dim = config.head_dim,
+  SequenceKvOptions kv{.block_size = options.generation.kv.block_size,
+                       .dtype = parse_engine_kv_dtype(options.kv_dtype)};
+  KvCacheSpec spec{.num_layers = config.num_layers,
+                   .num_kv_heads = config.num_kv_heads,
+                   .head_dim = config.head_dim,
+                   .dtype = kv.dtype,
                    .block_size = kv.block_size};
   if (Status s = spec.validate(); !s) throw CommandError("--block-size: " + s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
@@ -104,6 +110,7 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kv-memory", options->kv_memory, "KV pool budget, e.g. 512MiB or 2GiB (default: what the request needs)");
   cmd->add_option("--kv-blocks", options->kv_blocks, "KV pool size in blocks (instead of --kv-memory)");
+  add_kv_dtype_option(*cmd, options->kv_dtype);
   cmd->add_option("--batch", options->generation.max_batch_tokens, "Prefill chunk size in tokens")
       ->check(CLI::Range(1, 65536))->capture_default_str();
   cmd->callback([options] { run(*options); });

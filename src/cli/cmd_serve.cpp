@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
@@ -27,6 +28,7 @@ struct ServeOptions {
   server::HttpServerConfig http;
   EngineConfig engine;
   std::string kv_memory;  // e.g. 512MiB
+  std::string kv_dtype = "f32";
   size_t completion_max_tokens = 16;
 };
 
@@ -78,6 +80,7 @@ class ShutdownSignals {
 
 EngineConfig engine_config(const ServeOptions& options) {
   EngineConfig config = options.engine;
+  config.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
@@ -108,10 +111,10 @@ void serve(const ServeOptions& options) {
   if (!port) throw CommandError(port.status().message());
   const EngineMetrics metrics = loop.metrics();
   std::printf(
-      "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu KV blocks of %zu tokens, "
+      "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens, "
       "%zu threads%s\n",
       model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
-      options.http.host.c_str(), *port, metrics.kv_blocks_total, config.block_size, loaded.pool->num_threads(),
+      options.http.host.c_str(), *port, metrics.kv_blocks_total, std::string(kv_dtype_name(config.kv_dtype)).c_str(), config.block_size, loaded.pool->num_threads(),
       options.http.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
   if (model.chat_template_unrecognized) {
@@ -169,6 +172,7 @@ void register_serve(CLI::App& app) {
                                     "KV pool budget, e.g. 512MiB (default: max-seqs full contexts, at most 1 GiB)");
   cmd->add_option("--kv-blocks", engine.kv_blocks, "KV pool size in blocks (instead of --kv-memory)")
       ->excludes(kv_memory);
+  add_kv_dtype_option(*cmd, options->kv_dtype);
   cmd->add_option("--default-max-tokens", options->completion_max_tokens,
                   "max_tokens of /v1/completions requests that give none")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))

@@ -20,7 +20,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
                                                  const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
-  const KvCacheSpec spec{.num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+  const KvCacheSpec spec{.num_layers = c.num_layers,
+                         .num_kv_heads = c.num_kv_heads,
+                         .head_dim = c.head_dim,
+                         .dtype = config.kv_dtype,
                          .block_size = config.block_size};
   KVS_RETURN_IF_ERROR(spec.validate());
   size_t blocks = config.kv_blocks;

@@ -38,7 +38,7 @@ Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const To
         fmt::format("the text has {} tokens, fewer than one chunk of {}", tokens.size(), L));
   }
   const size_t vocab = model.config().vocab_size;
-  SequenceRunner runner(model, pool, L);
+  SequenceRunner runner(model, pool, L, /*max_batch_tokens=*/512, {.dtype = options.kv_dtype});
   std::vector<TokenId> input(L);
   double total_nll = 0.0;
   for (size_t c = 0; c < chunks; ++c) {

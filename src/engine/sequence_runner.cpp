@@ -20,10 +20,14 @@ SequenceRunner::SequenceRunner(const LlamaModel& model, ThreadPool& pool, size_t
                                                       .num_kv_heads = c.num_kv_heads,
                                                       .head_dim = c.head_dim,
                                                       .block_size = capacity_,
-                                                      .num_blocks = 1});
+                                                      .num_blocks = 1,
+                                                      .dtype = kv.dtype});
     return;
   }
-  const KvCacheSpec spec{.num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+  const KvCacheSpec spec{.num_layers = c.num_layers,
+                         .num_kv_heads = c.num_kv_heads,
+                         .head_dim = c.head_dim,
+                         .dtype = kv.dtype,
                          .block_size = kv.block_size};
   const size_t blocks = kv.num_blocks ? kv.num_blocks : kv_blocks_for_tokens(capacity_, kv.block_size);
   auto manager = KvCacheManager::create({.spec = spec, .num_blocks = blocks});
@@ -35,7 +39,9 @@ size_t SequenceRunner::kv_bytes() const { return manager_ ? manager_->storage().
 
 KvUsage SequenceRunner::kv_usage() const {
   if (manager_) return manager_->usage();
-  return KvUsage{.blocks_total = 1, .blocks_used = length_ > 0, .bytes_total = contiguous_->bytes(),
+  return KvUsage{.blocks_total = 1,
+                 .blocks_used = length_ > 0,
+                 .bytes_total = contiguous_->bytes(),
                  .bytes_used = length_ > 0 ? contiguous_->bytes() : 0};
 }
 
@@ -63,8 +69,8 @@ Expected<std::span<const float>> SequenceRunner::append(std::span<const TokenId>
     return Status::out_of_memory(fmt::format(
         "KV cache exhausted: {} more tokens need {} more blocks of {} tokens, but only {} of {} blocks are free "
         "({} bytes in the pool)",
-        tokens.size(), kv_blocks_for_tokens(length_ + tokens.size(), manager_->block_size()) -
-                           manager_->block_table(kSequence).size(),
+        tokens.size(),
+        kv_blocks_for_tokens(length_ + tokens.size(), manager_->block_size()) - manager_->block_table(kSequence).size(),
         manager_->block_size(), u.blocks_total - u.blocks_used, u.blocks_total, u.bytes_total));
   }
   logits_.resize((all_logits ? tokens.size() : 1) * vocab);

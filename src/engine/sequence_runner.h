@@ -16,8 +16,9 @@
 namespace kvs {
 
 struct SequenceKvOptions {
-  size_t block_size = 16;  // tokens per block; 0 = contiguous (one block of `capacity` tokens)
-  size_t num_blocks = 0;   // pool size; 0 = exactly the blocks `capacity` tokens need
+  size_t block_size = 16;         // tokens per block; 0 = contiguous (one block of `capacity` tokens)
+  size_t num_blocks = 0;          // pool size; 0 = exactly the blocks `capacity` tokens need
+  KvDType dtype = KvDType::kF32;  // K/V element type: f32, f16 or bf16
 };
 
 class SequenceRunner {

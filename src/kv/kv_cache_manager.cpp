@@ -9,9 +9,12 @@ namespace kvs {
 
 Status KvCacheConfig::validate() const {
   KVS_RETURN_IF_ERROR(spec.validate());
-  if (spec.mla || spec.dtype != KvDType::kF32) {
-    return Status::unimplemented(fmt::format("the engine's KV storage holds f32 K/V; {} {} is sized by calc only",
-                                             spec.mla ? "MLA" : "", kv_dtype_name(spec.dtype)));
+  if (spec.mla)
+    return Status::unimplemented("the engine's KV storage holds K and V; an MLA latent is sized by calc only");
+  if (!kv_element_type(spec.dtype)) {
+    return Status::unimplemented(
+        fmt::format("the engine's KV storage holds f32, f16 or bf16 elements; KV dtype {} is sized by calc only",
+                    kv_dtype_name(spec.dtype)));
   }
   if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
   return Status::ok();
@@ -29,7 +32,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
                        .num_kv_heads = config.spec.num_kv_heads,
                        .head_dim = config.spec.head_dim,
                        .block_size = config.spec.block_size,
-                       .num_blocks = config.num_blocks}) {}
+                       .num_blocks = config.num_blocks,
+                       .dtype = config.spec.dtype}) {}
 
 const BlockTable& KvCacheManager::table(SeqId seq) const {
   auto it = tables_.find(seq.value);
@@ -85,11 +89,12 @@ Status KvCacheManager::check_invariants() const {
   std::set<uint32_t> seen;
   for (const auto& [id, t] : tables_) {
     if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), block_size())) {
-      return Status::corrupt(fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(),
-                                         t.blocks().size()));
+      return Status::corrupt(
+          fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(), t.blocks().size()));
     }
     for (BlockId b : t.blocks()) {
-      if (pool_.meta(b).ref_count == 0) return Status::corrupt(fmt::format("sequence {} holds free block {}", id, b.value));
+      if (pool_.meta(b).ref_count == 0)
+        return Status::corrupt(fmt::format("sequence {} holds free block {}", id, b.value));
       if (!seen.insert(b.value).second) return Status::corrupt(fmt::format("block {} is in two block tables", b.value));
     }
   }

@@ -1,31 +1,43 @@
 #include "kv/kv_storage.h"
 
-#include <cstring>
-
 #include "core/status.h"
 
 namespace kvs {
+
+std::optional<DType> kv_element_type(KvDType type) {
+  switch (type) {
+    case KvDType::kF32: return DType::kF32;
+    case KvDType::kF16: return DType::kF16;
+    case KvDType::kBF16: return DType::kBF16;
+    default: return std::nullopt;
+  }
+}
 
 KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   KVS_ASSERT(shape.num_layers > 0 && shape.num_kv_heads > 0 && shape.head_dim > 0 && shape.block_size > 0,
              "KV shape must be positive: layers {}, kv heads {}, head dim {}, block size {}", shape.num_layers,
              shape.num_kv_heads, shape.head_dim, shape.block_size);
+  const std::optional<DType> element = kv_element_type(shape.dtype);
+  KVS_ASSERT(element.has_value(), "KV storage holds f32, f16 or bf16 elements, not {}", kv_dtype_name(shape.dtype));
+  element_type_ = *element;
+  element_bytes_ = dtype_row_bytes(element_type_, 1);
   // Pool sizes come from the calculator's sizing function, so its prediction is this allocation.
-  const size_t pool_floats = shape.num_blocks * kv_pool_bytes_per_block(shape.spec()) / sizeof(float);
-  KVS_ASSERT(pool_floats == shape.num_blocks * shape.floats_per_block(), "sizing says {} floats per pool, layout {}",
-             pool_floats, shape.num_blocks * shape.floats_per_block());
+  const size_t pool_bytes = shape.num_blocks * kv_pool_bytes_per_block(shape.spec());
+  KVS_ASSERT(pool_bytes == shape.num_blocks * shape.elements_per_block() * element_bytes_,
+             "sizing says {} bytes per pool, layout {}", pool_bytes,
+             shape.num_blocks * shape.elements_per_block() * element_bytes_);
   keys_.reserve(shape.num_layers);
   values_.reserve(shape.num_layers);
   // Huge pages where the kernel grants them: attention reads blocks all over a pool of up to gigabytes.
   for (size_t l = 0; l < shape.num_layers; ++l) {
-    keys_.emplace_back(pool_floats, PageHint::kHuge);
-    values_.emplace_back(pool_floats, PageHint::kHuge);
+    keys_.emplace_back(pool_bytes, PageHint::kHuge);
+    values_.emplace_back(pool_bytes, PageHint::kHuge);
   }
 }
 
 size_t KvStorage::bytes() const {
   size_t total = 0;
-  for (size_t l = 0; l < shape_.num_layers; ++l) total += (keys_[l].size() + values_[l].size()) * sizeof(float);
+  for (size_t l = 0; l < shape_.num_layers; ++l) total += keys_[l].size() + values_[l].size();
   return total;
 }
 
@@ -38,9 +50,9 @@ void KvStorage::write(size_t layer, KvSlot slot, std::span<const float> k, std::
   const BlockId block{static_cast<uint32_t>(slot.value / shape_.block_size)};
   const size_t in_block = slot.value % shape_.block_size;
   for (size_t h = 0; h < shape_.num_kv_heads; ++h) {
-    const size_t dst = offset(block, h) + in_block * hd;
-    std::memcpy(keys_[layer].data() + dst, k.data() + h * hd, hd * sizeof(float));
-    std::memcpy(values_[layer].data() + dst, v.data() + h * hd, hd * sizeof(float));
+    const size_t dst = byte_offset(block, h) + in_block * hd * element_bytes_;
+    store_kv_row(element_type_, k.data() + h * hd, keys_[layer].data() + dst, hd);
+    store_kv_row(element_type_, v.data() + h * hd, values_[layer].data() + dst, hd);
   }
 }
 

@@ -1,17 +1,19 @@
 // The K/V bytes of a KV cache: for each layer, one K pool and one V pool laid out
-// [block][kv_head][slot][head_dim], so one head's keys for a block are contiguous for the dot
-// products of decode. A contiguous per-sequence cache is the special case of one block whose
-// size is the whole context. Which block belongs to which sequence is decided elsewhere
-// (block pool and block tables); this class only stores.
+// [block][kv_head][slot][head_dim] in elements of the cache's dtype (f32, f16 or bf16), so one head's
+// keys for a block are contiguous for the dot products of decode. A contiguous per-sequence cache is the special case
+// of one block whose size is the whole context. Which block belongs to which sequence is decided elsewhere (block pool
+// and block tables); this class only stores.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "core/aligned_buffer.h"
 #include "core/ids.h"
 #include "kv/kv_sizing.h"
+#include "tensor/attention_ops.h"
 
 namespace kvs {
 
@@ -21,14 +23,22 @@ struct KvShape {
   size_t head_dim = 0;
   size_t block_size = 16;  // tokens per block
   size_t num_blocks = 0;
+  KvDType dtype = KvDType::kF32;  // element type of K and V: f32, f16 or bf16
 
-  size_t floats_per_block() const { return num_kv_heads * block_size * head_dim; }
+  size_t elements_per_block() const { return num_kv_heads * block_size * head_dim; }
   size_t token_capacity() const { return num_blocks * block_size; }
-  // The sizing description of this storage (fp32 K and V), shared with the calculator.
+  // The sizing description of this storage, shared with the calculator.
   KvCacheSpec spec() const {
-    return {.num_layers = num_layers, .num_kv_heads = num_kv_heads, .head_dim = head_dim, .block_size = block_size};
+    return {.num_layers = num_layers,
+            .num_kv_heads = num_kv_heads,
+            .head_dim = head_dim,
+            .dtype = dtype,
+            .block_size = block_size};
   }
 };
+
+// The tensor element type of a KV dtype KvStorage can hold (f32, f16, bf16); nullopt for the others.
+std::optional<DType> kv_element_type(KvDType type);
 
 // Global slot of a token = block id * block_size + offset within the block.
 struct KvSlot {
@@ -42,25 +52,30 @@ class KvStorage {
   const KvShape& shape() const { return shape_; }
   size_t bytes() const;  // K and V of every layer: what was allocated, = num_blocks x kv_bytes_per_block
 
-  // Scatters one token's K and V ([num_kv_heads][head_dim] each) into `slot` of `layer`.
+  DType element_type() const { return element_type_; }
+
+  // Scatters one token's K and V ([num_kv_heads][head_dim] fp32 each) into `slot` of `layer`, converted
+  // to the element type (round to nearest even).
   void write(size_t layer, KvSlot slot, std::span<const float> k, std::span<const float> v);
 
-  // Keys of one head in one block: [block_size][head_dim], contiguous.
-  const float* keys(size_t layer, BlockId block, size_t kv_head) const {
-    return keys_[layer].data() + offset(block, kv_head);
+  // Keys of one head in one block: [block_size][head_dim] elements, contiguous.
+  KvRows keys(size_t layer, BlockId block, size_t kv_head) const {
+    return {keys_[layer].data() + byte_offset(block, kv_head), element_type_};
   }
-  const float* values(size_t layer, BlockId block, size_t kv_head) const {
-    return values_[layer].data() + offset(block, kv_head);
+  KvRows values(size_t layer, BlockId block, size_t kv_head) const {
+    return {values_[layer].data() + byte_offset(block, kv_head), element_type_};
   }
 
  private:
-  size_t offset(BlockId block, size_t kv_head) const {
-    return (block.value * shape_.num_kv_heads + kv_head) * shape_.block_size * shape_.head_dim;
+  size_t byte_offset(BlockId block, size_t kv_head) const {
+    return (block.value * shape_.num_kv_heads + kv_head) * shape_.block_size * shape_.head_dim * element_bytes_;
   }
 
   KvShape shape_;
-  std::vector<AlignedBuffer<float>> keys_;    // per layer: num_blocks * floats_per_block
-  std::vector<AlignedBuffer<float>> values_;  // same layout as keys_
+  DType element_type_;
+  size_t element_bytes_;
+  std::vector<AlignedBuffer<std::byte>> keys_;    // per layer: num_blocks * elements_per_block elements
+  std::vector<AlignedBuffer<std::byte>> values_;  // same layout as keys_
 };
 
 }  // namespace kvs

@@ -161,15 +161,18 @@ void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& k
     std::vector<float>& scores = scores_[thread];
     const size_t begin = first_item_at(total * thread / num_threads);
     const size_t end = thread + 1 == num_threads ? n * heads : first_item_at(total * (thread + 1) / num_threads);
-    for (size_t item = begin; item < end; ++item) {
-      const size_t t = item / c.num_kv_heads;
-      const size_t g = item % c.num_kv_heads;
+    // The items of one token go in one call (KV heads [g_begin, g_end)), which reads each block of the
+    // token's context as one stream.
+    for (size_t item = begin; item < end;) {
+      const size_t t = item / heads, g_begin = item % heads;
+      const size_t g_end = std::min(heads, g_begin + (end - item));
       const size_t n_ctx = batch.positions[t] + 1;
-      const size_t group = c.num_heads / c.num_kv_heads;
-      if (scores.size() < group * n_ctx) scores.resize(group * std::max(n_ctx, c.context_length));
+      const size_t rows = (g_end - g_begin) * (c.num_heads / heads);  // query heads of the call
+      if (scores.size() < rows * n_ctx) scores.resize(c.num_heads * std::max(n_ctx, c.context_length));
       const SequenceKvView& seq = batch.sequences[batch.sequence_of_token[t]];
-      paged_attention(kv, layer, seq.block_table, n_ctx, shape, &q_[t * c.q_dim()], &att_[t * c.q_dim()], g, g + 1,
-                      scores);
+      paged_attention(kv, layer, seq.block_table, n_ctx, shape, &q_[t * c.q_dim()], &att_[t * c.q_dim()], g_begin,
+                      g_end, scores);
+      item += g_end - g_begin;
     }
   });
 }
