@@ -20,14 +20,14 @@ struct PerplexityCliOptions {
 };
 
 void run(const PerplexityCliOptions& options) {
+  PerplexityOptions eval = options.eval;
+  eval.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
   std::ifstream in(options.text_path, std::ios::binary);
   if (!in) throw CommandError(fmt::format("cannot read text file '{}'", options.text_path));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   std::string text = buffer.str();
   if (options.max_bytes > 0 && text.size() > options.max_bytes) text.resize(options.max_bytes);
-  PerplexityOptions eval = options.eval;
-  eval.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
   LoadedModel loaded = load_model(options.model);
   auto result =
       evaluate_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, eval, [](size_t done, size_t total) {

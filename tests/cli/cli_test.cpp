@@ -162,6 +162,28 @@ TEST(CliKv, BudgetFlagsReportBlocksAndStopCleanlyWhenExhausted) {
   expect_clean_error(run_kvserve({"run", "-p", "hi", "--block-size", "24"}, dir), "got 24");
 }
 
+TEST(CliKv, HalfPrecisionKvHoldsTwiceTheBlocksAndKeepsTheStory) {
+  test::TempDir dir("cli_kv_dtype");
+  const std::vector<std::string> args = {"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--kv-memory",
+                                         "1MiB"};
+  auto f32 = run_kvserve(args, dir);
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  for (const char* type : {"f16", "bf16"}) {
+    auto with_type = args;
+    with_type.insert(with_type.end(), {"--kv-dtype", type});
+    auto half = run_kvserve(with_type, dir);
+    ASSERT_EQ(half.exit_code, 0) << half.err;
+    // 10240 bytes a block in 16-bit elements: 102 blocks in the same MiB; 4 blocks hold 65 tokens.
+    EXPECT_NE(half.err.find("4/102 blocks used (40960 bytes"), std::string::npos) << half.err;
+    EXPECT_NE(half.err.find(std::string("head dim, ") + type + ")"), std::string::npos) << half.err;
+    EXPECT_EQ(half.out, f32.out) << type;  // the greedy story is unchanged
+  }
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-dtype", "f8"}, dir), "'f8'");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-dtype", "int8"}, dir), "sized by calc only");
+  expect_clean_error(run_kvserve({"serve", "--kv-dtype", "int4"}, dir), "int4");
+  expect_clean_error(run_kvserve({"perplexity", "-f", "x.txt", "--kv-dtype", "f64"}, dir), "'f64'");
+}
+
 TEST(CliKv, CalcGivesTheDesignNoteFigures) {
   test::TempDir dir("cli_calc");
   auto a = run_kvserve({"calc", "--preset", "llama-2-7b", "--tokens", "2048", "--kv-dtype", "f16", "--json"}, dir);

@@ -90,6 +90,21 @@ TEST(Engine, BatchedGreedyEqualsAlone) {
   }
 }
 
+TEST(Engine, BatchedGreedyEqualsAloneWithHalfPrecisionKv) {
+  Fixture f;
+  std::vector<RequestParams> requests;
+  for (size_t i = 0; i < 12; ++i) requests.push_back(greedy(*f.tokenizer, kPrompts[i % kPrompts.size()], 24 + i * 3));
+  for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
+    std::vector<Collected> alone;
+    for (const auto& r : requests) alone.push_back(run_all(f, {.kv_dtype = type}, {r})[0]);
+    const auto together = run_all(f, {.max_batch_tokens = 128, .max_seqs = 12, .kv_dtype = type}, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(together[i].tokens, alone[i].tokens) << kv_dtype_name(type) << " request " << i;
+      EXPECT_EQ(together[i].tokens.size(), requests[i].max_new_tokens);
+    }
+  }
+}
+
 TEST(Engine, ChunkedPrefillEqualsOnePass) {
   Fixture f;
   const std::vector<RequestParams> requests = {greedy(*f.tokenizer, std::string(300, 'a') + " Once upon a time", 30),
