@@ -1,6 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "core/status.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -14,39 +17,73 @@ namespace {
 // About 50-100 us of spinning before sleeping: long enough to bridge the gap between the
 // matrix-vector jobs of one decode step, short enough that an idle pool goes to sleep at once.
 constexpr int kSpinIterations = 20000;
+// parallel_for's chunks per thread: enough that a thread that falls behind (preempted, or given a
+// slower share) is made up for by the others, few enough that each chunk stays one long stream.
+constexpr size_t kChunksPerThread = 4;
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads) : num_threads_(std::max<size_t>(1, num_threads)) {
+ThreadPool::ThreadPool(size_t num_threads) : num_threads_(std::max<size_t>(1, num_threads)), ranges_(num_threads_) {
   workers_.reserve(num_threads_ - 1);
   for (size_t i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  stopping_.store(true, std::memory_order_release);
+  stopping_.store(true);
   {
     std::lock_guard lock(sleep_mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
-  if (num_threads_ == 1) {
-    fn(0, 1);
+bool ThreadPool::claim(size_t owner, bool front, size_t& chunk) {
+  std::atomic<uint64_t>& bounds = ranges_[owner].bounds;
+  uint64_t now = bounds.load();
+  for (;;) {
+    const uint64_t lo = now & 0xffffffffu, hi = now >> 32;
+    if (lo >= hi) return false;
+    const uint64_t next = front ? (lo + 1) | (hi << 32) : lo | ((hi - 1) << 32);
+    if (bounds.compare_exchange_weak(now, next)) {
+      chunk = front ? lo : hi - 1;
+      return true;
+    }
+  }
+}
+
+void ThreadPool::run_chunks(size_t thread_index) {
+  size_t chunk = 0;
+  while (claim(thread_index, true, chunk)) (*job_)(chunk, thread_index);
+  for (size_t k = 1; k < num_threads_; ++k) {
+    const size_t owner = (thread_index + k) % num_threads_;
+    while (claim(owner, false, chunk)) (*job_)(chunk, thread_index);
+  }
+}
+
+void ThreadPool::for_chunks(size_t num_chunks, const std::function<void(size_t, size_t)>& fn) {
+  if (num_threads_ == 1 || num_chunks <= 1) {
+    for (size_t c = 0; c < num_chunks; ++c) fn(c, 0);
     return;
   }
+  KVS_ASSERT(num_chunks < (uint64_t{1} << 32), "a job of {} chunks; at most 2^32 - 1", num_chunks);
   job_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_release);
+  for (size_t t = 0; t < num_threads_; ++t) {
+    const uint64_t lo = num_chunks * t / num_threads_, hi = num_chunks * (t + 1) / num_threads_;
+    ranges_[t].bounds.store(lo | (hi << 32));
+  }
+  const uint64_t generation = generation_.load() + 1;
+  open_generation_.store(generation);
   {
     // Bumping under the mutex means a worker that checked the generation and is about to sleep
     // cannot miss this wake-up.
     std::lock_guard lock(sleep_mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    generation_.store(generation);
   }
   wake_.notify_all();
-  fn(0, num_threads_);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  run_chunks(0);
+  // Every chunk is claimed; close the job and wait for the workers still running one.
+  open_generation_.store(0);
+  for (int spins = 0; active_.load() != 0; ++spins) {
     if (spins < kSpinIterations) {
       KVS_CPU_RELAX();
     } else {
@@ -56,23 +93,31 @@ void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
   job_ = nullptr;
 }
 
-void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
+  for_chunks(num_threads_, [&](size_t index, size_t) { fn(index, num_threads_); });
+}
+
+std::pair<size_t, size_t> ThreadPool::split(size_t n, size_t grain, size_t c, size_t chunks) {
   grain = std::max<size_t>(1, grain);
-  const size_t chunks = (n + grain - 1) / grain;
-  if (chunks <= 1 || num_threads_ == 1) {
+  const size_t grains = (n + grain - 1) / grain;
+  return {std::min(n, grains * c / chunks * grain), std::min(n, grains * (c + 1) / chunks * grain)};
+}
+
+size_t ThreadPool::chunks_for(size_t n, size_t grain) const {
+  const size_t grains = (n + std::max<size_t>(1, grain) - 1) / std::max<size_t>(1, grain);
+  return std::min(grains, num_threads_ == 1 ? size_t{1} : num_threads_ * kChunksPerThread);
+}
+
+void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+  const size_t chunks = chunks_for(n, grain);
+  if (chunks <= 1) {
     if (n > 0) fn(0, n);
     return;
   }
-  run([&](size_t t, size_t nt) {
-    const auto [begin, end] = share(n, grain, t, nt);
+  for_chunks(chunks, [&](size_t c, size_t) {
+    const auto [begin, end] = split(n, grain, c, chunks);
     if (begin < end) fn(begin, end);
   });
-}
-
-std::pair<size_t, size_t> ThreadPool::share(size_t n, size_t grain, size_t t, size_t nt) {
-  grain = std::max<size_t>(1, grain);
-  const size_t chunks = (n + grain - 1) / grain;
-  return {std::min(n, chunks * t / nt * grain), std::min(n, chunks * (t + 1) / nt * grain)};
 }
 
 void ThreadPool::worker_loop(size_t thread_index) {
@@ -82,19 +127,20 @@ void ThreadPool::worker_loop(size_t thread_index) {
   for (;;) {
     uint64_t now = seen;
     for (int spins = 0; spins < kSpinIterations; ++spins) {
-      now = generation_.load(std::memory_order_acquire);
+      now = generation_.load();
       if (now != seen) break;
       KVS_CPU_RELAX();
     }
     if (now == seen) {
       std::unique_lock lock(sleep_mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      now = generation_.load(std::memory_order_acquire);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      now = generation_.load();
     }
     seen = now;
-    if (stopping_.load(std::memory_order_acquire)) return;
-    (*job_)(thread_index, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stopping_.load()) return;
+    active_.fetch_add(1);
+    if (open_generation_.load() == seen) run_chunks(thread_index);
+    active_.fetch_sub(1);
   }
 }
 

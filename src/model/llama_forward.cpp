@@ -131,10 +131,11 @@ void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& k
   const ModelConfig& c = config_;
   const AttentionShape shape{.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim};
   // Work items: (token, kv head) pairs in that order. An item costs about its context length (plus a fixed
-  // part), and in a batch of decode tokens the contexts differ widely, so each thread takes a run of items
-  // of about equal total cost rather than an equal count. (Each item is computed the same way wherever it
+  // part), and in a batch of decode tokens the contexts differ widely, so the items are cut into chunks of
+  // about equal total cost rather than an equal count. (Each item is computed the same way wherever it
   // runs: the split cannot change results.)
   constexpr size_t kFixedCost = 32;  // positions' worth of per-call work
+  constexpr size_t kAttentionChunksPerThread = 4;
   attention_cost_.resize(n + 1);
   attention_cost_[0] = 0;
   for (size_t t = 0; t < n; ++t) attention_cost_[t + 1] = attention_cost_[t] + batch.positions[t] + 1 + kFixedCost;
@@ -157,10 +158,12 @@ void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& k
     }
     return lo;
   };
-  pool_.run([&](size_t thread, size_t num_threads) {
+  // A few chunks of equal cost per thread, claimed by whichever thread is free.
+  const size_t chunks = std::min(n * heads, pool_.num_threads() * kAttentionChunksPerThread);
+  pool_.for_chunks(chunks, [&](size_t chunk, size_t thread) {
     std::vector<float>& scores = scores_[thread];
-    const size_t begin = first_item_at(total * thread / num_threads);
-    const size_t end = thread + 1 == num_threads ? n * heads : first_item_at(total * (thread + 1) / num_threads);
+    const size_t begin = first_item_at(total * chunk / chunks);
+    const size_t end = chunk + 1 == chunks ? n * heads : first_item_at(total * (chunk + 1) / chunks);
     // The items of one token go in one call (KV heads [g_begin, g_end)), which reads each block of the
     // token's context as one stream.
     for (size_t item = begin; item < end;) {

@@ -128,12 +128,16 @@ void matmul_quantized_group(std::span<const QuantizedMatmul> items, const Quanti
     ops.push_back(quantized_operands(*item.w, xq, item.y));
     fns.push_back(select_kernel(*item.w, MatmulActivations::kInt8Blocks, isa));
   }
-  // The same row split per matrix as run_rows (ThreadPool::parallel_for over grains of kRowGrain).
-  pool.run([&](size_t t, size_t nt) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const auto [begin, end] = ThreadPool::share(ops[i].w.rows, kRowGrain, t, nt);
-      if (begin < end) fns[i](ops[i], begin, end);
-    }
+  // One job over every matrix: matrix i contributes the chunks parallel_for would make of it, so the
+  // threads share all of them without a barrier between matrices.
+  std::vector<size_t> first_chunk{0};
+  for (const MatmulOperands& op : ops)
+    first_chunk.push_back(first_chunk.back() + pool.chunks_for(op.w.rows, kRowGrain));
+  pool.for_chunks(first_chunk.back(), [&](size_t chunk, size_t) {
+    const size_t i = std::upper_bound(first_chunk.begin(), first_chunk.end(), chunk) - first_chunk.begin() - 1;
+    const size_t chunks = first_chunk[i + 1] - first_chunk[i];
+    const auto [begin, end] = ThreadPool::split(ops[i].w.rows, kRowGrain, chunk - first_chunk[i], chunks);
+    if (begin < end) fns[i](ops[i], begin, end);
   });
 }
 
