@@ -17,8 +17,9 @@ namespace {
 using detail::MatmulOperands;
 using detail::MatmulRowsFn;
 
-// Rows per parallel_for grain: a multiple of every kernel's row tile.
-constexpr size_t kRowGrain = 16;
+// Rows per parallel_for grain: a multiple of every kernel's row tile, and of the packed Q8_0 kernel's
+// 64-row block (so a chunk of rows is whole blocks, each prefetching the next).
+constexpr size_t kRowGrain = 64;
 
 bool is_quantized(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
 

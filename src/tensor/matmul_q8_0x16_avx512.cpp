@@ -188,8 +188,9 @@ void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
       const size_t b1 = b0 + kChunkBlocks < nb ? b0 + kChunkBlocks : nb;
       for (size_t t = 0; t < op.n_tokens; t += kMaxTokens) {
         const size_t nt = op.n_tokens - t < kMaxTokens ? op.n_tokens - t : kMaxTokens;
-        // The first token tile brings the next row block towards L2 while the rest compute from cache.
-        const size_t prefetch = t == 0 && rb_end < row_end ? kGroupsPerBlock * layout.group_bytes() : 0;
+        // The first token tile brings the next row block towards L2 while the rest compute from cache; past
+        // row_end too, where this thread's next chunk of rows usually starts (ThreadPool::for_chunks).
+        const size_t prefetch = t == 0 && rb_end < op.w.rows ? kGroupsPerBlock * layout.group_bytes() : 0;
         size_t r = rb;
         for (; r + kTileGroups * L::kGroupRows <= rb_end || (r + L::kGroupRows < rb_end && rb_end == op.w.rows);
              r += kTileGroups * L::kGroupRows) {
