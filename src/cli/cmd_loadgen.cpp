@@ -1,13 +1,16 @@
 // kvserve loadgen: streaming load against a kvserve on this machine at several concurrency levels;
 // prints a table (throughput, TTFT and inter-token latency percentiles) and optionally writes JSON.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "cli/commands.h"
 #include "server/loadgen.h"
 #include "server/loadgen_client.h"
+#include "tensor/probe.h"
 
 namespace kvs::cli {
 namespace {
@@ -17,8 +20,12 @@ struct LoadgenOptions {
   std::vector<size_t> concurrency = {1, 2, 4, 8, 16, 32};
   server::LoadgenConfig config;
   bool respect_eos = false;
+  bool no_probe = false;
   std::string json_path;
 };
+
+// 64 MiB per probe, best of a few passes: about 0.1 s on 2 cores.
+constexpr size_t kProbeBytes = size_t{64} << 20;
 
 void loadgen(const LoadgenOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);  // a server that goes away must fail requests, not kill us
@@ -36,16 +43,32 @@ void loadgen(const LoadgenOptions& options) {
       "per level\n",
       options.url.c_str(), config.requests, config.rounds, config.max_tokens, config.prompt.c_str(),
       config.duration_limit_s);
-  const auto levels = server::run_loadgen(config, [](const server::LevelResult& r) {
+  // The server and this client share the machine: its memory bandwidth, which drifts on shared hosts,
+  // bounds one stream's speed, so each round records it (the ratios between levels depend on it).
+  std::vector<double> probes;
+  ThreadPool probe_pool(std::thread::hardware_concurrency());
+  const auto before_round = [&](size_t round) {
+    if (options.no_probe) return;
+    probes.push_back(measure_memory_bandwidth_gbs(probe_pool, kProbeBytes));
+    std::fprintf(stderr, "  round %zu: memory bandwidth probe %.1f GB/s\n", round + 1, probes.back());
+  };
+  const auto on_level = [](const server::LevelResult& r) {
     std::fprintf(stderr, "  concurrency %zu: %zu/%zu ok, %.1f tok/s%s%s\n", r.concurrency, r.requests_ok,
                  r.requests_sent, r.tokens_per_second,
                  r.first_error.empty() ? "" : ", first error: ", r.first_error.c_str());
-  });
+  };
+  const auto levels = server::run_loadgen(config, on_level, before_round);
   std::fputs(server::format_table(levels).c_str(), stdout);
+  if (!probes.empty()) {
+    const auto [low, high] = std::minmax_element(probes.begin(), probes.end());
+    std::printf("memory bandwidth probe: %.1f-%.1f GB/s over %zu rounds\n", *low, *high, probes.size());
+  }
   std::fflush(stdout);
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
-    out << server::to_json(config, levels).dump(2) << "\n";
+    nlohmann::json json = server::to_json(config, levels);
+    json["bandwidth_probe_gbs"] = probes;
+    out << json.dump(2) << "\n";
     if (!out) throw CommandError("cannot write " + options.json_path);
   }
   size_t failed = 0;
@@ -77,6 +100,8 @@ void register_loadgen(CLI::App& app) {
   cmd->add_option("--api-key", c.api_key, "Bearer key, when the server requires one")->envname("KVSERVE_API_KEY");
   cmd->add_option("--model", c.model, "Model field of the requests (default: left out)");
   cmd->add_option("--json", options->json_path, "Also write the results as JSON to this file");
+  cmd->add_flag("--no-probe", options->no_probe,
+                "Skip the memory-bandwidth probe (64 MiB, about 0.1 s) before each round");
   cmd->callback([options] { loadgen(*options); });
 }
 

@@ -1,8 +1,8 @@
 // The K/V bytes of a KV cache: for each layer, one K pool and one V pool laid out
-// [block][kv_head][slot][head_dim] in elements of the cache's dtype (f32, f16 or bf16), so one head's
-// keys for a block are contiguous for the dot products of decode. A contiguous per-sequence cache is the special case
-// of one block whose size is the whole context. Which block belongs to which sequence is decided elsewhere (block pool
-// and block tables); this class only stores.
+// [block][kv_head][slot][head_dim] in elements of the cache's dtype (f32, f16 or bf16), so one
+// head's keys for a block are contiguous for the dot products of decode. A contiguous per-sequence
+// cache is the special case of one block whose size is the whole context. Which block belongs to
+// which sequence is decided elsewhere (block pool and block tables); this class only stores.
 #pragma once
 
 #include <cstddef>

@@ -150,7 +150,8 @@ double percentile(std::vector<double>& values, double q) {
 }
 
 std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
-                                     const std::function<void(const LevelResult&)>& on_level) {
+                                     const std::function<void(const LevelResult&)>& on_level,
+                                     const std::function<void(size_t round)>& before_round) {
   nlohmann::json body = {{"prompt", config.prompt},
                          {"max_tokens", config.max_tokens},
                          {"temperature", config.temperature},
@@ -164,6 +165,7 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
   const size_t rounds = std::max<size_t>(1, config.rounds);
   std::vector<LevelPass> merged(config.concurrency.size());
   for (size_t round = 0; round < rounds; ++round) {
+    if (before_round) before_round(round);
     for (size_t i = 0; i < config.concurrency.size(); ++i) {
       const size_t concurrency = config.concurrency[i];
       const size_t share = config.requests / rounds + (round < config.requests % rounds ? 1 : 0);

@@ -58,9 +58,11 @@ struct LevelResult {
 };
 
 // Runs every level in order, `rounds` times over, and merges each level's passes; `on_level`
-// (optional) sees each pass as it completes.
+// (optional) sees each pass as it completes, `before_round` (optional) runs before each round, while
+// no request is open (kvserve loadgen probes the memory bandwidth there).
 std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
-                                     const std::function<void(const LevelResult&)>& on_level = {});
+                                     const std::function<void(const LevelResult&)>& on_level = {},
+                                     const std::function<void(size_t round)>& before_round = {});
 
 // Nearest-rank percentile (q in [0, 1]) of `values`; 0 when empty. Sorts `values`.
 double percentile(std::vector<double>& values, double q);

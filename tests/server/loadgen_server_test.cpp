@@ -2,6 +2,9 @@
 // level and round completes, token counts add up, and the timings are consistent.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
 #include "server/loadgen.h"
 #include "server_process.h"
 
@@ -20,7 +23,14 @@ TEST(LoadgenServer, RoundsMergeEveryLevelsRequests) {
   config.max_tokens = 12;
   config.duration_limit_s = 120;
   std::vector<server::LevelResult> passes;
-  const auto levels = server::run_loadgen(config, [&](const server::LevelResult& r) { passes.push_back(r); });
+  std::vector<size_t> rounds_started;
+  const auto levels = server::run_loadgen(
+      config, [&](const server::LevelResult& r) { passes.push_back(r); },
+      [&](size_t round) {
+        EXPECT_EQ(passes.size(), 2 * round) << "round " << round << " must start after the previous one's levels";
+        rounds_started.push_back(round);
+      });
+  EXPECT_EQ(rounds_started, (std::vector<size_t>{0, 1}));
 
   ASSERT_EQ(passes.size(), 4u);  // two rounds of two levels, interleaved
   EXPECT_EQ(passes[0].concurrency, 1u);
@@ -40,6 +50,26 @@ TEST(LoadgenServer, RoundsMergeEveryLevelsRequests) {
     EXPECT_GT(r.itl_p50_s, 0.0);
     EXPECT_LE(r.itl_p50_s, r.itl_p99_s);
   }
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// The command line: a bandwidth probe before each round, in the table's footer and the JSON.
+TEST(LoadgenServer, CommandRecordsTheMemoryBandwidthOfEachRound) {
+  TempDir dir("loadgen_cli");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  const std::string json_path = dir.file("out.json");
+  const std::string cmd = std::string(KVS_BINARY) + " loadgen --url http://127.0.0.1:" + std::to_string(server.port()) +
+                          " --concurrency 1,2 --requests 4 --rounds 2 --max-tokens 4 --json " + json_path + " > " +
+                          dir.file("stdout.txt") + " 2> " + dir.file("stderr.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(dir.file("stderr.txt"));
+  const auto json = nlohmann::json::parse(read_file(json_path));
+  ASSERT_EQ(json["bandwidth_probe_gbs"].size(), 2u) << json.dump();
+  for (const auto& gbs : json["bandwidth_probe_gbs"]) {
+    EXPECT_GT(gbs.get<double>(), 0.5);  // any machine streams more than 0.5 GB/s
+    EXPECT_LT(gbs.get<double>(), 5000.0);
+  }
+  EXPECT_NE(read_file(dir.file("stdout.txt")).find("memory bandwidth probe: "), std::string::npos);
   EXPECT_EQ(server.terminate(), 0);
 }
 
