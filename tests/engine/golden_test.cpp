@@ -21,8 +21,12 @@ struct GoldenCase {
 std::vector<GoldenCase> load_cases() {
   std::vector<GoldenCase> cases;
   for (const auto& j : test::read_jsonl(test::shared_path("reference/stories260K/greedy.jsonl"))) {
-    GoldenCase c{j["prompt"].get<std::string>(), j["prompt_ids"].get<std::vector<TokenId>>(), j["greedy_ids"].get<std::vector<TokenId>>(), {}};
-    for (const auto& [key, value] : j["logits_checkpoints"].items()) c.logits[std::stoul(key)] = value.get<std::vector<float>>();
+    GoldenCase c{j["prompt"].get<std::string>(),
+                 j["prompt_ids"].get<std::vector<TokenId>>(),
+                 j["greedy_ids"].get<std::vector<TokenId>>(),
+                 {}};
+    for (const auto& [key, value] : j["logits_checkpoints"].items())
+      c.logits[std::stoul(key)] = value.get<std::vector<float>>();
     cases.push_back(std::move(c));
   }
   return cases;
@@ -70,6 +74,29 @@ TEST_P(GoldenTest, GreedyIdsAndLogitsMatchReference) {
   }
 }
 
+// An f16 KV cache keeps every reference greedy id (200 per prompt); its logits move by up to ~0.05 (see
+// paged_kv_test.cpp), so only the ids are compared. bf16 keeps 8 mantissa bits instead of 11 and does not:
+// measured, it kept the first prompt's 200 ids, flipped the second's first id (a near-tie) and the
+// third's after 136; its quality is bounded by the perplexity and logit tests instead.
+TEST_P(GoldenTest, F16KvKeepsTheGreedyIds) {
+  auto model = LlamaModel::load(GetParam());
+  ASSERT_TRUE(model) << model.status().message();
+  ThreadPool pool(2);
+  for (const GoldenCase& c : load_cases()) {
+    SequenceRunner runner(**model, pool, c.prompt_ids.size() + c.greedy_ids.size(), 512, {.dtype = KvDType::kF16});
+    auto out = runner.append(c.prompt_ids);
+    ASSERT_TRUE(out) << out.status().message();
+    std::vector<TokenId> generated{argmax(*out)};
+    while (generated.size() < c.greedy_ids.size()) {
+      const TokenId in[] = {generated.back()};
+      out = runner.append(in);
+      ASSERT_TRUE(out) << out.status().message();
+      generated.push_back(argmax(*out));
+    }
+    EXPECT_EQ(generated, c.greedy_ids) << "prompt: " << c.prompt;
+  }
+}
+
 TEST_P(GoldenTest, ChunkedPrefillGivesTheSameResult) {
   auto model = LlamaModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
@@ -102,7 +129,8 @@ TEST_P(GoldenTest, GeneratorGreedyWithAndWithoutCacheMatchesReference) {
     std::string streamed;
     auto result = generator.generate(c.prompt_ids, options, [&](std::string_view s) { streamed += s; });
     ASSERT_TRUE(result) << result.status().message();
-    EXPECT_EQ(result->tokens, std::vector<TokenId>(c.greedy_ids.begin(), c.greedy_ids.begin() + 60)) << "cache " << cache;
+    EXPECT_EQ(result->tokens, std::vector<TokenId>(c.greedy_ids.begin(), c.greedy_ids.begin() + 60))
+        << "cache " << cache;
     EXPECT_EQ(streamed, result->text);
     // The streamed continuation is exactly what decoding prompt + continuation adds to the prompt.
     std::vector<TokenId> all = c.prompt_ids;
