@@ -116,20 +116,14 @@ KVS_ALWAYS_INLINE __m256i to_bf16(__m256 v) {
 
 void attention_block_scores_avx2(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                  float* scores, size_t stride) {
-  switch (keys.type) {
-    case DType::kF16: return scores_kernel<DType::kF16>(q, nq, keys.data, count, head_dim, scale, scores, stride);
-    case DType::kBF16: return scores_kernel<DType::kBF16>(q, nq, keys.data, count, head_dim, scale, scores, stride);
-    default: return scores_kernel<DType::kF32>(q, nq, keys.data, count, head_dim, scale, scores, stride);
-  }
+  with_kv_element_type(keys.type,
+                       [&]<DType T>() { scores_kernel<T>(q, nq, keys.data, count, head_dim, scale, scores, stride); });
 }
 
 void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
                                  size_t head_dim, float* out) {
-  switch (values.type) {
-    case DType::kF16: return values_kernel<DType::kF16>(probs, stride, nq, values.data, count, head_dim, out);
-    case DType::kBF16: return values_kernel<DType::kBF16>(probs, stride, nq, values.data, count, head_dim, out);
-    default: return values_kernel<DType::kF32>(probs, stride, nq, values.data, count, head_dim, out);
-  }
+  with_kv_element_type(values.type,
+                       [&]<DType T>() { values_kernel<T>(probs, stride, nq, values.data, count, head_dim, out); });
 }
 
 void store_kv_row_avx2(DType type, const float* src, void* dst, size_t n) {

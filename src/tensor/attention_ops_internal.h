@@ -7,6 +7,17 @@
 
 namespace kvs::detail {
 
+// fn.template operator()<T>() for the KV element type `type` (kF16, kBF16, else kF32): how each ISA's
+// entry points pick their kernel instantiation.
+template <class Fn>
+inline void with_kv_element_type(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::kF16: return fn.template operator()<DType::kF16>();
+    case DType::kBF16: return fn.template operator()<DType::kBF16>();
+    default: return fn.template operator()<DType::kF32>();
+  }
+}
+
 void attention_block_scores_avx2(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                  float* scores, size_t stride);
 void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,

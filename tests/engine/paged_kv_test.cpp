@@ -3,6 +3,7 @@
 // exactly the bytes the calculator predicts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -102,27 +103,32 @@ TEST(PagedKv, DefaultModelMatchesContiguous) {
   expect_paged_equals_contiguous(**model);
 }
 
-class PagedKvSynth : public ::testing::TestWithParam<std::string> {};
+// The synthetic model of the test's preset, written to a temporary directory and loaded.
+class PagedKvSynth : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto spec = synth_preset(GetParam());
+    ASSERT_TRUE(spec);
+    ASSERT_TRUE(write_synth_model(*spec, dir_.file("m.gguf")).is_ok());
+    auto model = LlamaModel::load(dir_.file("m.gguf"));
+    ASSERT_TRUE(model) << model.status().message();
+    model_ = std::move(model).value();
+  }
+  // One directory per test (ctest runs the cases of this suite in parallel processes).
+  static std::string test_dir_name() {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();  // "Case/preset"
+    std::replace(name.begin(), name.end(), '/', '_');
+    return "paged_synth_" + name;
+  }
+  test::TempDir dir_{test_dir_name()};
+  std::unique_ptr<LlamaModel> model_;
+};
 
-TEST_P(PagedKvSynth, MatchesContiguous) {
-  test::TempDir dir("paged_" + GetParam());
-  auto spec = synth_preset(GetParam());
-  ASSERT_TRUE(spec);
-  ASSERT_TRUE(write_synth_model(*spec, dir.file("m.gguf")).is_ok());
-  auto model = LlamaModel::load(dir.file("m.gguf"));
-  ASSERT_TRUE(model) << model.status().message();
-  expect_paged_equals_contiguous(**model);
-}
+TEST_P(PagedKvSynth, MatchesContiguous) { expect_paged_equals_contiguous(*model_); }
 
 TEST_P(PagedKvSynth, HalfPrecisionKvFollowsFp32) {
-  test::TempDir dir("half_kv_" + GetParam());
-  auto spec = synth_preset(GetParam());
-  ASSERT_TRUE(spec);
-  ASSERT_TRUE(write_synth_model(*spec, dir.file("m.gguf")).is_ok());
-  auto model = LlamaModel::load(dir.file("m.gguf"));
-  ASSERT_TRUE(model) << model.status().message();
   // Measured 0.0027 (f16) and 0.023 (bf16); random weights may have near-ties, so tokens are not compared.
-  expect_half_kv_follows_fp32(**model, 0.006f, 0.05f, false);
+  expect_half_kv_follows_fp32(*model_, 0.006f, 0.05f, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedKvSynth, ::testing::Values("tiny-gqa", "tiny-mqa"),

@@ -8,19 +8,36 @@
 namespace kvs {
 namespace {
 
+// The default model, its tokenizer and the first 60000 bytes of the eval text (the references' slice).
+struct EvalSetup {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ThreadPool pool{2};
+  std::string text = test::read_file(test::shared_path("eval/tinystories_valid_head.txt")).substr(0, 60000);
+
+  EvalSetup() {
+    auto m = LlamaModel::load(test::default_model_path());
+    EXPECT_TRUE(m) << m.status().message();
+    if (!m) return;
+    model = std::move(m).value();
+    auto t = Tokenizer::from_gguf(model->file());
+    EXPECT_TRUE(t) << t.status().message();
+    if (t) tokenizer = std::make_unique<Tokenizer>(std::move(t).value());
+  }
+  Expected<PerplexityResult> evaluate(const PerplexityOptions& options) {
+    return evaluate_perplexity(*model, *tokenizer, pool, text, options);
+  }
+};
+
 TEST(Perplexity, ReproducesReferenceForBothChunkLengths) {
   const auto reference =
       nlohmann::json::parse(test::read_file(test::shared_path("reference/stories260K/perplexity.json")));
-  auto model = LlamaModel::load(test::default_model_path());
-  ASSERT_TRUE(model) << model.status().message();
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  ASSERT_TRUE(tokenizer) << tokenizer.status().message();
-  ThreadPool pool(2);
-  const std::string text = test::read_file(test::shared_path("eval/tinystories_valid_head.txt")).substr(0, 60000);
+  EvalSetup setup;
+  ASSERT_TRUE(setup.model && setup.tokenizer);
   for (const char* key : {"L256_16chunks", "L512_8chunks"}) {
     const auto& ref = reference[key];
     const PerplexityOptions options{.chunk_tokens = ref["chunk_len"], .max_chunks = ref["chunks"].size()};
-    auto result = evaluate_perplexity(**model, *tokenizer, pool, text, options);
+    auto result = setup.evaluate(options);
     ASSERT_TRUE(result) << result.status().message();
     EXPECT_EQ(result->text_tokens, ref["n_text_tokens"].get<size_t>()) << key;
     ASSERT_EQ(result->chunk_mean_nll.size(), ref["chunks"].size());
@@ -35,17 +52,12 @@ TEST(Perplexity, ReproducesReferenceForBothChunkLengths) {
 // What a 16-bit KV cache costs in quality, on the reference protocol (8 chunks of 512 tokens). Over the whole
 // file (767 chunks) it measured f32 5.320017, f16 5.319960, bf16 5.320809; here 3.941287, 3.941289, 3.941349.
 TEST(Perplexity, HalfPrecisionKvCostsLittle) {
-  auto model = LlamaModel::load(test::default_model_path());
-  ASSERT_TRUE(model) << model.status().message();
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  ASSERT_TRUE(tokenizer) << tokenizer.status().message();
-  ThreadPool pool(2);
-  const std::string text = test::read_file(test::shared_path("eval/tinystories_valid_head.txt")).substr(0, 60000);
+  EvalSetup setup;
+  ASSERT_TRUE(setup.model && setup.tokenizer);
   double perplexity[3] = {};
   const KvDType types[3] = {KvDType::kF32, KvDType::kF16, KvDType::kBF16};
   for (size_t i = 0; i < 3; ++i) {
-    auto result = evaluate_perplexity(**model, *tokenizer, pool, text,
-                                      {.chunk_tokens = 512, .max_chunks = 8, .kv_dtype = types[i]});
+    auto result = setup.evaluate({.chunk_tokens = 512, .max_chunks = 8, .kv_dtype = types[i]});
     ASSERT_TRUE(result) << result.status().message();
     perplexity[i] = result->perplexity;
   }
