@@ -1,10 +1,10 @@
 // A persistent pool of worker threads. The calling thread takes part, so a pool of N threads
 // starts N - 1 workers. A job is a list of chunks: each thread owns an equal run of them and takes
 // its own from the front (one long stream through memory), and a thread that runs out takes other
-// threads' chunks from the back. So a thread that is busy elsewhere (the OS gave its core to an HTTP
-// thread) or slower simply does fewer chunks: nobody waits for a thread that is not running. Workers spin briefly after
-// a job (decode issues hundreds of small jobs per token) and then sleep on a condition variable, so an idle pool burns
-// no CPU.
+// threads' chunks from the back. So a thread that is busy elsewhere (the OS gave its core to an
+// HTTP thread) or slower simply does fewer chunks: nobody waits for a thread that is not running.
+// Workers spin briefly after a job (decode issues hundreds of small jobs per token) and then sleep
+// on a condition variable, so an idle pool burns no CPU.
 #pragma once
 
 #include <atomic>
@@ -28,10 +28,10 @@ class ThreadPool {
   size_t num_threads() const { return num_threads_; }
 
   // Calls fn(chunk, thread) once for every chunk in [0, num_chunks) and returns when all are done.
-  // Chunks are claimed as the class comment says; `thread` (< num_threads(),
-  // the caller is 0) names the thread running the call, for per-thread scratch: calls with the same
-  // thread never overlap. Which thread runs a chunk varies from call to call, so a chunk's result
-  // must not depend on it. Not reentrant: fn must not use this pool.
+  // Chunks are claimed as the class comment says; `thread` (< num_threads(), the caller is 0) names
+  // the thread running the call, for per-thread scratch: calls with the same thread never overlap.
+  // Which thread runs a chunk varies from call to call, so a chunk's result must not depend on it.
+  // Not reentrant: fn must not use this pool.
   void for_chunks(size_t num_chunks, const std::function<void(size_t chunk, size_t thread)>& fn);
 
   // Calls fn(i, num_threads()) for every i in [0, num_threads()), as for_chunks does (so two indices
