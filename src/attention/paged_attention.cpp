@@ -36,7 +36,7 @@ void paged_attention(const KvStorage& kv, size_t layer, std::span<const BlockId>
   KVS_ASSERT(scores.size() >= heads * group * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
              heads, group, n_ctx);
   const Isa isa = best_isa();
-  const size_t head_block_bytes = block_size * hd * dtype_row_bytes(kv.element_type(), 1);
+  const size_t head_block_bytes = kv.head_block_bytes();
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool
   // ([block][kv_head][slot][head_dim]), so each block is read as one sequential stream rather than one

@@ -47,10 +47,11 @@ void loadgen(const LoadgenOptions& options) {
   // The server and this client share the machine: its memory bandwidth, which drifts on shared hosts,
   // bounds one stream's speed, so each round records it (the ratios between levels depend on it).
   std::vector<double> probes;
-  ThreadPool probe_pool(std::thread::hardware_concurrency());
+  std::unique_ptr<ThreadPool> probe_pool;
+  if (!options.no_probe) probe_pool = std::make_unique<ThreadPool>(std::thread::hardware_concurrency());
   const auto before_round = [&](size_t round) {
-    if (options.no_probe) return;
-    probes.push_back(measure_memory_bandwidth_gbs(probe_pool, kProbeBytes));
+    if (!probe_pool) return;
+    probes.push_back(measure_memory_bandwidth_gbs(*probe_pool, kProbeBytes));
     std::fprintf(stderr, "  round %zu: memory bandwidth probe %.1f GB/s\n", round + 1, probes.back());
   };
   const auto on_level = [](const server::LevelResult& r) {

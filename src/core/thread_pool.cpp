@@ -20,6 +20,12 @@ constexpr int kSpinIterations = 20000;
 // parallel_for's chunks per thread: enough that a thread that falls behind (preempted, or given a
 // slower share) is made up for by the others, few enough that each chunk stays one long stream.
 constexpr size_t kChunksPerThread = 4;
+
+// Grains of `grain` items (at least 1) that cover n items, the last possibly partial.
+size_t grain_count(size_t n, size_t& grain) {
+  grain = std::max<size_t>(1, grain);
+  return (n + grain - 1) / grain;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(size_t num_threads) : num_threads_(std::max<size_t>(1, num_threads)), ranges_(num_threads_) {
@@ -98,13 +104,12 @@ void ThreadPool::run(const std::function<void(size_t, size_t)>& fn) {
 }
 
 std::pair<size_t, size_t> ThreadPool::split(size_t n, size_t grain, size_t c, size_t chunks) {
-  grain = std::max<size_t>(1, grain);
-  const size_t grains = (n + grain - 1) / grain;
+  const size_t grains = grain_count(n, grain);
   return {std::min(n, grains * c / chunks * grain), std::min(n, grains * (c + 1) / chunks * grain)};
 }
 
 size_t ThreadPool::chunks_for(size_t n, size_t grain) const {
-  const size_t grains = (n + std::max<size_t>(1, grain) - 1) / std::max<size_t>(1, grain);
+  const size_t grains = grain_count(n, grain);
   return std::min(grains, num_threads_ == 1 ? size_t{1} : num_threads_ * kChunksPerThread);
 }
 

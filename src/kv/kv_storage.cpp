@@ -21,6 +21,7 @@ KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
   KVS_ASSERT(element.has_value(), "KV storage holds f32, f16 or bf16 elements, not {}", kv_dtype_name(shape.dtype));
   element_type_ = *element;
   element_bytes_ = dtype_row_bytes(element_type_, 1);
+  head_block_bytes_ = shape.block_size * shape.head_dim * element_bytes_;
   // Pool sizes come from the calculator's sizing function, so its prediction is this allocation.
   const size_t pool_bytes = shape.num_blocks * kv_pool_bytes_per_block(shape.spec());
   KVS_ASSERT(pool_bytes == shape.num_blocks * shape.elements_per_block() * element_bytes_,

@@ -53,6 +53,8 @@ class KvStorage {
   size_t bytes() const;  // K and V of every layer: what was allocated, = num_blocks x kv_bytes_per_block
 
   DType element_type() const { return element_type_; }
+  // Bytes of one head's keys (or values) in one block: block_size x head_dim elements.
+  size_t head_block_bytes() const { return head_block_bytes_; }
 
   // Scatters one token's K and V ([num_kv_heads][head_dim] fp32 each) into `slot` of `layer`, converted
   // to the element type (round to nearest even).
@@ -68,12 +70,13 @@ class KvStorage {
 
  private:
   size_t byte_offset(BlockId block, size_t kv_head) const {
-    return (block.value * shape_.num_kv_heads + kv_head) * shape_.block_size * shape_.head_dim * element_bytes_;
+    return (block.value * shape_.num_kv_heads + kv_head) * head_block_bytes_;
   }
 
   KvShape shape_;
   DType element_type_;
   size_t element_bytes_;
+  size_t head_block_bytes_;
   std::vector<AlignedBuffer<std::byte>> keys_;    // per layer: num_blocks * elements_per_block elements
   std::vector<AlignedBuffer<std::byte>> values_;  // same layout as keys_
 };

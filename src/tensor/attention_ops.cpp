@@ -65,14 +65,14 @@ void attention_block_values(const float* probs, size_t stride, size_t nq, KvRows
 
 void store_kv_row(DType type, const float* src, void* dst, size_t n, Isa isa) {
   check_type(type);
+  if (type == DType::kF32) {  // a copy on every isa; the kernels below round to 16 bits
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
   switch (isa) {
     case Isa::kAvx512: return detail::store_kv_row_avx512(type, src, dst, n);
     case Isa::kAvx2: return detail::store_kv_row_avx2(type, src, dst, n);
     case Isa::kScalar: break;
-  }
-  if (type == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
   }
   auto* out = static_cast<uint16_t*>(dst);
   for (size_t i = 0; i < n; ++i) out[i] = type == DType::kF16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);

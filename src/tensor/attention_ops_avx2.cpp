@@ -127,13 +127,8 @@ void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, K
 }
 
 void store_kv_row_avx2(DType type, const float* src, void* dst, size_t n) {
-  if (type == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
   auto* out = static_cast<uint16_t*>(dst);
-  size_t i = 0;
-  for (; i < n; i += 8) {
+  for (size_t i = 0; i < n; i += 8) {
     const size_t valid = n - i < 8 ? n - i : 8;
     const __m256 v = _mm256_maskload_ps(src + i, lanes(i, n));
     __m128i h;

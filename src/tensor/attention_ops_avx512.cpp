@@ -2,8 +2,6 @@
 // together (hsum4); values: a 64-float slice of a head's output stays in registers while the block's
 // value rows stream by. Ragged head dims use masked loads and stores. Each kernel is written once over
 // the element type; f16 rows widen with vcvtph2ps, bf16 rows with a 16-bit shift, both exact.
-#include <cstring>
-
 #include "tensor/attention_ops_internal.h"
 #include "tensor/simd_avx512.h"
 
@@ -111,10 +109,6 @@ void attention_block_values_avx512(const float* probs, size_t stride, size_t nq,
 }
 
 void store_kv_row_avx512(DType type, const float* src, void* dst, size_t n) {
-  if (type == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
   auto* out = static_cast<uint16_t*>(dst);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = lanes(i, n);
