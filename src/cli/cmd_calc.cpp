@@ -1,9 +1,8 @@
 // kvserve calc: how much KV memory a model needs, from the same sizing function the engine
 // allocates with.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "kv/kv_sizing.h"
@@ -39,8 +38,8 @@ std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& 
     auto config = ModelConfig::from_gguf(*file);
     if (!config) throw CommandError(config.status().message());
     label = o.model_path;
-    return {KvCacheSpec{.num_layers = config->num_layers, .num_kv_heads = config->num_kv_heads,
-                        .head_dim = config->head_dim},
+    return {KvCacheSpec{
+                .num_layers = config->num_layers, .num_kv_heads = config->num_kv_heads, .head_dim = config->head_dim},
             config->context_length};
   }
   if (!o.preset.empty()) {
@@ -100,7 +99,8 @@ void run(const CalcOptions& o) {
                         {"total_bytes", total},
                         {"total_gib", total / double(1ull << 30)}};
     if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
-    if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", kv_max_seqs_in_budget(spec, tokens, *budget)}});
+    if (budget)
+      j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", kv_max_seqs_in_budget(spec, tokens, *budget)}});
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -111,9 +111,10 @@ void run(const CalcOptions& o) {
   std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
-  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens (%s)\n", per_seq, blocks_per_seq, tokens,
-              gib(per_seq).c_str());
-  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", total, gib(total).c_str());
+  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens (%s)\n", per_seq, blocks_per_seq,
+              tokens, gib(per_seq).c_str());
+  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", total,
+              gib(total).c_str());
   if (budget) {
     std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
                 kv_max_seqs_in_budget(spec, tokens, *budget), tokens);

@@ -12,7 +12,8 @@ double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duratio
 Status EngineConfig::validate() const {
   if (max_batch_tokens == 0) return Status::invalid_argument("max batch tokens must be positive, got 0");
   if (max_seqs == 0) return Status::invalid_argument("max seqs must be positive, got 0");
-  if (kv_memory_bytes && kv_blocks) return Status::invalid_argument("give a KV memory budget or a block count, not both");
+  if (kv_memory_bytes && kv_blocks)
+    return Status::invalid_argument("give a KV memory budget or a block count, not both");
   return Status::ok();
 }
 
@@ -29,7 +30,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {
     size_t budget = config.kv_memory_bytes;
-    if (budget == 0) budget = std::min<size_t>(size_t{1} << 30, kv_bytes_for_sequences(spec, c.context_length, config.max_seqs));
+    if (budget == 0)
+      budget = std::min<size_t>(size_t{1} << 30, kv_bytes_for_sequences(spec, c.context_length, config.max_seqs));
     blocks = kv_blocks_in_budget(spec, budget);
     if (blocks == 0) {
       return Status::out_of_memory(fmt::format("a KV budget of {} bytes is smaller than one block of {} bytes", budget,
@@ -54,13 +56,13 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
   if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
   if (params.prompt.size() > context) {
-    return Status::out_of_range(fmt::format("the prompt has {} tokens but the model's context holds {}",
-                                            params.prompt.size(), context));
+    return Status::out_of_range(
+        fmt::format("the prompt has {} tokens but the model's context holds {}", params.prompt.size(), context));
   }
   for (TokenId t : params.prompt) {
     if (t < 0 || static_cast<size_t>(t) >= model_.config().vocab_size) {
-      return Status::invalid_argument(fmt::format("token id {} is outside the vocabulary of {}", t,
-                                                  model_.config().vocab_size));
+      return Status::invalid_argument(
+          fmt::format("token id {} is outside the vocabulary of {}", t, model_.config().vocab_size));
     }
   }
   // The prompt (plus the first generated token) must fit in the whole pool on its own.
@@ -72,8 +74,8 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   }
   KVS_RETURN_IF_ERROR(params.sampling.validate());
   const SeqId id{next_id_++};
-  auto request = std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink),
-                                           std::chrono::steady_clock::now());
+  auto request =
+      std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
   requests_.emplace(id.value, std::move(request));

@@ -19,11 +19,11 @@
 namespace kvs {
 
 struct EngineConfig {
-  size_t max_batch_tokens = 512;  // --max-batch-tokens
-  size_t max_seqs = 32;           // --max-seqs
-  size_t block_size = 16;         // --block-size
-  size_t kv_memory_bytes = 0;     // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
-  size_t kv_blocks = 0;           // --kv-blocks (instead of kv_memory_bytes)
+  size_t max_batch_tokens = 512;     // --max-batch-tokens
+  size_t max_seqs = 32;              // --max-seqs
+  size_t block_size = 16;            // --block-size
+  size_t kv_memory_bytes = 0;        // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
+  size_t kv_blocks = 0;              // --kv-blocks (instead of kv_memory_bytes)
   KvDType kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K/V elements
 
   Status validate() const;
@@ -31,8 +31,8 @@ struct EngineConfig {
 
 class Engine {
  public:
-  static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const Tokenizer& tokenizer,
-                                                  ThreadPool& pool, const EngineConfig& config);
+  static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                                  const EngineConfig& config);
 
   // Validates and queues. Fails (invalid_argument / out_of_range / out_of_memory) when the request
   // can never run: empty prompt, prompt longer than the context, prompt larger than the whole pool.

@@ -36,7 +36,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kLength;
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
-  Status error;                     // set when the request failed
+  Status error;  // set when the request failed
 };
 using OutputSink = std::function<void(const RequestOutput&)>;
 

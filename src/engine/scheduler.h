@@ -29,7 +29,7 @@ struct ScheduledChunk {
 
 struct SchedulePlan {
   std::vector<ScheduledChunk> chunks;
-  std::vector<Request*> preempted;    // lost their blocks this step; back at the front of waiting
+  std::vector<Request*> preempted;      // lost their blocks this step; back at the front of waiting
   std::vector<Request*> out_of_memory;  // cannot grow even alone in the pool: to be finished
   size_t num_tokens = 0;
 };
