@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 PROMPT     ?= Once upon a time
 CMAKE_FLAGS ?=
 
-.PHONY: deps js-deps configure build run test test-release test-sanitize bench format clean
+.PHONY: deps js-deps configure build run test test-release test-isa test-sanitize format-check bench format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -20,7 +20,7 @@ js-deps:
 	else echo "js-deps: npm not found; the kvserve_server_js test will fail until tests/js has node_modules"; fi
 
 configure: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVS_WERROR=ON $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,14 +29,25 @@ build: configure
 run: build
 	$(BUILD)/kvserve run -p "$(PROMPT)" -n 256
 
-# The whole test suite: release build, then again under AddressSanitizer + UBSan.
-test: test-release test-sanitize
+# The whole test suite: formatting, the release build (warnings are errors) on the CPU's best kernels,
+# again with the kernels limited to AVX2 and to scalar code, then again under AddressSanitizer + UBSan.
+test: format-check test-release test-isa test-sanitize
 
 test-release: build js-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# KVS_ISA limits the kernels of the test binaries and of the kvserve processes they start (tensor/isa.h);
+# a level above what the CPU has changes nothing, so on an AVX2-only host the avx2 run repeats test-release.
+test-isa: build js-deps
+	for isa in avx2 scalar; do \
+	  KVS_ISA=$$isa ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) || exit 1; \
+	done
+
+format-check: deps
+	find src tests bench -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
+
 test-sanitize: deps js-deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF -DKVS_WERROR=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)

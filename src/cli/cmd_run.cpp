@@ -6,6 +6,7 @@
 #include "cli/model_options.h"
 #include "engine/generator.h"
 #include "kv/kv_sizing.h"
+#include "tensor/isa.h"
 
 namespace kvs::cli {
 namespace {
@@ -73,14 +74,14 @@ void run(const RunOptions& options) {
   std::fprintf(stderr,
                "kvserve: prompt %zu tokens, generated %zu tokens (%s), prefill %.1f tok/s, decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "
-               "kv heads x %zu head dim, %s), %zu threads, kv cache %s\n",
+               "kv heads x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
                result->prompt_tokens, result->tokens.size(), std::string(finish_reason_name(result->finish_reason)).c_str(),
                result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
                decode_steps / std::max(result->decode_seconds, 1e-9), result->kv_bytes, kv.blocks_used,
                kv.blocks_total, kv.bytes_used, generation.kv.block_size, config.attention_kind().c_str(),
                config.num_layers, config.num_kv_heads, config.head_dim,
                std::string(kv_dtype_name(generation.kv.dtype)).c_str(), loaded.pool->num_threads(),
-               options.no_kv_cache ? "off" : "on");
+               std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
 }
 
 }  // namespace

@@ -3,11 +3,24 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "tensor/isa.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvserve: a CPU LLM inference engine built around its KV cache"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  // The kernels' instruction set: the CPU's best by default; a lower level runs the code paths of
+  // an older CPU (the test suite does this on every host). Applied before any subcommand runs.
+  app.fallthrough();
+  app.add_option_function<std::string>(
+         "--isa",
+         [](const std::string& name) {
+           const auto isa = kvs::isa_from_name(name);
+           if (!isa) throw CLI::ValidationError("--isa", "must be scalar, avx2 or avx512, got '" + name + "'");
+           kvs::set_isa_limit(*isa);
+         },
+         "Highest instruction set the kernels use: scalar, avx2 or avx512 (default: the CPU's best)")
+      ->envname("KVS_ISA");
   kvs::cli::register_run(app);
   kvs::cli::register_perplexity(app);
   kvs::cli::register_convert(app);

@@ -114,7 +114,7 @@ std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> messages) co
       out += (first_user ? "" : bos_) + "[INST] " + content + " [/INST]";
       first_user = false;
     } else {
-      out += " " + std::string(trim(m.content)) + " " + eos_;
+      out.append(" ").append(trim(m.content)).append(" ").append(eos_);
     }
   }
   return out;

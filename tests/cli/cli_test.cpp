@@ -6,34 +6,14 @@
 #include <filesystem>
 
 #include "model/synth.h"
+#include "run_kvserve.h"
 #include "test_support.h"
 
 namespace kvs {
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-CommandResult run_kvserve(const std::vector<std::string>& args, const test::TempDir& dir) {
-  std::string cmd = quote(KVS_BINARY);
-  for (const auto& a : args) cmd += " " + quote(a);
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const int status = std::system((cmd + " > " + quote(out) + " 2> " + quote(err) + " < /dev/null").c_str());
-  CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = test::read_file(out);
-  r.err = test::read_file(err);
-  return r;
-}
+using test::run_kvserve;
+using CommandResult = test::KvserveResult;
 
 // A clean failure: exit code 1 or CLI11's parse error code, never a signal or an internal error.
 void expect_clean_error(const CommandResult& r, const std::string& must_mention) {
@@ -119,6 +99,21 @@ TEST(Cli, InvalidFlagsAreRejectedWithTheValue) {
   expect_clean_error(run_kvserve({"run"}, dir), "prompt");
   expect_clean_error(run_kvserve({"run", "-p", "hi", "-n", "many"}, dir), "many");
   expect_clean_error(run_kvserve({"frobnicate"}, dir), "frobnicate");
+}
+
+// --isa (and KVS_ISA) limit the kernels; every level gives the same greedy story, and a bad name is an error.
+TEST(Cli, IsaFlagChoosesTheKernelsAndKeepsTheStory) {
+  test::TempDir dir("cli_isa");
+  const std::vector<std::string> story = {"run", "-p", "Once upon a time", "-n", "30", "--temp", "0"};
+  auto scalar_args = story;
+  scalar_args.insert(scalar_args.end(), {"--isa", "scalar"});
+  auto scalar = run_kvserve(scalar_args, dir);
+  ASSERT_EQ(scalar.exit_code, 0) << scalar.err;
+  EXPECT_NE(scalar.err.find("scalar kernels"), std::string::npos) << scalar.err;
+  auto best = run_kvserve(story, dir);
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(best.out, scalar.out);
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--isa", "avx9"}, dir), "avx9");
 }
 
 TEST(Cli, PerplexityMatchesReference) {

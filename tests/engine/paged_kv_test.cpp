@@ -85,7 +85,9 @@ void expect_half_kv_follows_fp32(const LlamaModel& model, float f16_tolerance, f
     std::printf("%s K/V: largest logit difference from f32 %.3g\n", std::string(kv_dtype_name(type)).c_str(), worst);
     EXPECT_LE(worst, type == KvDType::kF16 ? f16_tolerance : bf16_tolerance);
     EXPECT_GT(worst, 0.0f) << "the K/V were not rounded";
-    if (tokens_must_match) EXPECT_EQ(contiguous.tokens, reference.tokens);
+    if (tokens_must_match) {
+      EXPECT_EQ(contiguous.tokens, reference.tokens);
+    }
   }
 }
 

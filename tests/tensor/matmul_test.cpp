@@ -159,13 +159,18 @@ TEST(MatmulQuantizedTest, OneQuantizationFeedsSeveralMatrices) {
   const std::vector<float> x = test::make_activations(n, cols, rng);
   QuantizedActivations xq;
   quantize_activations(x, n, cols, xq, pool);
+  size_t compared = 0;
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    // Only where matmul itself quantizes x (SIMD paths); the scalar path multiplies by fp32 x instead.
+    if (matmul_activations(type, n, best_isa()) != MatmulActivations::kInt8Blocks) continue;
     const TestMatrix w = test::make_matrix(type, 40, cols, rng);
     std::vector<float> direct(n * 40), pre(n * 40);
     matmul(w.view(), x, n, direct, pool);
     matmul_quantized(w.view(), xq, pre, pool);
     EXPECT_EQ(direct, pre) << dtype_name(type);
+    ++compared;
   }
+  if (compared == 0) GTEST_SKIP() << "matmul takes fp32 activations on the " << isa_name(best_isa()) << " path";
 }
 
 TEST(MatmulActivationsTest, FormsPerTypeAndIsa) {

@@ -26,7 +26,7 @@ struct TestMatrix {
 };
 
 inline TestMatrix make_matrix(DType type, size_t rows, size_t cols, std::mt19937& rng) {
-  TestMatrix m{.type = type, .rows = rows, .cols = cols};
+  TestMatrix m{.type = type, .rows = rows, .cols = cols, .data = {}, .values = {}};
   const size_t row_bytes = dtype_row_bytes(type, cols);
   m.data.resize(rows * row_bytes);
   m.values.resize(rows * cols);
