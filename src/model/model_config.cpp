@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/llama_support.h"
+
 namespace kvs {
 namespace {
 
@@ -21,8 +23,9 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   ModelConfig c;
   const auto arch = file.get_string("general.architecture");
   if (!arch) return Status::corrupt(fmt::format("{}: metadata 'general.architecture' is missing", file.path()));
-  // Architectures with the Llama block structure (RMSNorm, RoPE, SwiGLU, optional GQA).
-  if (*arch != "llama" && *arch != "mistral" && *arch != "qwen2" && *arch != "granite") {
+  // Architectures with exactly the Llama block. qwen2 (Q/K/V biases) and granite (residual, embedding and
+  // logit multipliers) have the same tensors plus math this forward pass does not do: rejected, not approximated.
+  if (!is_llama_architecture(*arch)) {
     return Status::unimplemented(
         fmt::format("{}: architecture '{}' is not supported (supported: llama, mistral)", file.path(), *arch));
   }
@@ -55,6 +58,8 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   }
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   KVS_RETURN_IF_ERROR(c.validate().with_context(file.path()));
+  KVS_RETURN_IF_ERROR(check_llama_metadata(file, *arch, c.head_dim, c.context_length));
+  KVS_RETURN_IF_ERROR(check_llama_tensors(file, c.num_layers));
   return c;
 }
 

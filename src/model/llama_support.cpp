@@ -1,0 +1,115 @@
+#include "model/llama_support.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+
+namespace kvs {
+namespace {
+
+// Keys the config reads, or that say nothing about the math (tensor_data_layout names how the
+// converter permuted Q/K, which is already in the weights).
+constexpr std::array<std::string_view, 12> kUnderstoodKeys = {
+    "context_length",       "embedding_length",
+    "block_count",          "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv",
+    "attention.key_length", "attention.layer_norm_rms_epsilon",
+    "rope.dimension_count", "rope.freq_base",
+    "vocab_size",           "tensor_data_layout",
+};
+
+// Per-layer tensors the forward pass reads; with token_embd, output_norm and output, the whole file.
+constexpr std::array<std::string_view, 9> kLayerTensors = {
+    "attn_norm.weight", "attn_q.weight",    "attn_k.weight", "attn_v.weight", "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+};
+
+Status unsupported_key(const gguf::File& file, const std::string& key, const std::string& value,
+                       std::string_view what) {
+  return Status::unimplemented(
+      fmt::format("{}: metadata '{}' = {} ({}) is not supported by the llama forward pass", file.path(), key, value,
+                  what));
+}
+
+// Why a key that is present matters, or "" when its value is the neutral one this forward pass computes.
+Status check_key(const gguf::File& file, const std::string& key, std::string_view suffix, size_t head_dim,
+                 size_t context_length) {
+  for (std::string_view k : kUnderstoodKeys)
+    if (suffix == k) return Status::ok();
+  const auto number = file.get_float(key);
+  const auto text = file.get_string(key);
+  const std::string shown = number ? fmt::format("{}", *number) : text ? "'" + *text + "'" : "(a value)";
+  if (suffix == "attention.value_length") {
+    if (number && *number == static_cast<double>(head_dim)) return Status::ok();
+    return unsupported_key(file, key, shown, fmt::format("value heads wider or narrower than keys of {}", head_dim));
+  }
+  if (suffix == "rope.scaling.type") {
+    if (text && *text == "none") return Status::ok();
+    return unsupported_key(file, key, shown, "RoPE scaling");
+  }
+  if (suffix == "rope.scaling.factor" || suffix == "rope.scaling.attn_factor" || suffix == "rope.scale_linear") {
+    if (number && *number == 1.0) return Status::ok();
+    return unsupported_key(file, key, shown, "RoPE scaling");
+  }
+  // Only meaningful together with a scaling type (checked above).
+  if (suffix == "rope.scaling.original_context_length" || suffix == "rope.scaling.finetuned") return Status::ok();
+  if (suffix == "expert_count" || suffix == "expert_used_count") {
+    if (number && *number == 0.0) return Status::ok();
+    return unsupported_key(file, key, shown, "mixture of experts");
+  }
+  if (suffix == "attention.sliding_window") {
+    if (number && *number >= static_cast<double>(context_length)) return Status::ok();  // covers the whole context
+    return unsupported_key(file, key, shown, "sliding-window attention");
+  }
+  return unsupported_key(file, key, shown, "a key this engine does not implement");
+}
+
+// "blk.<layer>.<name>" -> layer and name; false for other names.
+bool split_layer_tensor(std::string_view name, size_t& layer, std::string_view& rest) {
+  if (!name.starts_with("blk.")) return false;
+  name.remove_prefix(4);
+  const auto* end = name.data() + name.size();
+  const auto [p, ec] = std::from_chars(name.data(), end, layer);
+  if (ec != std::errc() || p == end || *p != '.') return false;
+  rest = std::string_view(p + 1, static_cast<size_t>(end - p - 1));
+  return true;
+}
+
+}  // namespace
+
+bool is_llama_architecture(std::string_view architecture) {
+  return architecture == "llama" || architecture == "mistral";
+}
+
+Status check_llama_metadata(const gguf::File& file, std::string_view architecture, size_t head_dim,
+                            size_t context_length) {
+  const std::string prefix = std::string(architecture) + ".";
+  for (const auto& [key, value] : file.metadata()) {
+    if (!key.starts_with(prefix)) continue;
+    KVS_RETURN_IF_ERROR(check_key(file, key, std::string_view(key).substr(prefix.size()), head_dim, context_length));
+  }
+  return Status::ok();
+}
+
+Status check_llama_tensors(const gguf::File& file, size_t num_layers) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name == "output.weight") continue;
+    size_t layer = 0;
+    std::string_view rest;
+    bool known = false;
+    if (split_layer_tensor(t.name, layer, rest) && layer < num_layers) {
+      for (std::string_view n : kLayerTensors) known = known || rest == n;
+    }
+    if (known) continue;
+    std::string_view what = "a tensor the llama forward pass does not read";
+    if (t.name.ends_with(".bias")) what = "a bias, which the llama block does not have";
+    if (t.name == "rope_freqs.weight") what = "per-dimension RoPE frequency factors (Llama 3.1 RoPE scaling)";
+    if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)
+      what = "mixture-of-experts weights";
+    return Status::unimplemented(fmt::format("{}: tensor '{}' ({}) is not supported", file.path(), t.name, what));
+  }
+  return Status::ok();
+}
+
+}  // namespace kvs
