@@ -1,10 +1,9 @@
 // Paths and small helpers shared by the tests.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,8 +32,7 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 // A fresh directory under the build tree for files a test writes; removed when the object dies.
 class TempDir {
  public:
-  explicit TempDir(const std::string& name)
-      : path_(std::filesystem::path(KVS_BUILD_DIR) / "test-tmp" / name) {
+  explicit TempDir(const std::string& name) : path_(std::filesystem::path(KVS_BUILD_DIR) / "test-tmp" / name) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -71,17 +71,17 @@ void run(const RunOptions& options) {
   }
   const size_t decode_steps = result->tokens.empty() ? 0 : result->tokens.size() - 1;
   const KvUsage& kv = result->kv_usage;
-  std::fprintf(stderr,
-               "kvserve: prompt %zu tokens, generated %zu tokens (%s), prefill %.1f tok/s, decode %.1f tok/s, "
-               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "
-               "kv heads x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
-               result->prompt_tokens, result->tokens.size(), std::string(finish_reason_name(result->finish_reason)).c_str(),
-               result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
-               decode_steps / std::max(result->decode_seconds, 1e-9), result->kv_bytes, kv.blocks_used,
-               kv.blocks_total, kv.bytes_used, generation.kv.block_size, config.attention_kind().c_str(),
-               config.num_layers, config.num_kv_heads, config.head_dim,
-               std::string(kv_dtype_name(generation.kv.dtype)).c_str(), loaded.pool->num_threads(),
-               std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
+  std::fprintf(
+      stderr,
+      "kvserve: prompt %zu tokens, generated %zu tokens (%s), prefill %.1f tok/s, decode %.1f tok/s, "
+      "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "
+      "kv heads x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
+      result->prompt_tokens, result->tokens.size(), std::string(finish_reason_name(result->finish_reason)).c_str(),
+      result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
+      decode_steps / std::max(result->decode_seconds, 1e-9), result->kv_bytes, kv.blocks_used, kv.blocks_total,
+      kv.bytes_used, generation.kv.block_size, config.attention_kind().c_str(), config.num_layers, config.num_kv_heads,
+      config.head_dim, std::string(kv_dtype_name(generation.kv.dtype)).c_str(), loaded.pool->num_threads(),
+      std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
 }
 
 }  // namespace
@@ -93,16 +93,21 @@ void register_run(CLI::App& app) {
   SamplingParams& s = options->generation.sampling;
   cmd->add_option("-p,--prompt", options->prompt, "Prompt text")->required();
   cmd->add_option("-n,--max-tokens", options->max_new_tokens, "Maximum tokens to generate")
-      ->check(CLI::Range(size_t{0}, size_t{1} << 30))->capture_default_str();
+      ->check(CLI::Range(size_t{0}, size_t{1} << 30))
+      ->capture_default_str();
   cmd->add_option("--temp", s.temperature, "Sampling temperature; 0 = greedy")
-      ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
   cmd->add_option("--top-k", s.top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", s.top_p, "Nucleus sampling: smallest set with this probability mass; 1 = off")
-      ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   cmd->add_option("--min-p", s.min_p, "Drop tokens less likely than min-p x the best; 0 = off")
-      ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   cmd->add_option("--repeat-penalty", s.repetition_penalty, "Penalty for recently seen tokens; 1 = off")
-      ->check(CLI::Range(0.01f, 100.0f))->capture_default_str();
+      ->check(CLI::Range(0.01f, 100.0f))
+      ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed for sampling")->capture_default_str();
   cmd->add_option("--stop", options->generation.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
@@ -110,11 +115,13 @@ void register_run(CLI::App& app) {
                 "Baseline without a KV cache: recompute the whole history at every step");
   cmd->add_option("--block-size", options->generation.kv.block_size, "Tokens per KV block (power of two, 1..256)")
       ->capture_default_str();
-  cmd->add_option("--kv-memory", options->kv_memory, "KV pool budget, e.g. 512MiB or 2GiB (default: what the request needs)");
+  cmd->add_option("--kv-memory", options->kv_memory,
+                  "KV pool budget, e.g. 512MiB or 2GiB (default: what the request needs)");
   cmd->add_option("--kv-blocks", options->kv_blocks, "KV pool size in blocks (instead of --kv-memory)");
   add_kv_dtype_option(*cmd, options->kv_dtype);
   cmd->add_option("--batch", options->generation.max_batch_tokens, "Prefill chunk size in tokens")
-      ->check(CLI::Range(1, 65536))->capture_default_str();
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   cmd->callback([options] { run(*options); });
 }
 

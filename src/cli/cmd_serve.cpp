@@ -27,7 +27,7 @@ struct ServeOptions {
   ModelOptions model;
   server::HttpServerConfig http;
   EngineConfig engine;
-  std::string kv_memory;  // e.g. 512MiB
+  std::string kv_memory;         // e.g. 512MiB
   std::string kv_dtype = "f16";  // as llama.cpp serves: half the KV memory, perplexity within 1e-5
   size_t completion_max_tokens = 16;
 };
@@ -115,8 +115,7 @@ void serve(const ServeOptions& options) {
       "%zu threads%s\n",
       model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
       options.http.host.c_str(), *port, metrics.kv_blocks_total, std::string(kv_dtype_name(config.kv_dtype)).c_str(),
-      config.block_size, loaded.pool->num_threads(),
-      options.http.api_key.empty() ? "" : ", API key required");
+      config.block_size, loaded.pool->num_threads(), options.http.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
   if (model.chat_template_unrecognized) {
     std::fprintf(stderr,

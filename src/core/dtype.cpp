@@ -56,8 +56,8 @@ size_t dtype_block_bytes(DType type) {
 
 size_t dtype_row_bytes(DType type, size_t elements) {
   const size_t block = dtype_block_elements(type);
-  KVS_ASSERT(elements % block == 0, "row of {} elements is not a multiple of the {} block of {}",
-             elements, dtype_name(type), block);
+  KVS_ASSERT(elements % block == 0, "row of {} elements is not a multiple of the {} block of {}", elements,
+             dtype_name(type), block);
   return elements / block * dtype_block_bytes(type);
 }
 

@@ -81,8 +81,8 @@ Status BlockPool::check_invariants() const {
   size_t zero_refs = 0;
   for (const BlockMeta& m : meta_) zero_refs += m.ref_count == 0;
   if (linked != num_free_ || zero_refs != num_free_) {
-    return Status::corrupt(fmt::format("free count {} but {} blocks linked and {} with ref count 0", num_free_, linked,
-                                       zero_refs));
+    return Status::corrupt(
+        fmt::format("free count {} but {} blocks linked and {} with ref count 0", num_free_, linked, zero_refs));
   }
   return Status::ok();
 }

@@ -19,8 +19,8 @@
 namespace kvs {
 
 struct KvCacheConfig {
-  KvCacheSpec spec;        // model shape, element type, block size
-  size_t num_blocks = 0;   // pool size (from --kv-blocks, or a byte budget via kv_blocks_in_budget)
+  KvCacheSpec spec;       // model shape, element type, block size
+  size_t num_blocks = 0;  // pool size (from --kv-blocks, or a byte budget via kv_blocks_in_budget)
 
   Status validate() const;
 };

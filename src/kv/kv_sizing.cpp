@@ -56,12 +56,14 @@ Status KvCacheSpec::validate() const {
   if (mla) {
     if (kv_lora_rank == 0) return Status::invalid_argument("MLA needs a latent width (kv_lora_rank), got 0");
     if (quantized(dtype) && (kv_lora_rank + rope_dim) % 2 != 0) {
-      return Status::invalid_argument(fmt::format("int4 MLA latent width must be even, got {}", kv_lora_rank + rope_dim));
+      return Status::invalid_argument(
+          fmt::format("int4 MLA latent width must be even, got {}", kv_lora_rank + rope_dim));
     }
     return Status::ok();
   }
   if (num_kv_heads == 0 || head_dim == 0) {
-    return Status::invalid_argument(fmt::format("kv heads ({}) and head dim ({}) must be positive", num_kv_heads, head_dim));
+    return Status::invalid_argument(
+        fmt::format("kv heads ({}) and head dim ({}) must be positive", num_kv_heads, head_dim));
   }
   if (dtype == KvDType::kInt4 && head_dim % 2 != 0) {
     return Status::invalid_argument(fmt::format("int4 KV needs an even head dim, got {}", head_dim));
@@ -84,7 +86,7 @@ KvBlockBytes kv_bytes_per_block(const KvCacheSpec& s) {
     if (s.mla) {
       b.scales = s.num_layers * s.block_size * kScaleBytes;  // one scale per token's latent
     } else {
-      const size_t k_scales = s.num_kv_heads * s.head_dim * kScaleBytes;  // per channel, per block
+      const size_t k_scales = s.num_kv_heads * s.head_dim * kScaleBytes;    // per channel, per block
       const size_t v_scales = s.block_size * s.num_kv_heads * kScaleBytes;  // per token and head
       b.scales = s.num_layers * (k_scales + v_scales);
     }
@@ -113,7 +115,8 @@ Expected<size_t> parse_byte_size(std::string_view text) {
   std::string s(text);
   size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0) return Status::invalid_argument(fmt::format("'{}' is not a byte size (e.g. 512MiB, 2GiB, 1000000)", text));
+  if (i == 0)
+    return Status::invalid_argument(fmt::format("'{}' is not a byte size (e.g. 512MiB, 2GiB, 1000000)", text));
   double number = 0;
   try {
     number = std::stod(s.substr(0, i));
@@ -123,18 +126,30 @@ Expected<size_t> parse_byte_size(std::string_view text) {
   std::string unit = s.substr(i);
   for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return Status::invalid_argument(fmt::format("unknown unit '{}' in byte size '{}' (use KiB, MiB, GiB, KB, MB, GB)", s.substr(i), text));
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kib" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return Status::invalid_argument(
+        fmt::format("unknown unit '{}' in byte size '{}' (use KiB, MiB, GiB, KB, MB, GB)", s.substr(i), text));
   const double bytes = number * scale;
-  if (!(bytes >= 0) || bytes > 1e18) return Status::invalid_argument(fmt::format("byte size '{}' is out of range", text));
+  if (!(bytes >= 0) || bytes > 1e18)
+    return Status::invalid_argument(fmt::format("byte size '{}' is out of range", text));
   return static_cast<size_t>(std::llround(bytes));
 }
 

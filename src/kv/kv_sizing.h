@@ -26,20 +26,20 @@ std::string_view kv_dtype_name(KvDType type);
 
 struct KvCacheSpec {
   size_t num_layers = 0;
-  size_t num_kv_heads = 0;   // ignored for MLA
-  size_t head_dim = 0;       // ignored for MLA
-  bool mla = false;          // cache a compressed latent instead of K and V
-  size_t kv_lora_rank = 0;   // MLA latent width
-  size_t rope_dim = 0;       // MLA decoupled RoPE key width
+  size_t num_kv_heads = 0;  // ignored for MLA
+  size_t head_dim = 0;      // ignored for MLA
+  bool mla = false;         // cache a compressed latent instead of K and V
+  size_t kv_lora_rank = 0;  // MLA latent width
+  size_t rope_dim = 0;      // MLA decoupled RoPE key width
   KvDType dtype = KvDType::kF32;
-  size_t block_size = 16;    // tokens per block, a power of two in [1, 256]
+  size_t block_size = 16;  // tokens per block, a power of two in [1, 256]
 
   Status validate() const;
 };
 
 struct KvBlockBytes {
-  size_t data = 0;   // element bytes of one block, all layers, K and V
-  size_t scales = 0; // scale bytes of one block, all layers
+  size_t data = 0;    // element bytes of one block, all layers, K and V
+  size_t scales = 0;  // scale bytes of one block, all layers
   size_t total() const { return data + scales; }
 };
 

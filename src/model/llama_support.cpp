@@ -11,25 +11,21 @@ namespace {
 // Keys the config reads, or that say nothing about the math (tensor_data_layout names how the
 // converter permuted Q/K, which is already in the weights).
 constexpr std::array<std::string_view, 12> kUnderstoodKeys = {
-    "context_length",       "embedding_length",
-    "block_count",          "feed_forward_length",
-    "attention.head_count", "attention.head_count_kv",
-    "attention.key_length", "attention.layer_norm_rms_epsilon",
-    "rope.dimension_count", "rope.freq_base",
-    "vocab_size",           "tensor_data_layout",
+    "context_length",       "embedding_length",        "block_count",          "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.layer_norm_rms_epsilon",
+    "rope.dimension_count", "rope.freq_base",          "vocab_size",           "tensor_data_layout",
 };
 
 // Per-layer tensors the forward pass reads; with token_embd, output_norm and output, the whole file.
 constexpr std::array<std::string_view, 9> kLayerTensors = {
-    "attn_norm.weight", "attn_q.weight",    "attn_k.weight", "attn_v.weight", "attn_output.weight",
+    "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",   "attn_output.weight",
     "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
 };
 
 Status unsupported_key(const gguf::File& file, const std::string& key, const std::string& value,
                        std::string_view what) {
-  return Status::unimplemented(
-      fmt::format("{}: metadata '{}' = {} ({}) is not supported by the llama forward pass", file.path(), key, value,
-                  what));
+  return Status::unimplemented(fmt::format("{}: metadata '{}' = {} ({}) is not supported by the llama forward pass",
+                                           file.path(), key, value, what));
 }
 
 // Why a key that is present matters, or "" when its value is the neutral one this forward pass computes.

@@ -15,9 +15,9 @@ namespace kvs {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };  // ordered: each level includes the ones before it
 
-bool cpu_supports_isa(Isa isa);    // does this CPU (and OS) run it, whatever the limit?
-bool isa_supported(Isa isa);       // does it run it, and is it within the process's limit?
-Isa best_isa();                    // the fastest supported level within the limit
+bool cpu_supports_isa(Isa isa);     // does this CPU (and OS) run it, whatever the limit?
+bool isa_supported(Isa isa);        // does it run it, and is it within the process's limit?
+Isa best_isa();                     // the fastest supported level within the limit
 std::vector<Isa> supported_isas();  // scalar first, within the limit
 std::string_view isa_name(Isa isa);
 std::optional<Isa> isa_from_name(std::string_view name);  // "scalar", "avx2", "avx512"

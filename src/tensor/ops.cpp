@@ -30,8 +30,8 @@ void axpy_f32(float a, const float* x, float* y, size_t n, Isa isa) {
 }
 
 void rmsnorm(std::span<float> out, std::span<const float> x, std::span<const float> weight, float eps, Isa isa) {
-  KVS_ASSERT(out.size() >= x.size() && weight.size() >= x.size(),
-             "rmsnorm: x has {} values, out {}, weight {}", x.size(), out.size(), weight.size());
+  KVS_ASSERT(out.size() >= x.size() && weight.size() >= x.size(), "rmsnorm: x has {} values, out {}, weight {}",
+             x.size(), out.size(), weight.size());
   double ss = 0.0;
   switch (isa) {
     case Isa::kAvx512: ss = detail::sum_squares_avx512(x.data(), x.size()); break;

@@ -20,8 +20,8 @@ void rmsnorm(std::span<float> out, std::span<const float> x, std::span<const flo
 
 // In place, over `n_heads` heads of `head_dim` each laid out back to back: rotates adjacent pairs
 // (2i, 2i+1) for 2i < rope_dim by pos * base^(-2i/rope_dim) (GGUF "llama" / llama2.c convention).
-void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, size_t rope_dim,
-                      size_t pos, float freq_base);
+void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, size_t rope_dim, size_t pos,
+                      float freq_base);
 
 // The same rotation in three steps, so nothing is recomputed per layer or per call:
 // inv_freq[i] = base^(-2i/rope_dim) for i < rope_dim / 2 (once per model),

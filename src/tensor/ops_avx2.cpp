@@ -23,7 +23,8 @@ float dot_f32_avx2(const float* a, const float* b, size_t n) {
 void axpy_f32_avx2(float a, const float* x, float* y, size_t n) {
   const __m256 av = _mm256_set1_ps(a);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   if (i < n) {
     const __m256i m = tail_mask8(n - i);
     _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(av, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
@@ -51,8 +52,8 @@ void scale_mul_avx2(float* out, const float* x, const float* weight, float scale
     _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(weight + i)));
   if (i < n) {
     const __m256i m = tail_mask8(n - i);
-    _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), s),
-                                                  _mm256_maskload_ps(weight + i, m)));
+    _mm256_maskstore_ps(
+        out + i, m, _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), s), _mm256_maskload_ps(weight + i, m)));
   }
 }
 

@@ -29,7 +29,8 @@ void axpy_f32_avx512(float a, const float* x, float* y, size_t n) {
   const __m512 av = _mm512_set1_ps(a);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = mask_at(i, n);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
 }
 
@@ -49,7 +50,8 @@ void scale_mul_avx512(float* out, const float* x, const float* weight, float sca
   const __m512 s = _mm512_set1_ps(scale);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = mask_at(i, n);
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s), _mm512_maskz_loadu_ps(m, weight + i));
+    const __m512 v =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s), _mm512_maskz_loadu_ps(m, weight + i));
     _mm512_mask_storeu_ps(out + i, m, v);
   }
 }

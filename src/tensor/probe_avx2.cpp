@@ -14,8 +14,8 @@ uint64_t read_bytes_avx2(const std::byte* p, size_t n) {
     }
   }
   const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
-  return static_cast<uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 1) ^
-                               _mm256_extract_epi64(x, 2) ^ _mm256_extract_epi64(x, 3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 1) ^ _mm256_extract_epi64(x, 2) ^
+                               _mm256_extract_epi64(x, 3));
 }
 
 float fma_loop_avx2(size_t iters, float seed) {

@@ -28,8 +28,8 @@ void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, s
                       std::span<const float> sin) {
   const size_t pairs = cos.size();
   KVS_ASSERT(sin.size() == pairs && 2 * pairs <= head_dim && heads.size() >= n_heads * head_dim,
-             "rope: {} cos / {} sin values, head_dim {}, {} heads in {} floats", pairs, sin.size(), head_dim,
-             n_heads, heads.size());
+             "rope: {} cos / {} sin values, head_dim {}, {} heads in {} floats", pairs, sin.size(), head_dim, n_heads,
+             heads.size());
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = heads.data() + h * head_dim;
     for (size_t i = 0; i < pairs; ++i) {

@@ -24,8 +24,7 @@ class ByteBpeTokenizer final : public TokenizerImpl {
 
   void encode_text(std::string_view text, bool /*starts_text*/, std::vector<TokenId>& out) const override {
     std::string key;  // reused "left right" lookup key
-    for (std::string_view word : pre_tokenize(vocab().pre, text))
-      encode_word(byte_unicode::encode(word), key, out);
+    for (std::string_view word : pre_tokenize(vocab().pre, text)) encode_word(byte_unicode::encode(word), key, out);
   }
 
   std::string piece(TokenId id) const override {

@@ -14,8 +14,7 @@ bool is_newline(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 
 class Llama3Matcher {
  public:
-  Llama3Matcher(std::span<const ClassifiedChar> chars, size_t max_digits)
-      : chars_(chars), max_digits_(max_digits) {}
+  Llama3Matcher(std::span<const ClassifiedChar> chars, size_t max_digits) : chars_(chars), max_digits_(max_digits) {}
 
   // End (char index) of the match starting at `pos` < size.
   size_t match(size_t pos) const {
@@ -28,8 +27,7 @@ class Llama3Matcher {
     const CharClass first = class_at(pos);
     // [^\r\n\p{L}\p{N}]?\p{L}+
     if (first == CharClass::kLetter) return run_end(pos, CharClass::kLetter);
-    if (first != CharClass::kNumber && !is_newline(code_point(pos)) &&
-        class_at(pos + 1) == CharClass::kLetter) {
+    if (first != CharClass::kNumber && !is_newline(code_point(pos)) && class_at(pos + 1) == CharClass::kLetter) {
       return run_end(pos + 1, CharClass::kLetter);
     }
     // \p{N}{1,max_digits}

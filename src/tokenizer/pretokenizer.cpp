@@ -9,8 +9,7 @@ std::vector<ClassifiedChar> classify_chars(std::string_view text) {
   chars.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
     const utf8::DecodedChar c = utf8::decode(text, pos);
-    const unicode::CharClass char_class =
-        c.valid ? unicode::char_class(c.code_point) : unicode::CharClass::kOther;
+    const unicode::CharClass char_class = c.valid ? unicode::char_class(c.code_point) : unicode::CharClass::kOther;
     chars.push_back({c.code_point, static_cast<uint32_t>(pos), char_class});
     pos += c.length;
   }

@@ -97,8 +97,8 @@ class SpmTokenizer final : public TokenizerImpl {
         continue;
       }
       // Byte fallback; a vocabulary without byte tokens gets one <unk> for the character.
-      const bool has_bytes = std::all_of(piece.begin(), piece.end(),
-                                         [&](char c) { return byte_tokens_[static_cast<uint8_t>(c)] >= 0; });
+      const bool has_bytes =
+          std::all_of(piece.begin(), piece.end(), [&](char c) { return byte_tokens_[static_cast<uint8_t>(c)] >= 0; });
       if (has_bytes) {
         for (char c : piece) out.push_back(byte_tokens_[static_cast<uint8_t>(c)]);
       } else if (vocab().unknown >= 0) {

@@ -52,13 +52,10 @@ std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   return text;
 }
 
-std::string Tokenizer::token_bytes(TokenId id) const {
-  return impl_->contains(id) ? impl_->piece(id) : std::string();
-}
+std::string Tokenizer::token_bytes(TokenId id) const { return impl_->contains(id) ? impl_->piece(id) : std::string(); }
 
 std::string_view Tokenizer::token_text(TokenId id) const {
-  return impl_->contains(id) ? std::string_view(impl_->vocab().tokens[static_cast<size_t>(id)])
-                             : std::string_view();
+  return impl_->contains(id) ? std::string_view(impl_->vocab().tokens[static_cast<size_t>(id)]) : std::string_view();
 }
 
 bool Tokenizer::strips_leading_space() const { return impl_->strips_leading_space(); }

@@ -21,8 +21,7 @@ TokenizerImpl::TokenizerImpl(Vocab vocab) : vocab_(std::move(vocab)) {
   for (size_t i = 0; i < vocab_.size(); ++i) {
     const auto id = static_cast<TokenId>(i);
     const TokenType type = vocab_.type_of(id);
-    const bool special =
-        type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUserDefined;
+    const bool special = type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUserDefined;
     if (special && !vocab_.tokens[i].empty()) special_tokens_.push_back(id);
     const bool marks_end = std::find(std::begin(kEndOfGenerationTexts), std::end(kEndOfGenerationTexts),
                                      vocab_.tokens[i]) != std::end(kEndOfGenerationTexts);

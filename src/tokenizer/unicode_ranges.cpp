@@ -197,8 +197,8 @@ constexpr Range kWhitespace[] = {
 
 bool in_ranges(std::span<const Range> ranges, uint32_t cp) {
   // First range whose last >= cp; cp is inside iff that range starts at or before it.
-  const auto it = std::lower_bound(ranges.begin(), ranges.end(), cp,
-                                   [](const Range& r, uint32_t value) { return r.last < value; });
+  const auto it =
+      std::lower_bound(ranges.begin(), ranges.end(), cp, [](const Range& r, uint32_t value) { return r.last < value; });
   return it != ranges.end() && it->first <= cp;
 }
 

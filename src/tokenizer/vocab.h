@@ -58,9 +58,7 @@ struct Vocab {
   // Sizes agree, ids are in range, merges have their separator. Messages name the GGUF key.
   Status validate() const;
   size_t size() const { return tokens.size(); }
-  TokenType type_of(TokenId id) const {
-    return types.empty() ? TokenType::kNormal : types[static_cast<size_t>(id)];
-  }
+  TokenType type_of(TokenId id) const { return types.empty() ? TokenType::kNormal : types[static_cast<size_t>(id)]; }
   float score_of(TokenId id) const { return scores.empty() ? 0.0f : scores[static_cast<size_t>(id)]; }
 };
 

@@ -13,8 +13,8 @@ constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
 
 // The array under `key`, or an error when it is missing or holds other than `element_type`
 // (any integer type passes for kInt32, any float for kFloat32).
-Expected<const gguf::Array*> typed_array(const gguf::File& file, std::string_view key,
-                                         gguf::ValueType element_type, bool required) {
+Expected<const gguf::Array*> typed_array(const gguf::File& file, std::string_view key, gguf::ValueType element_type,
+                                         bool required) {
   const gguf::Value* value = file.find(key);
   if (value == nullptr) {
     if (required) return Status::not_found(fmt::format("{} is missing from {}", key, file.path()));
@@ -22,8 +22,7 @@ Expected<const gguf::Array*> typed_array(const gguf::File& file, std::string_vie
   }
   const gguf::Array* array = value->as_array();
   if (array == nullptr) {
-    return Status::corrupt(fmt::format("{} must be an array of {}, got a {}", key,
-                                       gguf::value_type_name(element_type),
+    return Status::corrupt(fmt::format("{} must be an array of {}, got a {}", key, gguf::value_type_name(element_type),
                                        gguf::value_type_name(value->type)));
   }
   using gguf::ValueType;
@@ -56,8 +55,7 @@ Expected<TokenId> read_id(const gguf::File& file, std::string_view key) {
   if (value == nullptr) return TokenId{-1};
   const std::optional<int64_t> id = value->as_int();
   if (!id)
-    return Status::corrupt(
-        fmt::format("{} must be an integer, got a {}", key, gguf::value_type_name(value->type)));
+    return Status::corrupt(fmt::format("{} must be an integer, got a {}", key, gguf::value_type_name(value->type)));
   if (*id == -1 || *id == 0xFFFFFFFF) return TokenId{-1};
   if (*id < 0 || *id > std::numeric_limits<TokenId>::max()) {
     return Status::out_of_range(fmt::format("{} = {} is not a token id", key, *id));
@@ -69,20 +67,16 @@ Expected<bool> read_bool(const gguf::File& file, std::string_view key, bool fall
   const gguf::Value* value = file.find(key);
   if (value == nullptr) return fallback;
   const std::optional<bool> b = value->as_bool();
-  if (!b)
-    return Status::corrupt(
-        fmt::format("{} must be a bool, got a {}", key, gguf::value_type_name(value->type)));
+  if (!b) return Status::corrupt(fmt::format("{} must be a bool, got a {}", key, gguf::value_type_name(value->type)));
   return *b;
 }
 
 Status read_scores_and_types(const gguf::File& file, Vocab& vocab) {
-  auto scores =
-      typed_array(file, kScoresKey, gguf::ValueType::kFloat32, vocab.kind == VocabKind::kSentencePiece);
+  auto scores = typed_array(file, kScoresKey, gguf::ValueType::kFloat32, vocab.kind == VocabKind::kSentencePiece);
   if (!scores) return scores.status();
   if (*scores != nullptr) {
     vocab.scores.reserve((*scores)->items.size());
-    for (const gguf::Value& item : (*scores)->items)
-      vocab.scores.push_back(static_cast<float>(*item.as_float()));
+    for (const gguf::Value& item : (*scores)->items) vocab.scores.push_back(static_cast<float>(*item.as_float()));
   }
   auto types = typed_array(file, kTypesKey, gguf::ValueType::kInt32, false);
   if (!types) return types.status();
@@ -102,10 +96,8 @@ Status read_scores_and_types(const gguf::File& file, Vocab& vocab) {
 
 Status read_special_ids(const gguf::File& file, Vocab& vocab) {
   const std::pair<std::string_view, TokenId*> keys[] = {
-      {"tokenizer.ggml.bos_token_id", &vocab.bos},
-      {"tokenizer.ggml.eos_token_id", &vocab.eos},
-      {"tokenizer.ggml.unknown_token_id", &vocab.unknown},
-      {"tokenizer.ggml.padding_token_id", &vocab.padding},
+      {"tokenizer.ggml.bos_token_id", &vocab.bos},         {"tokenizer.ggml.eos_token_id", &vocab.eos},
+      {"tokenizer.ggml.unknown_token_id", &vocab.unknown}, {"tokenizer.ggml.padding_token_id", &vocab.padding},
       {"tokenizer.ggml.eot_token_id", &vocab.eot},
   };
   for (const auto& [key, target] : keys) {
@@ -121,8 +113,7 @@ Status read_special_ids(const gguf::File& file, Vocab& vocab) {
 Expected<Vocab> vocab_from_gguf(const gguf::File& file) {
   Vocab vocab;
   const gguf::Value* model_value = file.find(kModelKey);
-  if (model_value == nullptr)
-    return Status::not_found(fmt::format("{} is missing from {}", kModelKey, file.path()));
+  if (model_value == nullptr) return Status::not_found(fmt::format("{} is missing from {}", kModelKey, file.path()));
   if (model_value->as_string() == nullptr) {
     return Status::corrupt(
         fmt::format("{} must be a string, got a {}", kModelKey, gguf::value_type_name(model_value->type)));
@@ -133,8 +124,7 @@ Expected<Vocab> vocab_from_gguf(const gguf::File& file) {
   } else if (model == "gpt2") {
     vocab.kind = VocabKind::kBytePairs;
   } else {
-    return Status::unimplemented(
-        fmt::format("{} '{}' is not supported (supported: llama, gpt2)", kModelKey, model));
+    return Status::unimplemented(fmt::format("{} '{}' is not supported (supported: llama, gpt2)", kModelKey, model));
   }
   if (vocab.kind == VocabKind::kBytePairs) {
     auto pre = pre_tokenizer_from_name(file.get_string("tokenizer.ggml.pre").value_or(""));

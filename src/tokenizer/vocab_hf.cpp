@@ -73,8 +73,8 @@ Status read_config(const std::string& path, Vocab& vocab) {
         return Status::corrupt(fmt::format("{}: added token id '{}' is not a number", path, id_text));
       }
       const bool special = token.value("special", false);
-      KVS_RETURN_IF_ERROR(place(vocab, path, content->get<std::string>(), id,
-                                special ? TokenType::kControl : TokenType::kUserDefined));
+      KVS_RETURN_IF_ERROR(
+          place(vocab, path, content->get<std::string>(), id, special ? TokenType::kControl : TokenType::kUserDefined));
     }
   }
   vocab.bos = special_id(*config, "bos_token", vocab);
@@ -113,13 +113,11 @@ Expected<Vocab> vocab_from_hf_files(const HfTokenizerFiles& files, PreTokenizerK
   if (!tokens->is_object()) return Status::corrupt(fmt::format("{} is not a JSON object", files.vocab_json));
   for (const auto& [text, id] : tokens->items()) {
     if (!id.is_number_integer()) {
-      return Status::corrupt(
-          fmt::format("{}: token '{}' has a non-integer id {}", files.vocab_json, text, id.dump()));
+      return Status::corrupt(fmt::format("{}: token '{}' has a non-integer id {}", files.vocab_json, text, id.dump()));
     }
     KVS_RETURN_IF_ERROR(place(vocab, files.vocab_json, text, id.get<int64_t>(), TokenType::kNormal));
   }
-  if (!files.tokenizer_config_json.empty())
-    KVS_RETURN_IF_ERROR(read_config(files.tokenizer_config_json, vocab));
+  if (!files.tokenizer_config_json.empty()) KVS_RETURN_IF_ERROR(read_config(files.tokenizer_config_json, vocab));
   for (size_t i = 0; i < vocab.tokens.size(); ++i) {
     if (vocab.types[i] == TokenType::kUndefined) {
       vocab.tokens[i] = fmt::format("[PAD{}]", i);

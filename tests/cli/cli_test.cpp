@@ -131,7 +131,8 @@ TEST(Cli, HelpExplainsEverySubcommand) {
   test::TempDir dir("cli_help");
   auto r = run_kvserve({"--help"}, dir);
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* sub : {"run", "perplexity", "convert", "synth"}) EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+  for (const char* sub : {"run", "perplexity", "convert", "synth"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
   auto run_help = run_kvserve({"run", "--help"}, dir);
   EXPECT_NE(run_help.out.find("--no-kv-cache"), std::string::npos);
 }
@@ -147,7 +148,8 @@ TEST(CliKv, BudgetFlagsReportBlocksAndStopCleanlyWhenExhausted) {
   auto ok = run_kvserve({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--kv-memory", "1MiB"}, dir);
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   // stories260K: 5 layers x 4 kv heads x 8 dims x K,V x 4 bytes x 16 tokens = 20480 bytes a block.
-  EXPECT_NE(ok.err.find("KV cache 1044480 bytes allocated, 3/51 blocks used (61440 bytes"), std::string::npos) << ok.err;
+  EXPECT_NE(ok.err.find("KV cache 1044480 bytes allocated, 3/51 blocks used (61440 bytes"), std::string::npos)
+      << ok.err;
   auto full = run_kvserve({"run", "-p", "Once upon a time", "-n", "100", "--temp", "0", "--kv-blocks", "2"}, dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   EXPECT_NE(full.err.find("KV cache exhausted"), std::string::npos) << full.err;
@@ -159,8 +161,8 @@ TEST(CliKv, BudgetFlagsReportBlocksAndStopCleanlyWhenExhausted) {
 
 TEST(CliKv, HalfPrecisionKvHoldsTwiceTheBlocksAndKeepsTheStory) {
   test::TempDir dir("cli_kv_dtype");
-  const std::vector<std::string> args = {"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--kv-memory",
-                                         "1MiB"};
+  const std::vector<std::string> args = {"run",    "-p", "Once upon a time", "-n",  "60",
+                                         "--temp", "0",  "--kv-memory",      "1MiB"};
   auto f32 = run_kvserve(args, dir);
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
   for (const char* type : {"f16", "bf16"}) {
@@ -185,9 +187,9 @@ TEST(CliKv, CalcGivesTheDesignNoteFigures) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const auto ja = nlohmann::json::parse(a.out);
   EXPECT_EQ(ja["total_bytes"].get<size_t>(), 1'073'741'824u);
-  auto b = run_kvserve({"calc", "--preset", "llama-3-70b", "--tokens", "128000", "--kv-dtype", "f16", "--budget",
-                        "80GiB", "--json"},
-                       dir);
+  auto b = run_kvserve(
+      {"calc", "--preset", "llama-3-70b", "--tokens", "128000", "--kv-dtype", "f16", "--budget", "80GiB", "--json"},
+      dir);
   ASSERT_EQ(b.exit_code, 0) << b.err;
   const auto jb = nlohmann::json::parse(b.out);
   EXPECT_EQ(jb["total_bytes"].get<size_t>(), 41'943'040'000u);
@@ -195,7 +197,8 @@ TEST(CliKv, CalcGivesTheDesignNoteFigures) {
   EXPECT_DOUBLE_EQ(jb["bytes_per_token"].get<double>(), 327680.0);
   auto text = run_kvserve({"calc", "--preset", "llama-3-70b", "--tokens", "128000", "--kv-dtype", "f16"}, dir);
   EXPECT_NE(text.out.find("41943040000 bytes (39.06 GiB)"), std::string::npos) << text.out;
-  auto model = run_kvserve({"calc", "-m", test::default_model_path(), "--tokens", "100", "--kv-dtype", "f32", "--json"}, dir);
+  auto model =
+      run_kvserve({"calc", "-m", test::default_model_path(), "--tokens", "100", "--kv-dtype", "f32", "--json"}, dir);
   ASSERT_EQ(model.exit_code, 0) << model.err;
   EXPECT_EQ(nlohmann::json::parse(model.out)["total_bytes"].get<size_t>(), 7u * 20480);
   expect_clean_error(run_kvserve({"calc", "--preset", "gpt-5"}, dir), "gpt-5");

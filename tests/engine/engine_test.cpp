@@ -27,8 +27,14 @@ struct Fixture {
 };
 
 const std::vector<std::string> kPrompts = {
-    "Once upon a time", "Lily and Ben went to the park.", "The cat", "One day, a little bird",
-    "Tom had a red ball. He", "Sue liked to", "The sun was hot and", "A big dog ran",
+    "Once upon a time",
+    "Lily and Ben went to the park.",
+    "The cat",
+    "One day, a little bird",
+    "Tom had a red ball. He",
+    "Sue liked to",
+    "The sun was hot and",
+    "A big dog ran",
 };
 
 RequestParams greedy(const Tokenizer& tokenizer, const std::string& prompt, size_t max_tokens) {
@@ -78,7 +84,8 @@ std::vector<Collected> run_all(Fixture& f, const EngineConfig& config, const std
 TEST(Engine, BatchedGreedyEqualsAlone) {
   Fixture f;
   std::vector<RequestParams> requests;
-  for (size_t i = 0; i < 32; ++i) requests.push_back(greedy(*f.tokenizer, kPrompts[i % kPrompts.size()], 20 + i % 7 * 5));
+  for (size_t i = 0; i < 32; ++i)
+    requests.push_back(greedy(*f.tokenizer, kPrompts[i % kPrompts.size()], 20 + i % 7 * 5));
   std::vector<Collected> alone;
   for (const auto& r : requests) alone.push_back(run_all(f, {}, {r})[0]);
   const auto together = run_all(f, {.max_batch_tokens = 256, .max_seqs = 32}, requests);

@@ -44,8 +44,8 @@ TEST(KvSizing, MlaCachesOneLatentPerToken) {
 TEST(KvSizing, QuantizedTypesCountTheirScales) {
   KvCacheSpec s{.num_layers = 1, .num_kv_heads = 2, .head_dim = 64, .dtype = KvDType::kInt8, .block_size = 16};
   const KvBlockBytes b = kv_bytes_per_block(s);
-  EXPECT_EQ(b.data, 2u * 16 * 2 * 64);               // K and V, one byte each
-  EXPECT_EQ(b.scales, 2u * 64 * 2 + 16u * 2 * 2);    // K per channel per block, V per token per head (fp16)
+  EXPECT_EQ(b.data, 2u * 16 * 2 * 64);             // K and V, one byte each
+  EXPECT_EQ(b.scales, 2u * 64 * 2 + 16u * 2 * 2);  // K per channel per block, V per token per head (fp16)
   s.dtype = KvDType::kInt4;
   EXPECT_EQ(kv_bytes_per_block(s).data, 2u * 16 * 2 * 64 / 2);
 }

@@ -46,7 +46,7 @@ TEST(LlamaSupport, PlainLlamaLoadsAndNeutralKeysAreAccepted) {
     w.set_string("llama.rope.scaling.type", "none");
     w.set_f32("llama.rope.scaling.factor", 1.0f);
     w.set_u32("llama.expert_count", 0);
-    w.set_u32("llama.attention.value_length", 16);  // = head dim 64 / 4
+    w.set_u32("llama.attention.value_length", 16);     // = head dim 64 / 4
     w.set_u32("llama.attention.sliding_window", 512);  // the whole context
   });
   auto model = LlamaModel::load(path);
@@ -59,31 +59,28 @@ TEST(LlamaSupport, RopeScalingIsRefused) {
                  "llama.rope.scaling.type");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_f32("llama.rope.scaling.factor", 8.0f); }),
                  "RoPE scaling");
-  expect_refused(rewritten_model(dir,
-                                 [](gguf::Writer& w) {
-                                   EXPECT_TRUE(w.add_tensor("rope_freqs.weight", DType::kF32, {8}, zeros(8)));
-                                 }),
-                 "rope_freqs.weight");
+  expect_refused(
+      rewritten_model(
+          dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("rope_freqs.weight", DType::kF32, {8}, zeros(8))); }),
+      "rope_freqs.weight");
 }
 
 TEST(LlamaSupport, BiasesExpertsWindowsAndUnknownKeysAreRefused) {
   test::TempDir dir("llama_support_other");
-  expect_refused(rewritten_model(dir,
-                                 [](gguf::Writer& w) {
-                                   EXPECT_TRUE(w.add_tensor("blk.0.attn_q.bias", DType::kF32, {64}, zeros(64)));
-                                 }),
-                 "blk.0.attn_q.bias");
+  expect_refused(
+      rewritten_model(
+          dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("blk.0.attn_q.bias", DType::kF32, {64}, zeros(64))); }),
+      "blk.0.attn_q.bias");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.expert_count", 8); }),
                  "mixture of experts");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.attention.sliding_window", 128); }),
                  "sliding-window");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_f32("llama.attention.logit_softcapping", 50); }),
                  "llama.attention.logit_softcapping");
-  expect_refused(rewritten_model(dir,
-                                 [](gguf::Writer& w) {
-                                   EXPECT_TRUE(w.add_tensor("blk.7.attn_q.weight", DType::kF32, {64}, zeros(64)));
-                                 }),
-                 "blk.7.attn_q.weight");  // a layer the file does not have
+  expect_refused(
+      rewritten_model(
+          dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("blk.7.attn_q.weight", DType::kF32, {64}, zeros(64))); }),
+      "blk.7.attn_q.weight");  // a layer the file does not have
 }
 
 // qwen2 and granite carry the llama tensors plus math (biases, multipliers) the forward pass does not do.

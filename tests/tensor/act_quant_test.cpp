@@ -74,10 +74,14 @@ TEST(ConvertActivationsBf16Test, EveryIsaGivesTheScalarBitsIncludingSpecials) {
   for (size_t cols : {1, 7, 16, 33, 1000}) {
     const size_t n = 3;
     std::vector<float> x = random_values(n * cols, rng);
-    const float specials[] = {std::numeric_limits<float>::infinity(), -0.0f,
-                              std::numeric_limits<float>::quiet_NaN(), std::bit_cast<float>(0x7f800001u),
-                              std::bit_cast<float>(0x7f7fffffu), std::bit_cast<float>(0x00008000u),
-                              1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f};
+    const float specials[] = {std::numeric_limits<float>::infinity(),
+                              -0.0f,
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::bit_cast<float>(0x7f800001u),
+                              std::bit_cast<float>(0x7f7fffffu),
+                              std::bit_cast<float>(0x00008000u),
+                              1.0f + 0x1p-8f,
+                              1.0f + 3 * 0x1p-8f};
     for (size_t i = 0; i < std::size(specials) && i < x.size(); ++i) x[i] = specials[i];
     for (Isa isa : supported_isas()) {
       Bf16Activations b;

@@ -44,9 +44,8 @@ TEST(ConvertQ8_0Test, KnownBlockWithInexactScale) {
   BlockQ8_0 block;
   std::memcpy(&block, bytes.data(), sizeof block);
   EXPECT_EQ(block.d, 0x2808);
-  const int8_t want[32] = {-127, -119, -111, -103, -95, -87, -79, -71, -64, -56, -48,
-                           -40,  -32,  -24,  -16,  -8,  0,   8,   16,  24,  32,  40,
-                           48,   56,   64,   71,   79,  87,  95,  103, 111, 119};
+  const int8_t want[32] = {-127, -119, -111, -103, -95, -87, -79, -71, -64, -56, -48, -40, -32, -24, -16, -8,
+                           0,    8,    16,   24,   32,  40,  48,  56,  64,  71,  79,  87,  95,  103, 111, 119};
   for (int j = 0; j < 32; ++j) EXPECT_EQ(block.qs[j], want[j]) << j;
   // Dequantized with the fp16 scale.
   std::vector<float> back(32);
@@ -124,23 +123,23 @@ TEST(ConvertQuantTest, RoundTripErrorIsWithinOneStep) {
 
 TEST(HalfTest, Fp16RoundsToNearestEven) {
   EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
-  EXPECT_EQ(fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);         // tie -> even
-  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);     // tie -> even (up)
+  EXPECT_EQ(fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);             // tie -> even
+  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);         // tie -> even (up)
   EXPECT_EQ(fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // above the tie
   EXPECT_EQ(fp32_to_fp16(-2.0f), 0xc000);
-  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);     // largest finite
-  EXPECT_EQ(fp32_to_fp16(65519.0f), 0x7bff);     // below the tie with infinity
-  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);     // tie -> even = infinity
+  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(fp32_to_fp16(65519.0f), 0x7bff);  // below the tie with infinity
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);  // tie -> even = infinity
   EXPECT_EQ(fp32_to_fp16(1e10f), 0x7c00);
 }
 
 TEST(HalfTest, Fp16SubnormalsInfAndNan) {
-  EXPECT_EQ(fp32_to_fp16(0x1p-14f), 0x0400);          // smallest normal
-  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001);          // smallest subnormal
+  EXPECT_EQ(fp32_to_fp16(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001);  // smallest subnormal
   EXPECT_EQ(fp32_to_fp16(3 * 0x1p-24f), 0x0003);
-  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);          // tie -> even (zero)
+  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);  // tie -> even (zero)
   EXPECT_EQ(fp32_to_fp16(1.5f * 0x1p-25f), 0x0001);
-  EXPECT_EQ(fp32_to_fp16(2.5f * 0x1p-24f), 0x0002);   // tie between subnormals -> even
+  EXPECT_EQ(fp32_to_fp16(2.5f * 0x1p-24f), 0x0002);  // tie between subnormals -> even
   EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
   EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(fp32_to_fp16(-std::numeric_limits<float>::infinity()), 0xfc00);
@@ -166,8 +165,8 @@ TEST(HalfTest, EveryFp16ValueRoundTrips) {
 
 TEST(HalfTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);          // tie -> even
-  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);      // tie -> even (up)
+  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);      // tie -> even
+  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie -> even (up)
   EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
   EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x7f7fffffu)), 0x7f80);  // rounds up to infinity
   EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x00010000u)), 0x0001);  // subnormal, exact

@@ -20,7 +20,7 @@ using test::ExactProduct;
 using test::TestMatrix;
 
 // Tolerances, relative to sum_c |w_c x_c| of each output:
-constexpr double kF32Tol = 1e-5;   // reordered fp32 sums (measured errors are ~1e-7)
+constexpr double kF32Tol = 1e-5;            // reordered fp32 sums (measured errors are ~1e-7)
 constexpr double kBf16Tol = 0x1p-8 + 1e-5;  // x rounded to bf16: relative error <= 2^-8 per value
 // Int8 blocks: sum_c |w_c| * d_block / 2 (x's quantization error) + kF32Tol; and against the portable
 // integer reference (same quantized inputs) only reordered fp32 sums:
@@ -53,8 +53,8 @@ void expect_within(const std::vector<float>& y, const ExactProduct& exact, const
   for (size_t i = 0; i < exact.y.size() && misses < 5; ++i) {
     const double err = std::fabs(y[i] - exact.y[i]);
     if (!(err <= allowed[i])) {
-      ADD_FAILURE() << what << " output " << i << ": got " << y[i] << ", exact " << exact.y[i] << ", error "
-                    << err << " > allowed " << allowed[i] << " (sum|wx| = " << exact.abs[i] << ")";
+      ADD_FAILURE() << what << " output " << i << ": got " << y[i] << ", exact " << exact.y[i] << ", error " << err
+                    << " > allowed " << allowed[i] << " (sum|wx| = " << exact.abs[i] << ")";
       ++misses;
     }
   }
@@ -72,8 +72,7 @@ void check_shape(DType type, size_t rows, size_t cols, size_t n, std::mt19937& r
   const ExactProduct exact = test::exact_product(w, x, n);
   for (Isa isa : supported_isas()) {
     const std::string what = std::string(dtype_name(type)) + " " + std::string(isa_name(isa)) + " rows " +
-                             std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
-                             std::to_string(n);
+                             std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " + std::to_string(n);
     std::vector<float> y(n * rows, -1.0f);
     matmul(w.view(), x, n, y, pool, isa);
     switch (matmul_activations(type, n, isa)) {
@@ -148,9 +147,7 @@ TEST_P(MatmulTest, RowRangesAndReusedScratchAgreeWithWholeMatmul) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                          testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
-                         [](const testing::TestParamInfo<DType>& info) {
-                           return std::string(dtype_name(info.param));
-                         });
+                         [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 TEST(MatmulQuantizedTest, OneQuantizationFeedsSeveralMatrices) {
   std::mt19937 rng(5);

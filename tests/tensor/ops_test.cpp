@@ -13,11 +13,11 @@ namespace kvs {
 namespace {
 
 // Tolerances (relative):
-constexpr double kDotTol = 1e-5;       // of sum |a_i b_i|: reordered fp32 sums
-constexpr double kAxpyTol = 2e-7;      // of |y| + |a x|: one fused vs two rounded operations
-constexpr double kRmsnormTol = 1e-6;   // of |out|: the sum of squares is fp64 on every path
-constexpr double kSoftmaxTol = 2e-6;   // of each probability: vector exp (~2e-7) + reordered sum
-constexpr double kSwigluTol = 2e-6;    // of |silu(g) * up|: vector exp + division
+constexpr double kDotTol = 1e-5;      // of sum |a_i b_i|: reordered fp32 sums
+constexpr double kAxpyTol = 2e-7;     // of |y| + |a x|: one fused vs two rounded operations
+constexpr double kRmsnormTol = 1e-6;  // of |out|: the sum of squares is fp64 on every path
+constexpr double kSoftmaxTol = 2e-6;  // of each probability: vector exp (~2e-7) + reordered sum
+constexpr double kSwigluTol = 2e-6;   // of |silu(g) * up|: vector exp + division
 
 const std::vector<size_t> kSizes = {1, 7, 8, 15, 16, 17, 33, 100, 1000, 4096 + 5};
 
@@ -75,7 +75,8 @@ TEST(OpsTest, RmsnormMatchesScalarAndMayAlias) {
     for (Isa isa : simd_isas()) {
       auto inplace = x;
       rmsnorm(inplace, inplace, w, 1e-5f, isa);
-      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(inplace[i], ref[i], kRmsnormTol * std::fabs(ref[i]) + 1e-30) << isa_name(isa);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(inplace[i], ref[i], kRmsnormTol * std::fabs(ref[i]) + 1e-30) << isa_name(isa);
     }
   }
 }
@@ -104,8 +105,8 @@ TEST(OpsTest, SoftmaxMatchesScalarOverWideRanges) {
 TEST(OpsTest, SoftmaxGivesExactZerosForMinusInfinity) {
   const float inf = std::numeric_limits<float>::infinity();
   for (Isa isa : supported_isas()) {
-    std::vector<float> x = {0.0f, -inf, 1.0f, -inf, -inf, 0.5f, -inf, -inf, -inf, -200.0f, -inf, -inf, -inf,
-                            -inf, -inf, -inf, -inf, 2.0f};
+    std::vector<float> x = {0.0f,    -inf, 1.0f, -inf, -inf, 0.5f, -inf, -inf, -inf,
+                            -200.0f, -inf, -inf, -inf, -inf, -inf, -inf, -inf, 2.0f};
     softmax(x, isa);
     for (size_t i : {1, 3, 4, 6, 9, 10, 16}) EXPECT_EQ(x[i], 0.0f) << isa_name(isa) << " " << i;
     EXPECT_GT(x[17], x[2]);

@@ -46,8 +46,7 @@ TEST_P(GoldenTest, EncodesLikeLlamaCpp) {
     EXPECT_EQ(ids, expected[i]) << "string " << i << ": '" << strings[i] << "'";
     passed += ids == expected[i];
   }
-  std::printf("[ %s ] %zu of %zu strings encode as llama.cpp does\n", GetParam().name, passed,
-              strings.size());
+  std::printf("[ %s ] %zu of %zu strings encode as llama.cpp does\n", GetParam().name, passed, strings.size());
 }
 
 TEST_P(GoldenTest, DecodeInvertsEncode) {
@@ -74,15 +73,15 @@ TEST_P(GoldenTest, StreamingDecoderMatchesDecode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Vocabularies, GoldenTest,
-    ::testing::Values(GoldenCase{"stories260K", "models/stories260K/stories260K.gguf",
-                                 "reference/stories260K/tok512.llama-cpp-tests"},
-                      GoldenCase{"llama_spm", "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf",
-                                 "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf"},
-                      GoldenCase{"gpt2", "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf",
-                                 "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf"}),
-    [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Vocabularies, GoldenTest,
+                         ::testing::Values(GoldenCase{"stories260K", "models/stories260K/stories260K.gguf",
+                                                      "reference/stories260K/tok512.llama-cpp-tests"},
+                                           GoldenCase{"llama_spm",
+                                                      "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf",
+                                                      "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf"},
+                                           GoldenCase{"gpt2", "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf",
+                                                      "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf"}),
+                         [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
 
 TEST(Stories260K, PromptIdsMatchReference) {
   const Tokenizer tokenizer = load("models/stories260K/stories260K.gguf");
@@ -106,8 +105,7 @@ TEST(Stories260K, PromptIdsMatchReference) {
 TEST(Stories260K, EvalTextTokenCountMatchesPerplexityProtocol) {
   const Tokenizer tokenizer = load("models/stories260K/stories260K.gguf");
   const std::string text = read_file(shared_path("eval/tinystories_valid_head.txt")).substr(0, 60000);
-  const auto protocol =
-      nlohmann::json::parse(read_file(shared_path("reference/stories260K/perplexity.json")));
+  const auto protocol = nlohmann::json::parse(read_file(shared_path("reference/stories260K/perplexity.json")));
   const std::vector<TokenId> ids = tokenizer.encode(text, /*add_bos=*/false);
   EXPECT_EQ(ids.size(), protocol.at("L256_16chunks").at("n_text_tokens").get<size_t>());
   EXPECT_EQ(tokenizer.decode(ids), text);

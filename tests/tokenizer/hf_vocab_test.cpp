@@ -14,10 +14,9 @@ using testing::read_test_strings;
 using testing::shared_path;
 
 Tokenizer load_hf(const std::string& dir, bool with_config, PreTokenizerKind pre) {
-  const HfTokenizerFiles files{
-      .vocab_json = shared_path(dir + "/vocab.json"),
-      .merges_txt = shared_path(dir + "/merges.txt"),
-      .tokenizer_config_json = with_config ? shared_path(dir + "/tokenizer_config.json") : ""};
+  const HfTokenizerFiles files{.vocab_json = shared_path(dir + "/vocab.json"),
+                               .merges_txt = shared_path(dir + "/merges.txt"),
+                               .tokenizer_config_json = with_config ? shared_path(dir + "/tokenizer_config.json") : ""};
   auto vocab = vocab_from_hf_files(files, pre);
   EXPECT_TRUE(vocab.has_value()) << vocab.status().message();
   auto tokenizer = Tokenizer::from_vocab(std::move(vocab).value());
@@ -71,9 +70,8 @@ TEST(HfVocab, Gpt2FilesAgreeWithGguf) {
 }
 
 TEST(HfVocab, MissingFileNamesThePath) {
-  const HfTokenizerFiles files{.vocab_json = "/nonexistent/vocab.json",
-                               .merges_txt = "/nonexistent/merges.txt",
-                               .tokenizer_config_json = ""};
+  const HfTokenizerFiles files{
+      .vocab_json = "/nonexistent/vocab.json", .merges_txt = "/nonexistent/merges.txt", .tokenizer_config_json = ""};
   auto vocab = vocab_from_hf_files(files, PreTokenizerKind::kGpt2);
   ASSERT_FALSE(vocab.has_value());
   EXPECT_EQ(vocab.status().code(), ErrorCode::kNotFound);

@@ -65,8 +65,7 @@ TEST(SpmBpe, ByteFallbackForUnknownCharacters) {
 TEST(SpmBpe, InvalidUtf8FallsBackToBytesAndRoundTrips) {
   const Tokenizer tokenizer = toy();
   const std::string text = std::string("a\xFF") + "b\xE2\x82";
-  EXPECT_EQ(tokenizer.encode(text, false),
-            (Ids{kSpaceA, toy_byte(0xFF), kB, toy_byte(0xE2), toy_byte(0x82)}));
+  EXPECT_EQ(tokenizer.encode(text, false), (Ids{kSpaceA, toy_byte(0xFF), kB, toy_byte(0xE2), toy_byte(0x82)}));
   EXPECT_EQ(tokenizer.decode(tokenizer.encode(text, false)), text);
 }
 

@@ -60,8 +60,7 @@ inline Vocab make_toy_bpe_vocab(std::vector<std::string> merges) {
   vocab.kind = VocabKind::kBytePairs;
   vocab.add_bos = false;
   vocab.add_space_prefix = false;
-  for (int b = 0; b < 256; ++b)
-    vocab.tokens.push_back(byte_unicode::encode(std::string(1, static_cast<char>(b))));
+  for (int b = 0; b < 256; ++b) vocab.tokens.push_back(byte_unicode::encode(std::string(1, static_cast<char>(b))));
   for (const std::string& merge : merges) {
     const size_t space = merge.find(' ');
     vocab.tokens.push_back(merge.substr(0, space) + merge.substr(space + 1));

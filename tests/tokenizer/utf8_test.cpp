@@ -12,8 +12,7 @@ TEST(Utf8, DecodesValidCharacters) {
     std::string text;
     uint32_t code_point;
     size_t length;
-  } cases[] = {
-      {"A", 0x41, 1}, {"\xC3\xA9", 0xE9, 2}, {"\xE2\x82\xAC", 0x20AC, 3}, {"\xF0\x9F\x98\x80", 0x1F600, 4}};
+  } cases[] = {{"A", 0x41, 1}, {"\xC3\xA9", 0xE9, 2}, {"\xE2\x82\xAC", 0x20AC, 3}, {"\xF0\x9F\x98\x80", 0x1F600, 4}};
   for (const auto& c : cases) {
     const utf8::DecodedChar d = utf8::decode(c.text, 0);
     EXPECT_TRUE(d.valid) << c.text;
@@ -67,8 +66,8 @@ TEST(Utf8, SanitizeReplacesEachIllFormedSubpart) {
 
 TEST(UnicodeRanges, ClassifiesScripts) {
   using unicode::CharClass;
-  for (uint32_t cp : {0x61u, 0x5Au, 0xE9u, 0x3A9u, 0x416u, 0x5D0u, 0x628u, 0x915u, 0xE01u, 0x1780u, 0x1EEDu,
-                      0x4E2Du, 0x3042u, 0x30AFu, 0xD55Cu, 0x20000u}) {
+  for (uint32_t cp : {0x61u, 0x5Au, 0xE9u, 0x3A9u, 0x416u, 0x5D0u, 0x628u, 0x915u, 0xE01u, 0x1780u, 0x1EEDu, 0x4E2Du,
+                      0x3042u, 0x30AFu, 0xD55Cu, 0x20000u}) {
     EXPECT_EQ(unicode::char_class(cp), CharClass::kLetter) << std::hex << cp;
   }
   for (uint32_t cp : {0x30u, 0x39u, 0xBDu, 0x663u, 0x966u, 0x216Bu, 0xFF13u, 0x1D7CEu}) {
@@ -78,8 +77,7 @@ TEST(UnicodeRanges, ClassifiesScripts) {
     EXPECT_EQ(unicode::char_class(cp), CharClass::kWhitespace) << std::hex << cp;
   }
   // Punctuation, symbols, combining marks (Khmer and Devanagari vowel signs), emoji, ZWJ, ZWSP.
-  for (uint32_t cp :
-       {0x21u, 0x27u, 0x7Eu, 0x00u, 0x301u, 0x93Eu, 0x17B6u, 0x1F680u, 0x200Du, 0x200Bu, 0xFF5Eu}) {
+  for (uint32_t cp : {0x21u, 0x27u, 0x7Eu, 0x00u, 0x301u, 0x93Eu, 0x17B6u, 0x1F680u, 0x200Du, 0x200Bu, 0xFF5Eu}) {
     EXPECT_EQ(unicode::char_class(cp), CharClass::kOther) << std::hex << cp;
   }
 }

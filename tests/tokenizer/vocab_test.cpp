@@ -36,8 +36,7 @@ TEST(VocabValidate, NamesKeysAndNumbers) {
 
   vocab = testing::make_toy_spm_vocab();
   vocab.types[7] = static_cast<TokenType>(9);
-  expect_error(vocab.validate(), ErrorCode::kCorrupt,
-               "tokenizer.ggml.token_type[7] = 9 is not a token type (0..6)");
+  expect_error(vocab.validate(), ErrorCode::kCorrupt, "tokenizer.ggml.token_type[7] = 9 is not a token type (0..6)");
 
   vocab = testing::make_toy_spm_vocab();
   vocab.bos = 270;
@@ -172,8 +171,7 @@ TEST_F(GgufVocabTest, WrongTypes) {
                "tokenizer.ggml.scores must be an array of float32, got an array of int32");
   writer_.set_f32_array("tokenizer.ggml.scores", std::vector<float>{0, 0, 0, -1, -2});
   writer_.set_string("tokenizer.ggml.tokens", "a");
-  expect_error(load().status(), ErrorCode::kCorrupt,
-               "tokenizer.ggml.tokens must be an array of string, got a string");
+  expect_error(load().status(), ErrorCode::kCorrupt, "tokenizer.ggml.tokens must be an array of string, got a string");
 }
 
 TEST_F(GgufVocabTest, LengthMismatch) {
