@@ -1,8 +1,10 @@
 #include "attention/paged_attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/status.h"
 #include "tensor/attention_ops.h"
@@ -18,50 +20,76 @@ void prefetch_l2(const void* data, size_t bytes) {
   for (size_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(p + offset, 0, 2);
 }
 
+// The next real block after block b, or num_blocks.
+size_t next_real_block(std::span<const BlockId> blocks, size_t b, size_t num_blocks) {
+  for (++b; b < num_blocks && blocks[b] == kNullBlock;) ++b;
+  return b;
+}
+
 }  // namespace
 
-void paged_attention(const KvStorage& kv, size_t layer, std::span<const BlockId> block_table, size_t n_ctx,
-                     const AttentionShape& shape, const float* q, float* out, size_t kv_head_begin, size_t kv_head_end,
-                     std::span<float> scores) {
+void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
+                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores) {
+  const std::span<const BlockId> blocks = context.blocks;
+  const size_t n_ctx = context.num_slots;
   const size_t hd = shape.head_dim;
   const size_t block_size = kv.shape().block_size;
   const size_t group = shape.num_heads / shape.num_kv_heads;
   const size_t heads = kv_head_end - kv_head_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t num_blocks = (n_ctx + block_size - 1) / block_size;
-  KVS_ASSERT(num_blocks <= block_table.size(), "context of {} tokens needs {} blocks, table has {}", n_ctx, num_blocks,
-             block_table.size());
+  KVS_ASSERT(num_blocks <= blocks.size(), "context of {} slots needs {} blocks, the list has {}", n_ctx, num_blocks,
+             blocks.size());
   KVS_ASSERT(kv_head_begin <= kv_head_end && kv_head_end <= shape.num_kv_heads, "KV heads [{}, {}) outside [0, {})",
              kv_head_begin, kv_head_end, shape.num_kv_heads);
   KVS_ASSERT(scores.size() >= heads * group * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
              heads, group, n_ctx);
+  KVS_ASSERT(context.slot_mass.empty() || context.slot_mass.size() >= n_ctx, "slot mass of {} for {} slots",
+             context.slot_mass.size(), n_ctx);
   const Isa isa = best_isa();
   const size_t head_block_bytes = kv.head_block_bytes();
+  const size_t first_real = next_real_block(blocks, SIZE_MAX, num_blocks);  // SIZE_MAX + 1 == 0
+  KVS_ASSERT(first_real < num_blocks, "all {} blocks of a {}-slot context are holes", num_blocks, n_ctx);
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool
   // ([block][kv_head][slot][head_dim]), so each block is read as one sequential stream rather than one
-  // short stream per head. scores[(g - kv_head_begin) * group + h][position] for query head h of KV head g.
+  // short stream per head. scores[(g - kv_head_begin) * group + h][slot] for query head h of KV head g.
+  // A hole's scores are -inf: probability exactly 0 after the softmax, and its values are never read.
   for (size_t g = kv_head_begin; g < kv_head_end; ++g)
-    prefetch_l2(kv.keys(layer, block_table[0], g).data, head_block_bytes);
+    prefetch_l2(kv.keys(layer, blocks[first_real], g).data, head_block_bytes);
   for (size_t b = 0; b < num_blocks; ++b) {
     const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
+    if (blocks[b] == kNullBlock) {
+      for (size_t row = 0; row < heads * group; ++row)
+        std::fill_n(&scores[row * n_ctx + first], count, -std::numeric_limits<float>::infinity());
+      continue;
+    }
+    const size_t next = next_real_block(blocks, b, num_blocks);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       // Ahead of use, into L2: this head's keys of the next block and its values of this block (read
       // after the softmax). The blocks of a context lie anywhere in the pool, so the hardware prefetcher
       // cannot find the next one.
-      if (b + 1 < num_blocks) prefetch_l2(kv.keys(layer, block_table[b + 1], g).data, head_block_bytes);
-      prefetch_l2(kv.values(layer, block_table[b], g).data, head_block_bytes);
-      attention_block_scores(q + g * group * hd, group, kv.keys(layer, block_table[b], g), count, hd, scale,
+      if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, head_block_bytes);
+      prefetch_l2(kv.values(layer, blocks[b], g).data, head_block_bytes);
+      attention_block_scores(q + g * group * hd, group, kv.keys(layer, blocks[b], g), count, hd, scale,
                              &scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, isa);
     }
   }
   for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);
+  if (!context.slot_mass.empty()) {
+    for (size_t s = 0; s < n_ctx; ++s) {
+      float mass = 0.0f;
+      for (size_t h = 0; h < heads * group; ++h) mass += scores[h * n_ctx + s];
+      if (mass != 0.0f) std::atomic_ref<float>(context.slot_mass[s]).fetch_add(mass, std::memory_order_relaxed);
+    }
+  }
   std::memset(out + kv_head_begin * group * hd, 0, heads * group * hd * sizeof(float));
   for (size_t b = 0; b < num_blocks; ++b) {
+    if (blocks[b] == kNullBlock) continue;
     const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, group,
-                             kv.values(layer, block_table[b], g), count, hd, out + g * group * hd, isa);
+                             kv.values(layer, blocks[b], g), count, hd, out + g * group * hd, isa);
     }
   }
 }

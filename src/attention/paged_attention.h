@@ -1,5 +1,5 @@
 // Causal attention of one query token over its sequence's cached K/V, read block by block
-// through the block table. With one block per sequence this is the contiguous-cache case.
+// through the block list. With one block per sequence this is the contiguous-cache case.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +16,22 @@ struct AttentionShape {
   size_t head_dim = 0;
 };
 
+// The slots one token attends over: the first `num_slots` slots across `blocks` (block i holds slots
+// [i * block_size, (i + 1) * block_size)). A kNullBlock's slots are skipped (probability 0); at least
+// one visible slot must lie in a real block.
+struct PagedContext {
+  std::span<const BlockId> blocks;
+  size_t num_slots = 0;
+  std::span<float> slot_mass = {};  // empty, or at least num_slots: += each slot's probability, over query heads
+};
+
 // For every query head of KV heads [kv_head_begin, kv_head_end):
-//   out[h] = softmax(q[h] . K[0..n_ctx) / sqrt(head_dim)) . V[0..n_ctx)
+//   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
 // q, out: [num_heads][head_dim]; scores: scratch of at least (kv_head_end - kv_head_begin) x
-// (num_heads / num_kv_heads) x n_ctx floats. Each head's result does not depend on the range it is
-// computed in (the same sums in the same order).
-void paged_attention(const KvStorage& kv, size_t layer, std::span<const BlockId> block_table, size_t n_ctx,
-                     const AttentionShape& shape, const float* q, float* out, size_t kv_head_begin, size_t kv_head_end,
-                     std::span<float> scores);
+// (num_heads / num_kv_heads) x num_slots floats. Each head's result does not depend on the range it is
+// computed in (the same sums in the same order). slot_mass is added to atomically (other threads may be
+// adding for other heads or tokens of the same sequence), so its low bits depend on the order.
+void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
+                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores);
 
 }  // namespace kvs

@@ -14,6 +14,10 @@ struct BlockId {
   auto operator<=>(const BlockId&) const = default;
 };
 
+// A hole in a block table: its slots hold nothing and attention skips them (a window that slid
+// past them, evicted tokens). Never allocated by a pool.
+inline constexpr BlockId kNullBlock{UINT32_MAX};
+
 struct SeqId {
   uint64_t value = 0;
   auto operator<=>(const SeqId&) const = default;

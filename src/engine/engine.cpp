@@ -156,34 +156,37 @@ bool Engine::step() {
   }
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
-  // Build the batch: every scheduled token, its position, slot and sequence.
+  // Build the batch: every scheduled token, its position, slot, sequence and visible slots.
   tokens_.clear();
   positions_.clear();
   sequence_of_token_.clear();
+  visible_slots_.clear();
   logits_for_.clear();
   slots_.clear();
   sequences_.clear();
   for (const ScheduledChunk& chunk : plan.chunks) {
     Request& r = *chunk.request;
     const auto seq_index = static_cast<uint32_t>(sequences_.size());
-    sequences_.push_back({.block_table = kv_->block_table(r.id)});
+    sequences_.push_back(
+        {.blocks = kv_->block_table(r.id), .num_cached = static_cast<uint32_t>(chunk.first + chunk.num_tokens)});
     for (size_t p = chunk.first; p < chunk.first + chunk.num_tokens; ++p) {
       tokens_.push_back(r.tokens[p]);
       positions_.push_back(static_cast<uint32_t>(p));
       sequence_of_token_.push_back(seq_index);
+      visible_slots_.push_back(static_cast<uint32_t>(p + 1));  // causal: slots [0, p]
       slots_.push_back(kv_->slot_of(r.id, p));
     }
     if (chunk.completes()) logits_for_.push_back(static_cast<uint32_t>(tokens_.size() - 1));
   }
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(logits_for_.size() * vocab);
-  forward_.forward({.tokens = tokens_,
-                    .positions = positions_,
-                    .sequence_of_token = sequence_of_token_,
-                    .kv_slots = slots_,
-                    .sequences = sequences_,
-                    .logits_for = logits_for_},
-                   kv_->storage(), logits_);
+  forward_.forward(
+      {.tokens = tokens_,
+       .positions = positions_,
+       .kv_slots = slots_,
+       .attention = {.sequences = sequences_, .sequence_of_token = sequence_of_token_, .visible_slots = visible_slots_},
+       .logits_for = logits_for_},
+      kv_->storage(), logits_);
   recorder_.totals().step_tokens.observe(static_cast<double>(tokens_.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.

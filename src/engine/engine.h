@@ -66,9 +66,9 @@ class Engine {
   MetricsRecorder recorder_;
   // Batch buffers, reused across steps.
   std::vector<TokenId> tokens_;
-  std::vector<uint32_t> positions_, sequence_of_token_, logits_for_;
+  std::vector<uint32_t> positions_, sequence_of_token_, visible_slots_, logits_for_;
   std::vector<KvSlot> slots_;
-  std::vector<SequenceKvView> sequences_;
+  std::vector<SequenceAttention> sequences_;
   std::vector<float> logits_;
 };
 

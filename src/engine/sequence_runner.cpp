@@ -94,14 +94,17 @@ Expected<std::span<const float>> SequenceRunner::append(std::span<const TokenId>
     } else if (done + n == tokens.size()) {
       logits_for.push_back(static_cast<uint32_t>(n - 1));
     }
-    const SequenceKvView sequence{.block_table = manager_ ? manager_->block_table(kSequence)
-                                                          : std::span<const BlockId>(contiguous_table)};
-    const ForwardBatch batch{.tokens = tokens.subspan(done, n),
-                             .positions = positions,
-                             .sequence_of_token = seq_of_token,
-                             .kv_slots = slots,
-                             .sequences = {&sequence, 1},
-                             .logits_for = logits_for};
+    std::vector<uint32_t> visible(n);
+    std::iota(visible.begin(), visible.end(), static_cast<uint32_t>(length_ + 1));  // causal: slots [0, p]
+    const SequenceAttention sequence{
+        .blocks = manager_ ? manager_->block_table(kSequence) : std::span<const BlockId>(contiguous_table),
+        .num_cached = static_cast<uint32_t>(length_ + n)};
+    const ForwardBatch batch{
+        .tokens = tokens.subspan(done, n),
+        .positions = positions,
+        .kv_slots = slots,
+        .attention = {.sequences = {&sequence, 1}, .sequence_of_token = seq_of_token, .visible_slots = visible},
+        .logits_for = logits_for};
     forward_.forward(batch, manager_ ? manager_->storage() : *contiguous_, {out, logits_for.size() * vocab});
     if (manager_) manager_->commit(kSequence, n);
     length_ += n;

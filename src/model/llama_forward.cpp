@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "attention/paged_attention.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
@@ -13,7 +12,8 @@ LlamaForward::LlamaForward(const LlamaModel& model, ThreadPool& pool)
     : config_(model.config()),
       weights_(model.weights()),
       pool_(pool),
-      scores_(pool.num_threads()),
+      attention_(pool,
+                 {.num_heads = config_.num_heads, .num_kv_heads = config_.num_kv_heads, .head_dim = config_.head_dim}),
       rope_inv_freq_(rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base)) {}
 
 void LlamaForward::project(std::span<const float> x, size_t n,
@@ -51,9 +51,9 @@ void LlamaForward::resize(size_t n) {
 void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) {
   const ModelConfig& c = config_;
   const size_t n = batch.tokens.size();
-  KVS_ASSERT(batch.positions.size() == n && batch.sequence_of_token.size() == n && batch.kv_slots.size() == n,
+  KVS_ASSERT(batch.positions.size() == n && batch.attention.sequence_of_token.size() == n && batch.kv_slots.size() == n,
              "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n, batch.positions.size(),
-             batch.sequence_of_token.size(), batch.kv_slots.size());
+             batch.attention.sequence_of_token.size(), batch.kv_slots.size());
   KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
              batch.logits_for.size(), c.vocab_size);
   KVS_ASSERT(kv.shape().num_layers == c.num_layers && kv.shape().num_kv_heads == c.num_kv_heads &&
@@ -98,7 +98,7 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
         kv.write(l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
       }
     });
-    attention_layer(batch, kv, l, n);
+    attention_.run(kv, l, batch.attention, q_, att_);
     matmul(w.wo, att_, n, proj_, pool_, scratch_);
     for (size_t i = 0; i < n * c.dim; ++i) x_[i] += proj_[i];
 
@@ -125,59 +125,6 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
     rmsnorm({&final_[i * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, weights_.output_norm, c.rms_eps);
   }
   matmul(weights_.output, final_, m, logits, pool_, scratch_);
-}
-
-void LlamaForward::attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n) {
-  const ModelConfig& c = config_;
-  const AttentionShape shape{.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim};
-  // Work items: (token, kv head) pairs in that order. An item costs about its context length (plus a fixed
-  // part), and in a batch of decode tokens the contexts differ widely, so the items are cut into chunks of
-  // about equal total cost rather than an equal count. (Each item is computed the same way wherever it
-  // runs: the split cannot change results.)
-  constexpr size_t kFixedCost = 32;  // positions' worth of per-call work
-  constexpr size_t kAttentionChunksPerThread = 4;
-  attention_cost_.resize(n + 1);
-  attention_cost_[0] = 0;
-  for (size_t t = 0; t < n; ++t) attention_cost_[t + 1] = attention_cost_[t] + batch.positions[t] + 1 + kFixedCost;
-  const size_t heads = c.num_kv_heads;
-  const size_t total = attention_cost_[n] * heads;
-  // Cost of items [0, item): whole tokens before it, plus its token's heads before it.
-  const auto cost_before = [&](size_t item) {
-    const size_t t = item / heads, h = item % heads;
-    return attention_cost_[t] * heads + (t < n ? (attention_cost_[t + 1] - attention_cost_[t]) * h : 0);
-  };
-  // The first item whose preceding cost reaches `target` (cost_before grows with the item: binary search).
-  const auto first_item_at = [&](size_t target) {
-    size_t lo = 0, hi = n * heads;
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      if (cost_before(mid) < target)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  };
-  // A few chunks of equal cost per thread, claimed by whichever thread is free.
-  const size_t chunks = std::min(n * heads, pool_.num_threads() * kAttentionChunksPerThread);
-  pool_.for_chunks(chunks, [&](size_t chunk, size_t thread) {
-    std::vector<float>& scores = scores_[thread];
-    const size_t begin = first_item_at(total * chunk / chunks);
-    const size_t end = chunk + 1 == chunks ? n * heads : first_item_at(total * (chunk + 1) / chunks);
-    // The items of one token go in one call (KV heads [g_begin, g_end)), which reads each block of the
-    // token's context as one stream.
-    for (size_t item = begin; item < end;) {
-      const size_t t = item / heads, g_begin = item % heads;
-      const size_t g_end = std::min(heads, g_begin + (end - item));
-      const size_t n_ctx = batch.positions[t] + 1;
-      const size_t rows = (g_end - g_begin) * (c.num_heads / heads);  // query heads of the call
-      if (scores.size() < rows * n_ctx) scores.resize(c.num_heads * std::max(n_ctx, c.context_length));
-      const SequenceKvView& seq = batch.sequences[batch.sequence_of_token[t]];
-      paged_attention(kv, layer, seq.block_table, n_ctx, shape, &q_[t * c.q_dim()], &att_[t * c.q_dim()], g_begin,
-                      g_end, scores);
-      item += g_end - g_begin;
-    }
-  });
 }
 
 }  // namespace kvs

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "attention/batch_attention.h"
 #include "core/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
@@ -23,7 +24,6 @@ class LlamaForward {
   void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits);
 
  private:
-  void attention_layer(const ForwardBatch& batch, const KvStorage& kv, size_t layer, size_t n);
   void resize(size_t n_tokens);
   // outs[i] = x . weights[i]^T for matrices that read the same input; quantized weights share one
   // quantization of x.
@@ -32,6 +32,7 @@ class LlamaForward {
   const ModelConfig& config_;
   const LlamaWeights& weights_;
   ThreadPool& pool_;
+  BatchAttention attention_;
   // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
   std::vector<float> x_;                    // residual stream [n][dim]
   std::vector<float> xb_;                   // normed input [n][dim]
@@ -43,8 +44,6 @@ class LlamaForward {
   std::vector<float> gate_;                 // [n][ffn]
   std::vector<float> up_;                   // [n][ffn]
   std::vector<float> final_;                // normed rows whose logits are wanted [m][dim]
-  std::vector<std::vector<float>> scores_;  // per thread: [query heads per KV head][context]
-  std::vector<size_t> attention_cost_;      // [n + 1]: cumulative cost of the tokens' attention (balancing)
   MatmulScratch scratch_;                   // converted activations, reused across calls
   QuantizedActivations xq_;                 // x quantized once for several Q8_0/Q4_0 matrices
   std::vector<float> rope_inv_freq_;        // [rope_dim / 2], once per model

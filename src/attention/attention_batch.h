@@ -1,0 +1,29 @@
+// What attention reads for a batch of tokens, decided by the KV manager and the batch builder, not
+// by the model: per sequence, the blocks to read and how many slots across them hold K/V; per
+// token, how many of those slots it sees. A token's RoPE position is its own business (a window,
+// sinks, evicted tokens or holes make slots and positions differ).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/ids.h"
+
+namespace kvs {
+
+struct SequenceAttention {               // one per sequence in the batch
+  std::span<const BlockId> blocks = {};  // the blocks to read, in order; kNullBlock = a hole, never read
+  uint32_t num_cached = 0;               // slots holding K/V across `blocks` once this batch is written
+  std::span<float> slot_mass = {};       // empty, or [num_cached]: += attention probability of each slot,
+                                         // summed over query heads and this batch's tokens (heavy hitters)
+};
+
+struct AttentionBatch {
+  std::span<const SequenceAttention> sequences;
+  std::span<const uint32_t> sequence_of_token;  // [n] index into `sequences`
+  // [n] token t attends over slots [0, visible_slots[t]) of its sequence (at most num_cached): causal
+  // order is the caller's to state; for a chunk of new tokens it is cached + index + 1.
+  std::span<const uint32_t> visible_slots;
+};
+
+}  // namespace kvs

@@ -1,0 +1,65 @@
+#include "attention/batch_attention.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+
+namespace kvs {
+
+void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
+                         std::span<float> out) {
+  const size_t n = batch.sequence_of_token.size();
+  const size_t heads = shape_.num_kv_heads, q_width = shape_.num_heads * shape_.head_dim;
+  KVS_ASSERT(batch.visible_slots.size() == n, "{} tokens but {} visible-slot counts", n, batch.visible_slots.size());
+  KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * q_width, "q {} / out {} floats for {} tokens of {}", q.size(),
+             out.size(), n, q_width);
+  if (n == 0) return;
+  // Work items: (token, kv head) pairs in that order; an item costs its visible slots plus a fixed part.
+  constexpr size_t kFixedCost = 32;  // slots' worth of per-call work
+  constexpr size_t kChunksPerThread = 4;
+  cost_.resize(n + 1);
+  cost_[0] = 0;
+  for (size_t t = 0; t < n; ++t) cost_[t + 1] = cost_[t] + batch.visible_slots[t] + kFixedCost;
+  const size_t total = cost_[n] * heads;
+  // Cost of items [0, item): whole tokens before it, plus its token's heads before it.
+  const auto cost_before = [&](size_t item) {
+    const size_t t = item / heads, h = item % heads;
+    return cost_[t] * heads + (t < n ? (cost_[t + 1] - cost_[t]) * h : 0);
+  };
+  // The first item whose preceding cost reaches `target` (cost_before grows with the item: binary search).
+  const auto first_item_at = [&](size_t target) {
+    size_t lo = 0, hi = n * heads;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (cost_before(mid) < target)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  const size_t chunks = std::min(n * heads, pool_.num_threads() * kChunksPerThread);
+  const size_t group = shape_.num_heads / heads;
+  pool_.for_chunks(chunks, [&](size_t chunk, size_t thread) {
+    std::vector<float>& scores = scores_[thread];
+    const size_t begin = first_item_at(total * chunk / chunks);
+    const size_t end = chunk + 1 == chunks ? n * heads : first_item_at(total * (chunk + 1) / chunks);
+    // The items of one token go in one call (KV heads [g_begin, g_end)), which reads each block of the
+    // token's context as one stream.
+    for (size_t item = begin; item < end;) {
+      const size_t t = item / heads, g_begin = item % heads;
+      const size_t g_end = std::min(heads, g_begin + (end - item));
+      const SequenceAttention& seq = batch.sequences[batch.sequence_of_token[t]];
+      const size_t visible = batch.visible_slots[t];
+      KVS_ASSERT(visible >= 1 && visible <= seq.num_cached, "token {} sees {} slots of a sequence holding {}", t,
+                 visible, seq.num_cached);
+      const size_t rows = (g_end - g_begin) * group;  // query heads of the call
+      if (scores.size() < rows * visible) scores.resize(std::max(shape_.num_heads * visible, 2 * scores.size()));
+      paged_attention(kv, layer, {.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass}, shape_,
+                      &q[t * q_width], &out[t * q_width], g_begin, g_end, scores);
+      item += g_end - g_begin;
+    }
+  });
+}
+
+}  // namespace kvs

@@ -1,0 +1,211 @@
+// Attention over a batch against a naive reference in double: mixed batches (decode tokens of several
+// sequences and a prefill chunk), MHA and GQA, block sizes 1 and 16, holes (kNullBlock), visible slots that
+// are not positions, the per-slot attention mass, and the same bits for any thread count.
+//
+// Tolerance: with |q|, |k|, |v| <= 1 per element, a score is an fp32 dot product of head_dim terms (error
+// about head_dim x 2^-24 x head_dim relative to its scale) and an output is a sum of at most 300
+// probability-weighted values (error about 300 x 2^-24 ~ 2e-5), the SIMD exp adds 2e-7 relative: 1e-4
+// absolute leaves a margin of 5x over the sum of these.
+#include "attention/batch_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace kvs {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+struct KvFixture {
+  AttentionShape shape;
+  KvShape kv_shape;
+  KvStorage kv;
+  std::mt19937 rng{7};
+  // Reference copies of what was written: [block][kv_head][slot][head_dim], f32.
+  std::vector<float> keys, values;
+
+  KvFixture(AttentionShape s, size_t block_size, size_t num_blocks)
+      : shape(s),
+        kv_shape{.num_layers = 1,
+                 .num_kv_heads = s.num_kv_heads,
+                 .head_dim = s.head_dim,
+                 .block_size = block_size,
+                 .num_blocks = num_blocks},
+        kv(kv_shape),
+        keys(num_blocks * kv_shape.elements_per_block()),
+        values(keys.size()) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const size_t width = s.num_kv_heads * s.head_dim;
+    std::vector<float> k(width), v(width);
+    for (size_t slot = 0; slot < kv_shape.token_capacity(); ++slot) {
+      for (auto& x : k) x = u(rng);
+      for (auto& x : v) x = u(rng);
+      kv.write(0, KvSlot{slot}, k, v);
+      const size_t block = slot / block_size, in_block = slot % block_size;
+      for (size_t h = 0; h < s.num_kv_heads; ++h) {
+        const size_t at = ((block * s.num_kv_heads + h) * block_size + in_block) * s.head_dim;
+        std::copy_n(&k[h * s.head_dim], s.head_dim, &keys[at]);
+        std::copy_n(&v[h * s.head_dim], s.head_dim, &values[at]);
+      }
+    }
+  }
+
+  std::vector<float> random_queries(size_t n) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> q(n * shape.num_heads * shape.head_dim);
+    for (auto& x : q) x = u(rng);
+    return q;
+  }
+
+  // out[h] for one token over the first `visible` slots of `blocks` (holes skipped); mass[s] += probabilities.
+  void naive(const float* q, std::span<const BlockId> blocks, size_t visible, float* out, std::vector<double>* mass) {
+    const size_t hd = shape.head_dim, bs = kv_shape.block_size, group = shape.num_heads / shape.num_kv_heads;
+    for (size_t h = 0; h < shape.num_heads; ++h) {
+      const size_t g = h / group;
+      std::vector<double> p(visible, 0.0);
+      double max = -INFINITY;
+      for (size_t s = 0; s < visible; ++s) {
+        if (blocks[s / bs] == kNullBlock) continue;
+        const float* k = &keys[((blocks[s / bs].value * shape.num_kv_heads + g) * bs + s % bs) * hd];
+        double dot = 0;
+        for (size_t d = 0; d < hd; ++d) dot += double(q[h * hd + d]) * k[d];
+        p[s] = dot / std::sqrt(double(hd));
+        max = std::max(max, p[s]);
+      }
+      double sum = 0;
+      for (size_t s = 0; s < visible; ++s) {
+        p[s] = blocks[s / bs] == kNullBlock ? 0.0 : std::exp(p[s] - max);
+        sum += p[s];
+      }
+      for (size_t d = 0; d < hd; ++d) {
+        double acc = 0;
+        for (size_t s = 0; s < visible; ++s) {
+          if (p[s] == 0.0) continue;
+          acc += p[s] / sum * values[((blocks[s / bs].value * shape.num_kv_heads + g) * bs + s % bs) * hd + d];
+        }
+        out[h * hd + d] = static_cast<float>(acc);
+      }
+      if (mass)
+        for (size_t s = 0; s < visible; ++s) (*mass)[s] += p[s] / sum;
+    }
+  }
+};
+
+// Three sequences: a decode token with a long context through scattered blocks, a prefill chunk of 5 new
+// tokens after 7 cached ones, and a decode token whose context has a hole. Visible slots, not positions.
+struct MixedBatch {
+  std::vector<std::vector<BlockId>> tables;
+  std::vector<SequenceAttention> sequences;
+  std::vector<uint32_t> sequence_of_token, visible;
+
+  MixedBatch(size_t block_size, size_t num_blocks) {
+    const size_t long_context = 150, chunk_cached = 7, chunk_new = 5, holed = 40;
+    std::vector<uint32_t> ids(num_blocks);
+    std::iota(ids.begin(), ids.end(), 0u);
+    std::mt19937 rng(3);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = 0;
+    auto take = [&](size_t slots) {
+      std::vector<BlockId> t;
+      for (size_t i = 0; i < (slots + block_size - 1) / block_size; ++i) t.push_back(BlockId{ids[next++]});
+      return t;
+    };
+    tables = {take(long_context), take(chunk_cached + chunk_new), take(holed)};
+    tables[2][tables[2].size() / 2] = kNullBlock;  // a hole in the middle (its slots are never read)
+    const uint32_t cached[] = {long_context, chunk_cached + chunk_new, holed};
+    for (size_t i = 0; i < 3; ++i) sequences.push_back({.blocks = tables[i], .num_cached = cached[i]});
+    sequence_of_token = {0, 1, 1, 1, 1, 1, 2};
+    visible = {long_context, 8, 9, 10, 11, 12, holed};
+  }
+  AttentionBatch batch() const {
+    return {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible};
+  }
+};
+
+TEST(BatchAttention, MatchesNaiveReferenceForMixedBatches) {
+  for (const AttentionShape shape : {AttentionShape{.num_heads = 4, .num_kv_heads = 4, .head_dim = 16},
+                                     AttentionShape{.num_heads = 8, .num_kv_heads = 2, .head_dim = 8}}) {
+    for (size_t block_size : {1, 16}) {
+      const size_t num_blocks = 240 / block_size + 8;
+      KvFixture s(shape, block_size, num_blocks);
+      MixedBatch m(block_size, num_blocks);
+      const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim;
+      const std::vector<float> q = s.random_queries(n);
+      std::vector<float> out(n * width), want(n * width);
+      ThreadPool pool(2);
+      BatchAttention attention(pool, shape);
+      attention.run(s.kv, 0, m.batch(), q, out);
+      for (size_t t = 0; t < n; ++t) {
+        s.naive(&q[t * width], m.tables[m.sequence_of_token[t]], m.visible[t], &want[t * width], nullptr);
+        for (size_t i = 0; i < width; ++i)
+          ASSERT_NEAR(out[t * width + i], want[t * width + i], kTolerance)
+              << "token " << t << " element " << i << " block size " << block_size << " kv heads "
+              << shape.num_kv_heads;
+      }
+    }
+  }
+}
+
+TEST(BatchAttention, SameBitsForAnyThreadCount) {
+  const AttentionShape shape{.num_heads = 8, .num_kv_heads = 2, .head_dim = 8};
+  KvFixture s(shape, 16, 24);
+  MixedBatch m(16, 24);
+  const size_t width = shape.num_heads * shape.head_dim;
+  const std::vector<float> q = s.random_queries(m.visible.size());
+  std::vector<float> first;
+  for (size_t threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    BatchAttention attention(pool, shape);
+    std::vector<float> out(m.visible.size() * width);
+    attention.run(s.kv, 0, m.batch(), q, out);
+    if (first.empty()) {
+      first = out;
+    } else {
+      EXPECT_EQ(out, first) << threads << " threads";
+    }
+  }
+}
+
+// Each query head's probabilities sum to 1, so the mass over all slots is (query heads x tokens); per slot it
+// matches the reference, and holes get none.
+TEST(BatchAttention, SlotMassIsTheProbabilityEachSlotReceived) {
+  const AttentionShape shape{.num_heads = 4, .num_kv_heads = 2, .head_dim = 8};
+  KvFixture s(shape, 4, 80);
+  MixedBatch m(4, 80);
+  std::vector<std::vector<float>> mass(3);
+  for (size_t i = 0; i < 3; ++i) {
+    mass[i].assign(m.sequences[i].num_cached, 0.0f);
+    m.sequences[i].slot_mass = mass[i];
+  }
+  const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim;
+  const std::vector<float> q = s.random_queries(n);
+  std::vector<float> out(n * width), scratch(width);
+  ThreadPool pool(2);
+  BatchAttention attention(pool, shape);
+  attention.run(s.kv, 0, m.batch(), q, out);
+  std::vector<std::vector<double>> want(3);
+  for (size_t i = 0; i < 3; ++i) want[i].assign(m.sequences[i].num_cached, 0.0);
+  std::vector<size_t> tokens_of(3, 0);
+  for (size_t t = 0; t < n; ++t) {
+    const size_t seq = m.sequence_of_token[t];
+    ++tokens_of[seq];
+    s.naive(&q[t * width], m.tables[seq], m.visible[t], scratch.data(), &want[seq]);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    double total = 0;
+    for (size_t slot = 0; slot < mass[i].size(); ++slot) {
+      EXPECT_NEAR(mass[i][slot], want[i][slot], kTolerance) << "sequence " << i << " slot " << slot;
+      if (m.tables[i][slot / 4] == kNullBlock) {
+        EXPECT_EQ(mass[i][slot], 0.0f) << "a hole got attention";
+      }
+      total += mass[i][slot];
+    }
+    EXPECT_NEAR(total, double(shape.num_heads * tokens_of[i]), 1e-4 * shape.num_heads * tokens_of[i]);
+  }
+}
+
+}  // namespace
+}  // namespace kvs
