@@ -34,10 +34,13 @@ Expected<size_t> grow_all(KvCacheManager& manager, std::span<const size_t> lengt
                     seq, n, manager.pool().num_used_blocks(), manager.pool().num_blocks()));
   };
   std::vector<size_t> held(lengths.size());
+  // The simulation has no text: every position holds token 0 (the ids only feed prefix hashing).
+  const std::vector<TokenId> filler(lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end()), 0);
+  const auto tokens = [&](size_t n) { return std::span(filler).first(n); };
   for (size_t i = 0; i < lengths.size(); ++i) {
     const size_t prompt = std::max<size_t>(1, lengths[i] / 2);
     if (!manager.reserve(SeqId{i}, prompt)) return fail(i, prompt);
-    manager.commit(SeqId{i}, prompt);
+    manager.commit(SeqId{i}, tokens(prompt));
     held[i] = prompt;
   }
   for (bool growing = true; growing;) {
@@ -45,7 +48,7 @@ Expected<size_t> grow_all(KvCacheManager& manager, std::span<const size_t> lengt
     for (size_t i = 0; i < lengths.size(); ++i) {
       if (held[i] == lengths[i]) continue;
       if (!manager.reserve(SeqId{i}, 1)) return fail(i, 1);
-      manager.commit(SeqId{i}, 1);
+      manager.commit(SeqId{i}, tokens(1));
       ++held[i];
       growing = true;
     }
@@ -59,9 +62,10 @@ Expected<size_t> admit_in_order(size_t block_size, size_t num_blocks, std::span<
   auto manager = toy_manager(block_size, num_blocks);
   if (!manager) return manager.status();
   size_t admitted = 0;
+  const std::vector<TokenId> filler(lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end()), 0);
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (!(*manager)->reserve(SeqId{i}, lengths[i])) break;
-    (*manager)->commit(SeqId{i}, lengths[i]);
+    (*manager)->commit(SeqId{i}, std::span(filler).first(lengths[i]));
     ++admitted;
   }
   KVS_RETURN_IF_ERROR((*manager)->check_invariants());

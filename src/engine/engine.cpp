@@ -49,6 +49,7 @@ Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& 
       tokenizer_(tokenizer),
       config_(config),
       kv_(std::move(kv)),
+      storage_(kv_->storage_shape()),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
       forward_(model, pool) {}
 
@@ -150,9 +151,9 @@ bool Engine::step() {
   if (requests_.empty()) return false;
   SchedulePlan plan = scheduler_.schedule();
   recorder_.totals().preemptions_total = scheduler_.num_preemptions();
-  for (Request* r : plan.out_of_memory) {
+  for (SequenceState* seq : plan.out_of_memory) {
     RequestOutput out;
-    finish(*r, FinishReason::kKvCacheFull, out);
+    finish(as_request(seq), FinishReason::kKvCacheFull, out);
   }
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
@@ -165,7 +166,7 @@ bool Engine::step() {
   slots_.clear();
   sequences_.clear();
   for (const ScheduledChunk& chunk : plan.chunks) {
-    Request& r = *chunk.request;
+    const SequenceState& r = *chunk.seq;
     const auto seq_index = static_cast<uint32_t>(sequences_.size());
     sequences_.push_back(
         {.blocks = kv_->block_table(r.id), .num_cached = static_cast<uint32_t>(chunk.first + chunk.num_tokens)});
@@ -186,7 +187,7 @@ bool Engine::step() {
        .kv_slots = slots_,
        .attention = {.sequences = sequences_, .sequence_of_token = sequence_of_token_, .visible_slots = visible_slots_},
        .logits_for = logits_for_},
-      kv_->storage(), logits_);
+      storage_, logits_);
   recorder_.totals().step_tokens.observe(static_cast<double>(tokens_.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
@@ -195,7 +196,7 @@ bool Engine::step() {
   for (const ScheduledChunk& chunk : plan.chunks) {
     scheduler_.on_computed(chunk);
     if (!chunk.completes()) continue;
-    advance(*chunk.request, {logits_.data() + logits_row * vocab, vocab}, outputs);
+    advance(as_request(chunk.seq), {logits_.data() + logits_row * vocab, vocab}, outputs);
     ++logits_row;
   }
   for (const RequestOutput& out : outputs) {

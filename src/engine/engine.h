@@ -46,6 +46,7 @@ class Engine {
 
   EngineMetrics metrics() const;
   const KvCacheManager& kv() const { return *kv_; }
+  const KvStorage& kv_storage() const { return storage_; }
   const ModelConfig& model_config() const { return model_.config(); }
 
  private:
@@ -54,11 +55,14 @@ class Engine {
   // Samples after a chunk that reached the end of its request's tokens; true when it finished.
   bool advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
+  // Every sequence the scheduler holds is one of this engine's requests.
+  static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 
   const LlamaModel& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
-  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<KvCacheManager> kv_;  // block accounting
+  KvStorage storage_;                   // the K/V bytes its blocks index
   Scheduler scheduler_;
   LlamaForward forward_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;

@@ -1,7 +1,8 @@
-// A generation request inside the engine: its tokens (prompt, then generated), how many of them
-// already have K/V in the cache (num_computed_tokens), and its per-request decoding state.
-// There is no prefill or decode phase: the scheduler gives a request tokens until
-// num_computed_tokens catches up with num_tokens(); a decode step is one new token.
+// A generation request inside the engine, in two parts: what the scheduler sees (SequenceState: its
+// tokens, prompt then generated) and its output state (sampler, detokenizer, stop strings, sink).
+// How many tokens already have K/V is the KV manager's one count (KvCacheManager::num_tokens).
+// There is no prefill or decode phase: the scheduler gives a sequence tokens until its computed
+// count catches up with num_tokens(); a decode step is one new token.
 #pragma once
 
 #include <chrono>
@@ -42,19 +43,24 @@ using OutputSink = std::function<void(const RequestOutput&)>;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-struct Request {
-  Request(SeqId id, RequestParams params, const Tokenizer& tokenizer, OutputSink sink, SteadyTime arrival);
+// Scheduling state only: unit tests of the scheduler build these with no model or tokenizer.
+struct SequenceState {
+  SequenceState(SeqId id_, std::vector<TokenId> tokens_)
+      : id(id_), tokens(std::move(tokens_)), num_prompt_tokens(tokens.size()) {}
 
   size_t num_tokens() const { return tokens.size(); }
   size_t num_generated() const { return tokens.size() - num_prompt_tokens; }
-  size_t num_uncomputed() const { return tokens.size() - num_computed_tokens; }
 
   SeqId id;
-  RequestParams params;
   std::vector<TokenId> tokens;  // prompt + generated
   size_t num_prompt_tokens = 0;
-  size_t num_computed_tokens = 0;  // tokens whose K/V are in the cache
   size_t num_preemptions = 0;
+};
+
+struct Request : SequenceState {
+  Request(SeqId id, RequestParams params, const Tokenizer& tokenizer, OutputSink sink, SteadyTime arrival);
+
+  RequestParams params;
   Sampler sampler;
   StreamingDecoder decoder;
   StopMatcher stops;

@@ -4,16 +4,15 @@
 
 namespace kvs {
 
-void Scheduler::preempt(Request* victim, SchedulePlan& plan) {
-  kv_.free(victim->id);
-  victim->num_computed_tokens = 0;
+void Scheduler::preempt(SequenceState* victim, SchedulePlan& plan) {
+  kv_.free(victim->id);  // its computed count is now 0
   ++victim->num_preemptions;
   ++num_preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   waiting_.push_front(victim);
   plan.preempted.push_back(victim);
   // A victim scheduled earlier in this step loses its chunk too.
-  std::erase_if(plan.chunks, [&](const ScheduledChunk& c) { return c.request == victim; });
+  std::erase_if(plan.chunks, [&](const ScheduledChunk& c) { return c.seq == victim; });
 }
 
 SchedulePlan Scheduler::schedule() {
@@ -22,8 +21,8 @@ SchedulePlan Scheduler::schedule() {
 
   // 1. Running requests first, oldest admission first.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
-    Request* r = running_[i];
-    const size_t n = std::min(r->num_uncomputed(), budget);
+    SequenceState* r = running_[i];
+    const size_t n = std::min(num_uncomputed(*r), budget);
     if (n == 0) {
       ++i;
       continue;
@@ -37,7 +36,7 @@ SchedulePlan Scheduler::schedule() {
         self_preempted = true;
         break;
       }
-      Request* victim = running_.back();
+      SequenceState* victim = running_.back();
       preempt(victim, plan);
       if (victim == r) {
         self_preempted = true;
@@ -47,7 +46,7 @@ SchedulePlan Scheduler::schedule() {
     if (self_preempted) continue;  // running_[i] is now the next request
     const bool reserved = kv_.reserve(r->id, n);
     KVS_ASSERT(reserved, "reserve of {} tokens failed after can_reserve", n);
-    plan.chunks.push_back({r, r->num_computed_tokens, n});
+    plan.chunks.push_back({r, num_computed(*r), n});
     budget -= n;
     ++i;
   }
@@ -58,12 +57,12 @@ SchedulePlan Scheduler::schedule() {
 
   // 2. Admit waiting requests, unless this step had to preempt (memory is tight).
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && running_.size() < config_.max_seqs) {
-    Request* r = waiting_.front();
-    const size_t n = std::min(r->num_uncomputed(), budget);
+    SequenceState* r = waiting_.front();
+    const size_t n = std::min(num_uncomputed(*r), budget);
     if (!kv_.reserve(r->id, n)) break;
     waiting_.pop_front();
     running_.push_back(r);
-    plan.chunks.push_back({r, r->num_computed_tokens, n});
+    plan.chunks.push_back({r, num_computed(*r), n});
     plan.num_tokens += n;
     budget -= n;
   }
@@ -71,16 +70,16 @@ SchedulePlan Scheduler::schedule() {
 }
 
 void Scheduler::on_computed(const ScheduledChunk& chunk) {
-  KVS_ASSERT(chunk.request->num_computed_tokens == chunk.first, "request {} computed {} but chunk starts at {}",
-             chunk.request->id.value, chunk.request->num_computed_tokens, chunk.first);
-  chunk.request->num_computed_tokens += chunk.num_tokens;
-  kv_.commit(chunk.request->id, chunk.num_tokens);
+  const SequenceState& seq = *chunk.seq;
+  KVS_ASSERT(num_computed(seq) == chunk.first, "sequence {} computed {} but its chunk starts at {}", seq.id.value,
+             num_computed(seq), chunk.first);
+  kv_.commit(seq.id, std::span(seq.tokens).subspan(chunk.first, chunk.num_tokens));
 }
 
-void Scheduler::remove(Request* request) {
-  kv_.free(request->id);
-  std::erase(running_, request);
-  std::erase(waiting_, request);
+void Scheduler::remove(SequenceState* seq) {
+  kv_.free(seq->id);
+  std::erase(running_, seq);
+  std::erase(waiting_, seq);
 }
 
 }  // namespace kvs

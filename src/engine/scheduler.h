@@ -1,10 +1,12 @@
 // Iteration-level scheduling (continuous batching with chunked prefill). Each step:
-//   1. running requests, oldest admission first, get min(uncomputed, budget) tokens; when the KV
-//      pool cannot hold them, the most recently admitted running request is preempted (its blocks
-//      freed, its computed count reset; it is recomputed when resumed);
-//   2. waiting requests are admitted in arrival order while the token budget, max_seqs and the
+//   1. running sequences, oldest admission first, get min(uncomputed, budget) tokens; when the KV
+//      pool cannot hold them, the most recently admitted running sequence is preempted (its blocks
+//      freed, so its computed count is 0; it is recomputed when resumed);
+//   2. waiting sequences are admitted in arrival order while the token budget, max_seqs and the
 //      KV pool allow (a long prompt takes several steps: chunked prefill).
-// The result is a plain-data plan; the engine runs it and reports back with `on_computed`.
+// A sequence's computed count is the KV manager's (tokens committed to its block table), never a
+// second counter here. The result is a plain-data plan; the engine runs it and reports back with
+// `on_computed`. Sees only SequenceState and KV accounting: testable with toy sequences.
 #pragma once
 
 #include <deque>
@@ -16,21 +18,21 @@
 namespace kvs {
 
 struct SchedulerConfig {
-  size_t max_batch_tokens = 512;  // tokens per step, all requests together
-  size_t max_seqs = 32;           // running requests at once
+  size_t max_batch_tokens = 512;  // tokens per step, all sequences together
+  size_t max_seqs = 32;           // running sequences at once
 };
 
 struct ScheduledChunk {
-  Request* request = nullptr;
-  size_t first = 0;       // == request->num_computed_tokens when scheduled
+  SequenceState* seq = nullptr;
+  size_t first = 0;       // the sequence's computed count when scheduled
   size_t num_tokens = 0;  // tokens [first, first + num_tokens) are computed this step
-  bool completes() const { return first + num_tokens == request->num_tokens(); }  // logits wanted
+  bool completes() const { return first + num_tokens == seq->num_tokens(); }  // logits wanted
 };
 
 struct SchedulePlan {
   std::vector<ScheduledChunk> chunks;
-  std::vector<Request*> preempted;      // lost their blocks this step; back at the front of waiting
-  std::vector<Request*> out_of_memory;  // cannot grow even alone in the pool: to be finished
+  std::vector<SequenceState*> preempted;      // lost their blocks this step; back at the front of waiting
+  std::vector<SequenceState*> out_of_memory;  // cannot grow even alone in the pool: to be finished
   size_t num_tokens = 0;
 };
 
@@ -38,24 +40,29 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
 
-  void add(Request* request) { waiting_.push_back(request); }
+  void add(SequenceState* seq) { waiting_.push_back(seq); }
   SchedulePlan schedule();
-  // After the forward pass: the chunk's K/V are written.
+  // After the forward pass: the chunk's K/V are written (its tokens are committed to the KV manager).
   void on_computed(const ScheduledChunk& chunk);
-  // Removes a request (finished or aborted) from either queue and frees its blocks at once.
-  void remove(Request* request);
+  // Removes a sequence (finished or aborted) from either queue and frees its blocks at once.
+  void remove(SequenceState* seq);
+  // Frees a running sequence's blocks so that its next chunk recomputes it from the start (the
+  // no-cache baseline); it stays running.
+  void forget_computed(SequenceState* seq) { kv_.free(seq->id); }
 
-  const std::vector<Request*>& running() const { return running_; }
-  const std::deque<Request*>& waiting() const { return waiting_; }
+  size_t num_computed(const SequenceState& seq) const { return kv_.num_tokens(seq.id); }
+  const std::vector<SequenceState*>& running() const { return running_; }
+  const std::deque<SequenceState*>& waiting() const { return waiting_; }
   size_t num_preemptions() const { return num_preemptions_; }
 
  private:
-  void preempt(Request* victim, SchedulePlan& plan);
+  void preempt(SequenceState* victim, SchedulePlan& plan);
+  size_t num_uncomputed(const SequenceState& seq) const { return seq.num_tokens() - num_computed(seq); }
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
-  std::vector<Request*> running_;  // admission order: the back is preempted first
-  std::deque<Request*> waiting_;
+  std::vector<SequenceState*> running_;  // admission order: the back is preempted first
+  std::deque<SequenceState*> waiting_;
   size_t num_preemptions_ = 0;
 };
 

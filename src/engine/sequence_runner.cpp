@@ -33,9 +33,10 @@ SequenceRunner::SequenceRunner(const LlamaModel& model, ThreadPool& pool, size_t
   auto manager = KvCacheManager::create({.spec = spec, .num_blocks = blocks});
   KVS_ASSERT(manager.has_value(), "KV cache options were not validated: {}", manager.status().message());
   manager_ = std::move(manager).value();
+  paged_ = std::make_unique<KvStorage>(manager_->storage_shape());
 }
 
-size_t SequenceRunner::kv_bytes() const { return manager_ ? manager_->storage().bytes() : contiguous_->bytes(); }
+size_t SequenceRunner::kv_bytes() const { return manager_ ? paged_->bytes() : contiguous_->bytes(); }
 
 KvUsage SequenceRunner::kv_usage() const {
   if (manager_) return manager_->usage();
@@ -50,11 +51,13 @@ void SequenceRunner::truncate(size_t length) {
   length_ = length;
   if (!manager_) return;
   // Rebuild the table at the new length: whole blocks past it go back to the pool.
+  const std::vector<TokenId> kept(manager_->tokens(kSequence).begin(),
+                                  manager_->tokens(kSequence).begin() + static_cast<long>(length));
   manager_->free(kSequence);
   if (length > 0) {
     const bool ok = manager_->reserve(kSequence, length);
     KVS_ASSERT(ok, "re-reserving {} tokens after a truncate failed", length);
-    manager_->commit(kSequence, length);
+    manager_->commit(kSequence, kept);
   }
 }
 
@@ -70,7 +73,8 @@ Expected<std::span<const float>> SequenceRunner::append(std::span<const TokenId>
         "KV cache exhausted: {} more tokens need {} more blocks of {} tokens, but only {} of {} blocks are free "
         "({} bytes in the pool)",
         tokens.size(),
-        kv_blocks_for_tokens(length_ + tokens.size(), manager_->block_size()) - manager_->block_table(kSequence).size(),
+        kv_blocks_for_tokens(length_ + tokens.size(), manager_->block_size()) -
+            (manager_->contains(kSequence) ? manager_->block_table(kSequence).size() : 0),
         manager_->block_size(), u.blocks_total - u.blocks_used, u.blocks_total, u.bytes_total));
   }
   logits_.resize((all_logits ? tokens.size() : 1) * vocab);
@@ -105,8 +109,8 @@ Expected<std::span<const float>> SequenceRunner::append(std::span<const TokenId>
         .kv_slots = slots,
         .attention = {.sequences = {&sequence, 1}, .sequence_of_token = seq_of_token, .visible_slots = visible},
         .logits_for = logits_for};
-    forward_.forward(batch, manager_ ? manager_->storage() : *contiguous_, {out, logits_for.size() * vocab});
-    if (manager_) manager_->commit(kSequence, n);
+    forward_.forward(batch, manager_ ? *paged_ : *contiguous_, {out, logits_for.size() * vocab});
+    if (manager_) manager_->commit(kSequence, tokens.subspan(done, n));
     length_ += n;
     done += n;
   }

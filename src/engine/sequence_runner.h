@@ -48,6 +48,7 @@ class SequenceRunner {
   size_t capacity_;
   size_t max_batch_tokens_;
   std::unique_ptr<KvCacheManager> manager_;  // paged layout
+  std::unique_ptr<KvStorage> paged_;         // its K/V bytes
   std::unique_ptr<KvStorage> contiguous_;    // contiguous layout
   size_t length_ = 0;
   std::vector<float> logits_;

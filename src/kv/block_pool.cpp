@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace kvs {
 
 BlockPool::BlockPool(size_t num_blocks) : meta_(num_blocks) {
@@ -85,6 +87,39 @@ Status BlockPool::check_invariants() const {
         fmt::format("free count {} but {} blocks linked and {} with ref count 0", num_free_, linked, zero_refs));
   }
   return Status::ok();
+}
+
+PinnedBlocks PinnedBlocks::retain(BlockPool& pool, std::span<const BlockId> blocks) {
+  for (BlockId b : blocks)
+    if (b != kNullBlock) pool.retain(b);
+  return PinnedBlocks(pool, std::vector<BlockId>(blocks.begin(), blocks.end()));
+}
+
+PinnedBlocks::PinnedBlocks(PinnedBlocks&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), blocks_(std::exchange(other.blocks_, {})) {}
+
+PinnedBlocks& PinnedBlocks::operator=(PinnedBlocks&& other) noexcept {
+  if (this != &other) {
+    release();
+    pool_ = std::exchange(other.pool_, nullptr);
+    blocks_ = std::exchange(other.blocks_, {});
+  }
+  return *this;
+}
+
+void PinnedBlocks::append(PinnedBlocks&& other) {
+  if (other.blocks_.empty()) return;
+  KVS_ASSERT(pool_ == nullptr || other.pool_ == nullptr || pool_ == other.pool_, "blocks of two pools in one handle");
+  if (pool_ == nullptr) pool_ = other.pool_;
+  blocks_.insert(blocks_.end(), other.blocks_.begin(), other.blocks_.end());
+  other.blocks_.clear();
+  other.pool_ = nullptr;
+}
+
+void PinnedBlocks::release() {
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
+    if (*it != kNullBlock) pool_->release(*it);
+  blocks_.clear();
 }
 
 }  // namespace kvs

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/ids.h"
@@ -41,7 +42,10 @@ class BlockPool {
   // Drops one reference; at zero the block goes to the tail of the free list.
   void release(BlockId id);
 
-  const BlockMeta& meta(BlockId id) const { return meta_.at(id.value); }
+  const BlockMeta& meta(BlockId id) const {
+    KVS_ASSERT(id.value < meta_.size(), "block {} in a pool of {}", id.value, meta_.size());
+    return meta_[id.value];
+  }
   void set_content_hash(BlockId id, uint64_t hash) { meta_.at(id.value).content_hash = hash; }
   // Free blocks from head to tail (tests assert exact order).
   std::vector<BlockId> free_list() const;
@@ -57,6 +61,35 @@ class BlockPool {
   uint32_t tail_ = BlockMeta::kNone;
   size_t num_free_ = 0;
   uint64_t clock_ = 0;  // logical time, advanced by every release
+};
+
+// References to blocks of a pool, dropped when the handle dies (or on release()), the last block first:
+// a sequence's tail reaches the free list before its head, so the longest cached prefixes are evicted
+// last. Holes (kNullBlock) hold no reference. Move-only; the pool must outlive it.
+class PinnedBlocks {
+ public:
+  PinnedBlocks() = default;
+  // Takes over one reference to each block (e.g. fresh from BlockPool::allocate).
+  PinnedBlocks(BlockPool& pool, std::vector<BlockId> adopted) : pool_(&pool), blocks_(std::move(adopted)) {}
+  // Adds a reference to each block (sharing blocks another holder keeps).
+  static PinnedBlocks retain(BlockPool& pool, std::span<const BlockId> blocks);
+  PinnedBlocks(PinnedBlocks&& other) noexcept;
+  PinnedBlocks& operator=(PinnedBlocks&& other) noexcept;
+  PinnedBlocks(const PinnedBlocks&) = delete;
+  PinnedBlocks& operator=(const PinnedBlocks&) = delete;
+  ~PinnedBlocks() { release(); }
+
+  std::span<const BlockId> blocks() const { return blocks_; }
+  size_t size() const { return blocks_.size(); }
+  // Appends another handle's blocks (same pool), taking over its references.
+  void append(PinnedBlocks&& other);
+  void append_hole() { blocks_.push_back(kNullBlock); }
+  // Drops every reference, tail first, and empties the handle.
+  void release();
+
+ private:
+  BlockPool* pool_ = nullptr;
+  std::vector<BlockId> blocks_;
 };
 
 }  // namespace kvs

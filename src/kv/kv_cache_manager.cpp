@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
-#include <set>
 
 namespace kvs {
 
@@ -25,15 +25,16 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
   return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
 }
 
-KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : config_(config),
-      pool_(config.num_blocks),
-      storage_(KvShape{.num_layers = config.spec.num_layers,
-                       .num_kv_heads = config.spec.num_kv_heads,
-                       .head_dim = config.spec.head_dim,
-                       .block_size = config.spec.block_size,
-                       .num_blocks = config.num_blocks,
-                       .dtype = config.spec.dtype}) {}
+KvCacheManager::KvCacheManager(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {}
+
+KvShape KvCacheManager::storage_shape() const {
+  return KvShape{.num_layers = config_.spec.num_layers,
+                 .num_kv_heads = config_.spec.num_kv_heads,
+                 .head_dim = config_.spec.head_dim,
+                 .block_size = config_.spec.block_size,
+                 .num_blocks = config_.num_blocks,
+                 .dtype = config_.spec.dtype};
+}
 
 const BlockTable& KvCacheManager::table(SeqId seq) const {
   auto it = tables_.find(seq.value);
@@ -54,52 +55,60 @@ bool KvCacheManager::reserve(SeqId seq, size_t n) {
   auto blocks = pool_.allocate(needed);
   if (!blocks) return false;
   if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size())).first;
-  it->second.add_blocks(*blocks);
+  it->second.add_blocks(PinnedBlocks(pool_, std::move(*blocks)));
   return true;
 }
 
 KvSlot KvCacheManager::slot_of(SeqId seq, size_t position) const { return table(seq).slot_of(position); }
 
-void KvCacheManager::commit(SeqId seq, size_t n) {
+void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   auto it = tables_.find(seq.value);
   KVS_ASSERT(it != tables_.end(), "commit to unknown sequence {}", seq.value);
-  it->second.advance(n);
+  it->second.advance(tokens);
 }
 
-void KvCacheManager::free(SeqId seq) {
+void KvCacheManager::free(SeqId seq) { tables_.erase(seq.value); }  // the table's PinnedBlocks release tail first
+
+size_t KvCacheManager::num_tokens(SeqId seq) const {
   auto it = tables_.find(seq.value);
-  if (it == tables_.end()) return;
-  for (BlockId b : it->second.take_blocks()) pool_.release(b);
-  tables_.erase(it);
+  return it == tables_.end() ? 0 : it->second.num_tokens();
 }
-
-size_t KvCacheManager::num_tokens(SeqId seq) const { return table(seq).num_tokens(); }
+std::span<const TokenId> KvCacheManager::tokens(SeqId seq) const { return table(seq).tokens(); }
 std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const { return table(seq).blocks(); }
 
 KvUsage KvCacheManager::usage() const {
   const size_t per_block = kv_bytes_per_block(config_.spec).total();
   return KvUsage{.blocks_total = pool_.num_blocks(),
                  .blocks_used = pool_.num_used_blocks(),
-                 .bytes_total = storage_.bytes(),
+                 .bytes_total = pool_.num_blocks() * per_block,
                  .bytes_used = pool_.num_used_blocks() * per_block};
 }
 
 Status KvCacheManager::check_invariants() const {
   KVS_RETURN_IF_ERROR(pool_.check_invariants());
-  std::set<uint32_t> seen;
+  std::map<uint32_t, uint32_t> holders;  // block -> tables holding it
   for (const auto& [id, t] : tables_) {
     if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), block_size())) {
       return Status::corrupt(
           fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(), t.blocks().size()));
     }
     for (BlockId b : t.blocks()) {
-      if (pool_.meta(b).ref_count == 0)
-        return Status::corrupt(fmt::format("sequence {} holds free block {}", id, b.value));
-      if (!seen.insert(b.value).second) return Status::corrupt(fmt::format("block {} is in two block tables", b.value));
+      if (b == kNullBlock) continue;
+      if (b.value >= pool_.num_blocks())
+        return Status::corrupt(
+            fmt::format("sequence {} holds block {} of a pool of {}", id, b.value, pool_.num_blocks()));
+      ++holders[b.value];
     }
   }
-  if (seen.size() != pool_.num_used_blocks()) {
-    return Status::corrupt(fmt::format("{} blocks in use but {} held by tables", pool_.num_used_blocks(), seen.size()));
+  for (const auto& [block, count] : holders) {
+    const uint32_t refs = pool_.meta(BlockId{block}).ref_count;
+    if (refs < count) {
+      return Status::corrupt(fmt::format("block {} is in {} block tables but has ref count {}", block, count, refs));
+    }
+  }
+  if (holders.size() != pool_.num_used_blocks()) {
+    return Status::corrupt(
+        fmt::format("{} blocks in use but {} held by tables", pool_.num_used_blocks(), holders.size()));
   }
   return Status::ok();
 }

@@ -1,7 +1,8 @@
-// The facade the engine uses: a block pool, the K/V storage it indexes, and one block table per
-// sequence. Blocks are allocated on demand as a sequence grows and all released the moment it
-// is freed. Running out of blocks is an expected outcome the caller acts on (queue, preempt),
-// never a crash.
+// The facade the engine uses: a block pool and one block table per sequence: accounting only. The
+// K/V bytes (KvStorage, of storage_shape()) belong to whoever computes, so the scheduler and the
+// paging simulation run without them. Blocks are allocated on demand as a sequence grows and all
+// released the moment it is freed, tail first. Running out of blocks is an expected outcome the
+// caller acts on (queue, preempt), never a crash.
 #pragma once
 
 #include <optional>
@@ -46,22 +47,26 @@ class KvCacheManager {
   bool can_reserve(SeqId seq, size_t n) const;
   // Slot for the token at `position` of `seq`; its block must be reserved.
   KvSlot slot_of(SeqId seq, size_t position) const;
-  // Records that `n` more tokens of `seq` were written.
-  void commit(SeqId seq, size_t n);
-  // Releases every block of `seq` at once and forgets it. Unknown ids are ignored.
+  // Records that `tokens` were written as the next positions of `seq` (their ids: what prefix
+  // hashing reads).
+  void commit(SeqId seq, std::span<const TokenId> tokens);
+  // Releases every block of `seq` at once, the last block first, and forgets it. Unknown ids are ignored.
   void free(SeqId seq);
 
   bool contains(SeqId seq) const { return tables_.count(seq.value) != 0; }
+  // Tokens of `seq` whose K/V are written (0 for a sequence without blocks): its one computed count.
   size_t num_tokens(SeqId seq) const;
+  std::span<const TokenId> tokens(SeqId seq) const;
   std::span<const BlockId> block_table(SeqId seq) const;
   size_t num_sequences() const { return tables_.size(); }
 
-  KvStorage& storage() { return storage_; }
-  const KvStorage& storage() const { return storage_; }
+  // The shape of the K/V storage the pool's blocks index.
+  KvShape storage_shape() const;
   const BlockPool& pool() const { return pool_; }
   KvUsage usage() const;
-  // Pool invariants plus: every block in a table is in use, no block is in two tables, each
-  // table has at least the blocks its committed tokens need (reserved ones may be ahead).
+  // Pool invariants plus: each block in tables has a ref count of at least the tables holding it
+  // (a shared block is in several), every block in use is in a table, each table has at least the
+  // blocks its committed tokens need (reserved ones may be ahead).
   Status check_invariants() const;
 
  private:
@@ -69,8 +74,7 @@ class KvCacheManager {
   const BlockTable& table(SeqId seq) const;
 
   KvCacheConfig config_;
-  BlockPool pool_;
-  KvStorage storage_;
+  BlockPool pool_;  // declared before the tables, whose references it must outlive
   std::unordered_map<uint64_t, BlockTable> tables_;
 };
 

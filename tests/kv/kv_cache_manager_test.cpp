@@ -13,6 +13,13 @@ KvCacheConfig toy_config(size_t block_size, size_t num_blocks) {
           .num_blocks = num_blocks};
 }
 
+// n token ids starting at `first` (what a sequence commits; their values only matter to prefix hashing).
+std::vector<TokenId> toy_tokens(size_t n, TokenId first = 0) {
+  std::vector<TokenId> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<TokenId>(i);
+  return out;
+}
+
 std::vector<uint32_t> ids(std::span<const BlockId> blocks) {
   std::vector<uint32_t> out;
   for (BlockId b : blocks) out.push_back(b.value);
@@ -25,14 +32,14 @@ TEST(KvCacheManager, AllocatesOnDemandAndMapsPositionsToSlots) {
   KvCacheManager& kv = **m;
   const SeqId a{1}, b{2};
   ASSERT_TRUE(kv.reserve(a, 5));  // 2 blocks: 0, 1
-  kv.commit(a, 5);
+  kv.commit(a, toy_tokens(5));
   ASSERT_TRUE(kv.reserve(b, 3));  // 1 block: 2
-  kv.commit(b, 3);
+  kv.commit(b, toy_tokens(3));
   ASSERT_TRUE(kv.reserve(a, 3));  // 8 tokens still fit in 2 blocks
   EXPECT_EQ(ids(kv.block_table(a)), (std::vector<uint32_t>{0, 1}));
-  kv.commit(a, 3);
+  kv.commit(a, toy_tokens(3));
   ASSERT_TRUE(kv.reserve(a, 1));  // the 9th token needs block 3
-  kv.commit(a, 1);
+  kv.commit(a, toy_tokens(1));
   EXPECT_EQ(ids(kv.block_table(a)), (std::vector<uint32_t>{0, 1, 3}));
   EXPECT_EQ(ids(kv.block_table(b)), (std::vector<uint32_t>{2}));
   EXPECT_EQ(kv.slot_of(a, 0).value, 0u);
@@ -40,10 +47,48 @@ TEST(KvCacheManager, AllocatesOnDemandAndMapsPositionsToSlots) {
   EXPECT_EQ(kv.slot_of(a, 8).value, 3u * 4 + 0);
   EXPECT_EQ(kv.slot_of(b, 2).value, 2u * 4 + 2);
   ASSERT_TRUE(kv.check_invariants().is_ok()) << kv.check_invariants().message();
-  kv.free(a);  // all blocks back at once
+  EXPECT_EQ(kv.tokens(a).size(), 9u);
+  EXPECT_EQ(kv.tokens(a)[5], 0) << "the ids of each commit, in order";  // commits of 5, 3, 1 ids from 0
+  EXPECT_EQ(kv.tokens(a)[8], 0);
+  EXPECT_EQ(kv.tokens(a)[7], 2);
+  kv.free(a);  // all blocks back at once, the tail first: the head (longest prefix) is evicted last
   EXPECT_EQ(kv.usage().blocks_used, 1u);
-  EXPECT_EQ(ids(kv.pool().free_list()), (std::vector<uint32_t>{4, 5, 6, 7, 0, 1, 3}));
+  EXPECT_EQ(kv.num_tokens(a), 0u);
+  EXPECT_EQ(ids(kv.pool().free_list()), (std::vector<uint32_t>{4, 5, 6, 7, 3, 1, 0}));
   ASSERT_TRUE(kv.check_invariants().is_ok());
+}
+
+TEST(PinnedBlocks, HoldReferencesAndReleaseTailFirst) {
+  BlockPool pool(6);
+  {
+    PinnedBlocks a(pool, *pool.allocate(3));  // 0 1 2
+    EXPECT_EQ(pool.num_used_blocks(), 3u);
+    PinnedBlocks shared = PinnedBlocks::retain(pool, a.blocks().first(2));  // 0 and 1 shared
+    EXPECT_EQ(pool.meta(BlockId{0}).ref_count, 2u);
+    a.append_hole();
+    EXPECT_EQ(a.size(), 4u);
+    PinnedBlocks moved = std::move(a);
+    EXPECT_EQ(a.size(), 0u);
+    moved.release();  // 2 goes back; 0 and 1 are still shared
+    EXPECT_EQ(ids(pool.free_list()), (std::vector<uint32_t>{3, 4, 5, 2}));
+    ASSERT_TRUE(pool.check_invariants().is_ok());
+  }  // `shared` dies: 1, then 0
+  EXPECT_EQ(ids(pool.free_list()), (std::vector<uint32_t>{3, 4, 5, 2, 1, 0}));
+  ASSERT_TRUE(pool.check_invariants().is_ok());
+}
+
+// A sequence's own count of computed tokens is the manager's; a sequence without blocks has computed none.
+TEST(KvCacheManager, ComputedCountIsTheCommittedTokens) {
+  auto m = KvCacheManager::create(toy_config(4, 8));
+  ASSERT_TRUE(m);
+  KvCacheManager& kv = **m;
+  EXPECT_EQ(kv.num_tokens(SeqId{9}), 0u);
+  ASSERT_TRUE(kv.reserve(SeqId{9}, 6));
+  EXPECT_EQ(kv.num_tokens(SeqId{9}), 0u) << "reserved is not computed";
+  kv.commit(SeqId{9}, toy_tokens(6, 100));
+  EXPECT_EQ(kv.num_tokens(SeqId{9}), 6u);
+  EXPECT_EQ(kv.tokens(SeqId{9}).back(), 105);
+  EXPECT_DEATH(kv.commit(SeqId{9}, toy_tokens(3)), "advance to 9 tokens with only 2 blocks of 4");
 }
 
 TEST(KvCacheManager, ExhaustionLeavesEverythingUnchanged) {
@@ -94,7 +139,7 @@ TEST(KvCacheManager, RandomizedStressKeepsInvariants) {
         const SeqId id{next_id++};
         const size_t n = 1 + rng() % 40;
         if (kv.reserve(id, n)) {
-          kv.commit(id, n);
+          kv.commit(id, toy_tokens(n));
           lengths[id.value] = n;
         } else {
           ++refused;
@@ -105,7 +150,7 @@ TEST(KvCacheManager, RandomizedStressKeepsInvariants) {
         const size_t n = 1 + rng() % 8;
         const size_t free_before = kv.pool().num_free_blocks();
         if (kv.reserve(SeqId{it->first}, n)) {
-          kv.commit(SeqId{it->first}, n);
+          kv.commit(SeqId{it->first}, toy_tokens(n));
           it->second += n;
         } else {
           ++refused;

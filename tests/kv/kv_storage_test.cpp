@@ -83,7 +83,7 @@ TEST(KvStorage, TheManagerRejectsTypesOnlyTheCalculatorSizes) {
       {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = KvDType::kF16, .block_size = 16},
        .num_blocks = 4});
   ASSERT_TRUE(f16) << f16.status().message();
-  EXPECT_EQ((*f16)->storage().element_type(), DType::kF16);
+  EXPECT_EQ(KvStorage((*f16)->storage_shape()).element_type(), DType::kF16);
 }
 
 }  // namespace
