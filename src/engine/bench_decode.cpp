@@ -12,13 +12,14 @@ namespace {
 
 struct Layout {
   const char* name;
-  SequenceRunner* runner;
+  Engine* engine;
 };
 
 // Weights plus the K/V read per decoded token, at the mean context of a run of `tokens` steps from
-// `depth` (step k attends to depth + k + 1 positions).
+// `depth`: the prompt is `depth` context tokens and a first token, one untimed step follows, so timed
+// step k attends to depth + k + 3 positions.
 double decode_bytes_per_token(const BenchModelInfo& info, size_t depth, size_t tokens) {
-  const double mean_context = static_cast<double>(depth) + static_cast<double>(tokens + 1) / 2.0;
+  const double mean_context = static_cast<double>(depth) + 2.0 + static_cast<double>(tokens + 1) / 2.0;
   return static_cast<double>(info.matrix_bytes) + mean_context * static_cast<double>(info.kv_bytes_per_token);
 }
 
@@ -39,15 +40,16 @@ struct DepthSamples {
   std::vector<double> tok_s[2], median_tok_s[2], cost, median_cost;
 };
 
-// Repetition `rep` of one layout at `depth`: one untimed step (whatever ran before, e.g. a probe
-// that just unmapped 1 GiB, is not billed to the layout), then `tokens` timed steps.
-Expected<Rates> decode_rep(SequenceRunner& runner, size_t depth, TokenId first, size_t tokens, const BenchClock& now) {
-  runner.truncate(depth);
-  if (auto warm = timed_decode(runner, first, 1, now); !warm) return warm.status();
-  runner.truncate(depth);
-  auto steps = timed_decode(runner, first, tokens, now);
-  if (!steps) return steps.status();
-  return rates(*steps);
+// Repetition `rep` of one layout at `depth`: the prompt (depth context tokens and `first`) computed
+// untimed, one untimed step (whatever ran before, e.g. a probe that just unmapped 1 GiB, is not billed
+// to the layout), then `tokens` timed steps.
+Expected<Rates> decode_rep(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first, size_t tokens,
+                           const BenchClock& now) {
+  std::vector<TokenId> prompt(context.begin(), context.begin() + static_cast<long>(depth));
+  prompt.push_back(first);
+  auto run = timed_run(engine, prompt, 1, tokens, now);
+  if (!run) return run.status();
+  return rates(run->step_seconds);
 }
 
 }  // namespace
@@ -55,21 +57,17 @@ Expected<Rates> decode_rep(SequenceRunner& runner, size_t depth, TokenId first, 
 Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                        BenchEnv& env) {
   std::vector<size_t> depths = plan.decode_depths;
-  // Deepest first: both runners are filled once to the deepest depth and truncated back for the rest.
+  // Deepest first (the published order); each repetition computes its context afresh, untimed.
   std::sort(depths.begin(), depths.end(), std::greater<>());
   const size_t deepest = depths.front(), roofline_depth = depths.back();
-  const size_t capacity = deepest + plan.decode_tokens;
-  SequenceRunner paged(model, env.pool, capacity, plan.max_batch_tokens, {.block_size = plan.paging_block_size});
-  SequenceRunner contiguous(model, env.pool, capacity, plan.max_batch_tokens, {.block_size = 0});
+  const size_t capacity = deepest + plan.decode_tokens + 3;
+  auto paged = bench_engine(model, env.pool, capacity, KvLayout::kPaged, plan);
+  if (!paged) return paged.status();
+  auto contiguous = bench_engine(model, env.pool, capacity, KvLayout::kContiguous, plan);
+  if (!contiguous) return contiguous.status();
   const std::vector<TokenId> context = bench_tokens(deepest, info.vocab, plan.seed + 1);
   const TokenId first = bench_tokens(1, info.vocab, plan.seed + 3).front();
-  const Layout layouts[2] = {{"paged", &paged}, {"contiguous", &contiguous}};
-  for (const Layout& layout : layouts) {
-    env.progress.step(fmt::format("decode: fill the {} KV cache with {} tokens", layout.name, deepest));
-    if (deepest > 0) {
-      if (auto out = layout.runner->append(context); !out) return out.status();
-    }
-  }
+  const Layout layouts[2] = {{"paged", paged->engine.get()}, {"contiguous", contiguous->engine.get()}};
 
   DecodeSection section;
   std::vector<double> probes, gbs_roofline, median_gbs_roofline, fractions, median_fractions;
@@ -87,7 +85,7 @@ Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModel
         env.progress.step(fmt::format("decode {} tokens at depth {}, {}, rep {}/{}{}", plan.decode_tokens, depth,
                                       layout.name, rep + 1, plan.reps,
                                       roofline && k == 0 ? " (after a bandwidth probe)" : ""));
-        auto rate = decode_rep(*layout.runner, depth, first, plan.decode_tokens, env.now);
+        auto rate = decode_rep(*layout.engine, context, depth, first, plan.decode_tokens, env.now);
         if (!rate) return rate.status();
         r[which] = *rate;
         d.tok_s[which].push_back(rate->tok_s);

@@ -1,5 +1,7 @@
 #include "engine/bench_measure.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "kv/kv_sizing.h"
@@ -48,23 +50,64 @@ std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed) {
   return tokens;
 }
 
-Expected<std::vector<double>> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now) {
-  TokenId next = first;
-  std::vector<double> seconds;
-  for (size_t i = 0; i < n; ++i) {
-    const double start = now();
-    auto logits = runner.append({&next, 1});
-    seconds.push_back(now() - start);
-    if (!logits) return logits.status();
-    next = static_cast<TokenId>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
+                             const BenchClock& now, bool recompute_history) {
+  RequestParams params{.prompt = {prompt.begin(), prompt.end()},
+                       .max_new_tokens = 1 + warm_steps + steps,
+                       .sampling = {.temperature = 0.0f},
+                       .stop_at_eos = false,
+                       .recompute_history = recompute_history};
+  size_t generated = 0;
+  bool finished = false;
+  Status error;
+  auto id = engine.add_request(std::move(params), [&](const RequestOutput& out) {
+    generated += out.new_tokens.size();
+    finished = finished || out.finished;
+    if (out.finished && out.finish_reason != FinishReason::kLength)
+      error =
+          Status::out_of_range(fmt::format("benchmark request ended early: {}", finish_reason_name(out.finish_reason)));
+  });
+  if (!id) return id.status();
+  TimedRun run;
+  const double start = now();
+  while (generated == 0 && !finished && engine.step()) {
   }
-  return seconds;
+  run.prefill_seconds = now() - start;
+  for (size_t i = 0; i < warm_steps && !finished; ++i) engine.step();
+  while (!finished) {
+    const double step_start = now();
+    if (!engine.step()) break;
+    run.step_seconds.push_back(now() - step_start);
+  }
+  KVS_RETURN_IF_ERROR(error);
+  if (run.step_seconds.size() != steps) {
+    return Status::out_of_range(
+        fmt::format("benchmark request took {} timed steps, not {}", run.step_seconds.size(), steps));
+  }
+  return run;
+}
+
+Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+                                   const BenchPlan& plan) {
+  auto tokenizer = Tokenizer::from_gguf(model.file());
+  if (!tokenizer) return tokenizer.status();
+  BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
+  const size_t block_size = layout == KvLayout::kContiguous ? model.config().context_length : plan.paging_block_size;
+  auto engine = Engine::create(model, *out.tokenizer, pool,
+                               {.max_batch_tokens = plan.max_batch_tokens,
+                                .max_seqs = 1,
+                                .block_size = plan.paging_block_size,
+                                .kv_layout = layout,
+                                .kv_blocks = kv_blocks_for_tokens(capacity, block_size)});
+  if (!engine) return engine.status();
+  out.engine = std::move(engine).value();
+  return out;
 }
 
 size_t bench_step_count(const BenchPlan& p, bool extra_prefill) {
   const size_t prefill = 1 + p.reps * p.prefill_tokens.size();  // warm-up + runs
   const size_t peak_probes = 2;
-  const size_t decode = 2 + p.decode_depths.size() * p.reps * 2 + 1;  // two fills, A/B runs, last probe
+  const size_t decode = p.decode_depths.size() * p.reps * 2 + 1;  // A/B runs, last probe
   const size_t cache = p.cache_contexts.size() * p.reps * 2;
   const size_t paging = 1;
   return peak_probes + prefill * (extra_prefill ? 2 : 1) + decode + cache + paging;

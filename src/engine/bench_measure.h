@@ -1,5 +1,5 @@
-// The timed sections of `kvserve bench`. Each runs the real engine path (SequenceRunner over the
-// loaded model) with fixed-seed token ids and times only the work it names. Measurements that are
+// The timed sections of `kvserve bench`. Each runs the real engine path (Engine::step, as the
+// server and `kvserve run` do) with fixed-seed token ids and times only the work it names. Measurements that are
 // compared (paged vs contiguous, cached vs recomputed, decode vs the bandwidth probe) are
 // interleaved, because this host's memory bandwidth drifts by tens of percent within an hour.
 #pragma once
@@ -14,7 +14,7 @@
 #include "engine/bench_plan.h"
 #include "engine/bench_progress.h"
 #include "engine/bench_results.h"
-#include "engine/sequence_runner.h"
+#include "engine/engine.h"
 #include "model/llama_model.h"
 
 namespace kvs {
@@ -34,9 +34,22 @@ BenchModelInfo describe_model(const LlamaModel& model, const std::string& path);
 // `n` token ids uniform over [3, vocab) (past BOS/EOS/UNK) from `seed`; the same on every platform.
 std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
 
-// Decodes `n` tokens greedily (argmax) starting from `first`, timing only the forward steps.
-// Returns the seconds of each step.
-Expected<std::vector<double>> timed_decode(SequenceRunner& runner, TokenId first, size_t n, const BenchClock& now);
+// One greedy request on an idle engine: its prompt computed (timed as prefill_seconds, up to its first
+// sampled token), then `warm_steps` untimed decode steps, then `steps` timed ones (one token each).
+struct TimedRun {
+  double prefill_seconds = 0.0;
+  std::vector<double> step_seconds;
+};
+Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
+                             const BenchClock& now, bool recompute_history = false);
+
+// An engine for one sequence of up to `capacity` tokens in `layout`, for the benchmark's model.
+struct BenchEngine {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+};
+Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+                                   const BenchPlan& plan);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);

@@ -17,15 +17,12 @@ Status EngineConfig::validate() const {
   return Status::ok();
 }
 
-Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
-                                                 const EngineConfig& config) {
+Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
-  const KvCacheSpec spec{.num_layers = c.num_layers,
-                         .num_kv_heads = c.num_kv_heads,
-                         .head_dim = c.head_dim,
-                         .dtype = config.kv_dtype,
-                         .block_size = config.block_size};
+  const bool contiguous = config.kv_layout == KvLayout::kContiguous;
+  KvCacheSpec spec = model.kv_spec(config.kv_dtype, contiguous ? c.context_length : config.block_size);
+  spec.contiguous = contiguous;
   KVS_RETURN_IF_ERROR(spec.validate());
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {
@@ -38,12 +35,19 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
                                                kv_bytes_per_block(spec).total()));
     }
   }
-  auto kv = KvCacheManager::create({.spec = spec, .num_blocks = blocks});
+  return KvCacheConfig{.spec = spec, .num_blocks = blocks};
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                                 const EngineConfig& config) {
+  auto kv_config = engine_kv_config(model, config);
+  if (!kv_config) return kv_config.status();
+  auto kv = KvCacheManager::create(*kv_config);
   if (!kv) return kv.status();
   return std::unique_ptr<Engine>(new Engine(model, tokenizer, pool, config, std::move(kv).value()));
 }
 
-Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
                std::unique_ptr<KvCacheManager> kv)
     : model_(model),
       tokenizer_(tokenizer),
@@ -51,7 +55,7 @@ Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& 
       kv_(std::move(kv)),
       storage_(kv_->storage_shape()),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
-      forward_(model, pool) {}
+      runner_(model.make_runner(pool)) {}
 
 Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
@@ -66,8 +70,10 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
           fmt::format("token id {} is outside the vocabulary of {}", t, model_.config().vocab_size));
     }
   }
-  // The prompt (plus the first generated token) must fit in the whole pool on its own.
-  const size_t needed = kv_blocks_for_tokens(params.prompt.size() + 1, kv_->block_size());
+  // The prompt (plus the first generated token, when a second one follows it) must fit in the whole pool on its
+  // own; a token past the context is never computed.
+  const size_t must_hold = std::min(context, params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0));
+  const size_t needed = kv_blocks_for_tokens(must_hold, kv_->block_size());
   if (needed > kv_->pool().num_blocks()) {
     return Status::out_of_memory(fmt::format(
         "the prompt of {} tokens needs {} KV blocks but the whole pool has {} (block size {}); raise --kv-memory",
@@ -105,6 +111,14 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   out.finish_reason = reason;
   out.prompt_tokens = r.num_prompt_tokens;
   out.completion_tokens = r.num_generated();
+  out.kv_blocks_held = kv_->contains(r.id) ? kv_->block_table(r.id).size() : 0;
+  if (reason == FinishReason::kKvCacheFull) {
+    out.finish_detail = fmt::format(
+        "KV cache exhausted: the sequence of {} tokens needs {} blocks of {} tokens, but the whole pool has {} ({} "
+        "bytes)",
+        r.num_tokens(), kv_blocks_for_tokens(r.num_tokens(), kv_->block_size()), kv_->block_size(),
+        kv_->pool().num_blocks(), kv_->usage().bytes_total);
+  }
   scheduler_.remove(&r);  // blocks are freed the moment the request ends
   ++(reason == FinishReason::kAborted ? recorder_.totals().requests_aborted_total
                                       : recorder_.totals().requests_finished_total);
@@ -113,6 +127,11 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
 }
 
 bool Engine::advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+  if (r.params.max_new_tokens == 0) {  // the prompt only
+    RequestOutput out;
+    finish(r, FinishReason::kLength, out);
+    return true;
+  }
   const TokenId token = r.sampler.sample(logits, r.tokens);
   const auto now = std::chrono::steady_clock::now();
   EngineMetrics& m = recorder_.totals();
@@ -141,6 +160,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Requ
   } else if (r.num_tokens() >= model_.config().context_length) {
     finish(r, FinishReason::kContextFull, out);
   } else {
+    if (r.params.recompute_history) scheduler_.forget_computed(&r);  // the no-cache baseline
     outputs.push_back(std::move(out));
     return false;
   }
@@ -157,47 +177,26 @@ bool Engine::step() {
   }
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
-  // Build the batch: every scheduled token, its position, slot, sequence and visible slots.
-  tokens_.clear();
-  positions_.clear();
-  sequence_of_token_.clear();
-  visible_slots_.clear();
-  logits_for_.clear();
-  slots_.clear();
-  sequences_.clear();
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    const SequenceState& r = *chunk.seq;
-    const auto seq_index = static_cast<uint32_t>(sequences_.size());
-    sequences_.push_back(
-        {.blocks = kv_->block_table(r.id), .num_cached = static_cast<uint32_t>(chunk.first + chunk.num_tokens)});
-    for (size_t p = chunk.first; p < chunk.first + chunk.num_tokens; ++p) {
-      tokens_.push_back(r.tokens[p]);
-      positions_.push_back(static_cast<uint32_t>(p));
-      sequence_of_token_.push_back(seq_index);
-      visible_slots_.push_back(static_cast<uint32_t>(p + 1));  // causal: slots [0, p]
-      slots_.push_back(kv_->slot_of(r.id, p));
-    }
-    if (chunk.completes()) logits_for_.push_back(static_cast<uint32_t>(tokens_.size() - 1));
-  }
+  build_model_input(plan.chunks, *kv_, input_);
   const size_t vocab = model_.config().vocab_size;
-  logits_.resize(logits_for_.size() * vocab);
-  forward_.forward(
-      {.tokens = tokens_,
-       .positions = positions_,
-       .kv_slots = slots_,
-       .attention = {.sequences = sequences_, .sequence_of_token = sequence_of_token_, .visible_slots = visible_slots_},
-       .logits_for = logits_for_},
-      storage_, logits_);
-  recorder_.totals().step_tokens.observe(static_cast<double>(tokens_.size()));
+  logits_.resize(input_.logits_for.size() * vocab);
+  runner_->forward(input_.view(), storage_, logits_);
+  recorder_.totals().step_tokens.observe(static_cast<double>(input_.tokens.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
+  std::vector<bool> completes(plan.chunks.size());  // before sampling appends tokens
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    completes[c] = plan.chunks[c].completes();
+    scheduler_.on_computed(plan.chunks[c]);
+  }
   std::vector<RequestOutput> outputs;
-  size_t logits_row = 0;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    scheduler_.on_computed(chunk);
-    if (!chunk.completes()) continue;
-    advance(as_request(chunk.seq), {logits_.data() + logits_row * vocab, vocab}, outputs);
-    ++logits_row;
+  for (size_t row = 0; row < input_.logits_rows.size(); ++row) {
+    const ModelInput::LogitsRow& at = input_.logits_rows[row];
+    const ScheduledChunk& chunk = plan.chunks[at.chunk];
+    Request& r = as_request(chunk.seq);
+    const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+    if (r.params.on_logits) r.params.on_logits(at.position, logits);
+    if (completes[at.chunk] && at.position + 1 == chunk.first + chunk.num_tokens) advance(r, logits, outputs);
   }
   for (const RequestOutput& out : outputs) {
     auto it = requests_.find(out.id.value);

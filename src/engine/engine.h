@@ -1,7 +1,9 @@
-// The serving engine: many requests share one model and one paged KV pool. add_request queues a
-// request; each step() schedules (continuous batching, chunked prefill, preemption), runs one
-// forward pass over every scheduled token, samples, detokenizes, checks stops, and reports
-// outputs through each request's sink. Single-threaded: EngineLoop drives it from one thread.
+// The serving engine, and the one path every command runs the model through (run, perplexity,
+// bench, serve, the golden tests): many requests share one model and one KV pool. add_request
+// queues a request; each step() schedules (continuous batching, chunked prefill, preemption),
+// builds the model input in one place (batch_builder), runs one forward pass over every scheduled
+// token, samples, detokenizes, checks stops, and reports outputs through each request's sink.
+// Single-threaded: EngineLoop drives it from one thread for the server.
 #pragma once
 
 #include <memory>
@@ -9,19 +11,26 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/batch_builder.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
-#include "model/llama_forward.h"
-#include "model/llama_model.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvs {
 
+enum class KvLayout {
+  kPaged,       // blocks of block_size tokens from a shared pool, allocated as sequences grow
+  kContiguous,  // one block of the whole context per sequence: the reference paged attention is tested against
+};
+
 struct EngineConfig {
-  size_t max_batch_tokens = 512;     // --max-batch-tokens
-  size_t max_seqs = 32;              // --max-seqs
-  size_t block_size = 16;            // --block-size
+  size_t max_batch_tokens = 512;  // --max-batch-tokens
+  size_t max_seqs = 32;           // --max-seqs
+  size_t block_size = 16;         // --block-size (paged)
+  KvLayout kv_layout = KvLayout::kPaged;
   size_t kv_memory_bytes = 0;        // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
   size_t kv_blocks = 0;              // --kv-blocks (instead of kv_memory_bytes)
   KvDType kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K/V elements
@@ -29,9 +38,13 @@ struct EngineConfig {
   Status validate() const;
 };
 
+// The KV pool an engine of `config` would allocate for `model`: its spec and block count. The
+// calculator's sizing function, so what `run` and `serve` report is what they allocate.
+Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config);
+
 class Engine {
  public:
-  static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+  static Expected<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                   const EngineConfig& config);
 
   // Validates and queues. Fails (invalid_argument / out_of_range / out_of_memory) when the request
@@ -48,9 +61,10 @@ class Engine {
   const KvCacheManager& kv() const { return *kv_; }
   const KvStorage& kv_storage() const { return storage_; }
   const ModelConfig& model_config() const { return model_.config(); }
+  const EngineConfig& config() const { return config_; }
 
  private:
-  Engine(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
+  Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
          std::unique_ptr<KvCacheManager> kv);
   // Samples after a chunk that reached the end of its request's tokens; true when it finished.
   bool advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
@@ -58,21 +72,17 @@ class Engine {
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 
-  const LlamaModel& model_;
+  const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
   std::unique_ptr<KvCacheManager> kv_;  // block accounting
   KvStorage storage_;                   // the K/V bytes its blocks index
   Scheduler scheduler_;
-  LlamaForward forward_;
+  std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
   uint64_t next_id_ = 1;
   MetricsRecorder recorder_;
-  // Batch buffers, reused across steps.
-  std::vector<TokenId> tokens_;
-  std::vector<uint32_t> positions_, sequence_of_token_, visible_slots_, logits_for_;
-  std::vector<KvSlot> slots_;
-  std::vector<SequenceAttention> sequences_;
+  ModelInput input_;  // reused across steps
   std::vector<float> logits_;
 };
 

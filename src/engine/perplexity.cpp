@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/sequence_runner.h"
+#include "engine/generate.h"
 
 namespace kvs {
 namespace {
@@ -18,7 +18,7 @@ double negative_log_likelihood(std::span<const float> logits, TokenId target) {
 
 }  // namespace
 
-Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                std::string_view text, const PerplexityOptions& options,
                                                const std::function<void(size_t, size_t)>& progress) {
   const size_t L = options.chunk_tokens;
@@ -37,20 +37,26 @@ Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const To
     return Status::invalid_argument(
         fmt::format("the text has {} tokens, fewer than one chunk of {}", tokens.size(), L));
   }
-  const size_t vocab = model.config().vocab_size;
-  SequenceRunner runner(model, pool, L, /*max_batch_tokens=*/512, {.dtype = options.kv_dtype});
-  std::vector<TokenId> input(L);
+  // One engine for every chunk: a sequence of L tokens at a time, with logits after each of them.
+  auto engine = Engine::create(
+      model, tokenizer, pool,
+      {.max_batch_tokens = 512, .max_seqs = 1, .kv_blocks = kv_blocks_for_tokens(L, 16), .kv_dtype = options.kv_dtype});
+  if (!engine) return engine.status();
   double total_nll = 0.0;
   for (size_t c = 0; c < chunks; ++c) {
     const TokenId* chunk = tokens.data() + c * L;
-    input[0] = tokenizer.bos();
-    std::copy(chunk, chunk + L - 1, input.begin() + 1);
-    runner.reset();
-    auto appended = runner.append(input, /*all_logits=*/true);
-    if (!appended) return appended.status();
-    const std::span<const float> logits = *appended;
+    RequestParams params;
+    params.prompt.assign(1, tokenizer.bos());
+    params.prompt.insert(params.prompt.end(), chunk, chunk + L - 1);
+    params.max_new_tokens = 0;
+    params.all_logits = true;
     double chunk_nll = 0.0;
-    for (size_t i = 0; i < L; ++i) chunk_nll += negative_log_likelihood(logits.subspan(i * vocab, vocab), chunk[i]);
+    // The logits after position i predict chunk token i.
+    params.on_logits = [&](size_t position, std::span<const float> logits) {
+      chunk_nll += negative_log_likelihood(logits, chunk[position]);
+    };
+    auto done = generate(**engine, std::move(params));
+    if (!done) return done.status();
     result.chunk_mean_nll.push_back(chunk_nll / L);
     total_nll += chunk_nll;
     if (progress) progress(c + 1, chunks);

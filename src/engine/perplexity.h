@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "kv/kv_sizing.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
@@ -29,7 +29,7 @@ struct PerplexityResult {
 };
 
 // progress(chunks_done, chunks_total) after each chunk.
-Expected<PerplexityResult> evaluate_perplexity(const LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                std::string_view text, const PerplexityOptions& options,
                                                const std::function<void(size_t, size_t)>& progress = {});
 

@@ -10,6 +10,20 @@ Request::Request(SeqId id_, RequestParams params_, const Tokenizer& tokenizer, O
       decoder(tokenizer, params.prompt.size() == 1 && params.prompt[0] == tokenizer.bos()),
       stops(params.stop_strings),
       sink(std::move(sink_)),
-      arrival(arrival_) {}
+      arrival(arrival_) {
+  all_logits = params.all_logits;
+}
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+    case FinishReason::kContextFull:
+    case FinishReason::kKvCacheFull: return "length";
+    case FinishReason::kEos:
+    case FinishReason::kStopString: return "stop";
+    case FinishReason::kAborted: return "abort";
+  }
+  return "unknown";
+}
 
 }  // namespace kvs

@@ -7,24 +7,38 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ids.h"
 #include "core/status.h"
-#include "engine/generator.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
 
+// kKvCacheFull: the KV pool ran out mid-generation; what was generated so far is kept.
+// kAborted: cancelled by the client.
+enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull, kAborted };
+std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop" (and "abort")
+
+// Called with the next-token logits computed after the token at `position` ([vocab]).
+using LogitsSink = std::function<void(size_t position, std::span<const float> logits)>;
+
 struct RequestParams {
-  std::vector<TokenId> prompt;
-  size_t max_new_tokens = 256;
-  SamplingParams sampling;
-  std::vector<std::string> stop_strings;
+  std::vector<TokenId> prompt = {};
+  size_t max_new_tokens = 256;  // 0: compute the prompt only (e.g. for its logits)
+  SamplingParams sampling = {};
+  std::vector<std::string> stop_strings = {};
   bool stop_at_eos = true;
+  // The baseline without a KV cache: every token's K/V are forgotten after it is sampled, so each
+  // step recomputes the whole history (same tokens, O(n^2) work).
+  bool recompute_history = false;
+  bool all_logits = false;    // logits after every computed token, not only the last (perplexity)
+  LogitsSink on_logits = {};  // receives every logits row computed for this request, in order
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the
@@ -37,7 +51,9 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kLength;
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
-  Status error;  // set when the request failed
+  size_t kv_blocks_held = 0;  // at the end: the KV blocks the request held when it finished
+  std::string finish_detail;  // at the end: why, when the reason needs words (kKvCacheFull)
+  Status error;               // set when the request failed
 };
 using OutputSink = std::function<void(const RequestOutput&)>;
 
@@ -55,6 +71,7 @@ struct SequenceState {
   std::vector<TokenId> tokens;  // prompt + generated
   size_t num_prompt_tokens = 0;
   size_t num_preemptions = 0;
+  bool all_logits = false;  // the batch computes logits for each of its tokens, not only a chunk's last
 };
 
 struct Request : SequenceState {

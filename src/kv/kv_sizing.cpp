@@ -48,7 +48,8 @@ std::string_view kv_dtype_name(KvDType t) {
 }
 
 Status KvCacheSpec::validate() const {
-  if (block_size < 1 || block_size > 256 || !std::has_single_bit(block_size)) {
+  if (contiguous && block_size == 0) return Status::invalid_argument("a contiguous KV block must hold a token, got 0");
+  if (!contiguous && (block_size < 1 || block_size > 256 || !std::has_single_bit(block_size))) {
     return Status::invalid_argument(
         fmt::format("block_size must be a power of two between 1 and 256, got {}", block_size));
   }

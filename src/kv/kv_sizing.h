@@ -32,7 +32,8 @@ struct KvCacheSpec {
   size_t kv_lora_rank = 0;  // MLA latent width
   size_t rope_dim = 0;      // MLA decoupled RoPE key width
   KvDType dtype = KvDType::kF32;
-  size_t block_size = 16;  // tokens per block, a power of two in [1, 256]
+  size_t block_size = 16;   // tokens per block, a power of two in [1, 256] (any size when contiguous)
+  bool contiguous = false;  // one block per sequence: the reference layout paged attention is tested against
 
   Status validate() const;
 };

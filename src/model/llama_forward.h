@@ -12,16 +12,17 @@
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/llama_model.h"
+#include "model/model.h"
 #include "tensor/matmul.h"
 
 namespace kvs {
 
-class LlamaForward {
+class LlamaForward final : public ModelRunner {
  public:
   LlamaForward(const LlamaModel& model, ThreadPool& pool);
 
   // logits: [batch.logits_for.size()][vocab_size]. The KV storage's shape must match the model.
-  void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits);
+  void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) override;
 
  private:
   void resize(size_t n_tokens);

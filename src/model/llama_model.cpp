@@ -1,5 +1,7 @@
 #include "model/llama_model.h"
 
+#include "model/llama_forward.h"
+
 namespace kvs {
 
 Expected<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, WeightPacking packing) {
@@ -12,6 +14,18 @@ Expected<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, 
   // The weight views point into the mapping, which stays put when the File is moved.
   return std::unique_ptr<LlamaModel>(
       new LlamaModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
+}
+
+KvCacheSpec LlamaModel::kv_spec(KvDType dtype, size_t block_size) const {
+  return {.num_layers = config_.num_layers,
+          .num_kv_heads = config_.num_kv_heads,
+          .head_dim = config_.head_dim,
+          .dtype = dtype,
+          .block_size = block_size};
+}
+
+std::unique_ptr<ModelRunner> LlamaModel::make_runner(ThreadPool& pool) const {
+  return std::make_unique<LlamaForward>(*this, pool);
 }
 
 }  // namespace kvs

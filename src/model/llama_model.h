@@ -6,17 +6,20 @@
 
 #include "model/gguf.h"
 #include "model/llama_weights.h"
+#include "model/model.h"
 #include "model/model_config.h"
 
 namespace kvs {
 
-class LlamaModel {
+class LlamaModel final : public Model {
  public:
   static Expected<std::unique_ptr<LlamaModel>> load(const std::string& path,
                                                     WeightPacking packing = WeightPacking::kForCpu);
 
   const gguf::File& file() const { return file_; }
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
+  KvCacheSpec kv_spec(KvDType dtype, size_t block_size) const override;
+  std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const override;
   const LlamaWeights& weights() const { return weights_; }
 
  private:

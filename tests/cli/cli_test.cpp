@@ -155,6 +155,11 @@ TEST(CliKv, BudgetFlagsReportBlocksAndStopCleanlyWhenExhausted) {
   EXPECT_NE(full.err.find("KV cache exhausted"), std::string::npos) << full.err;
   EXPECT_EQ(full.out.rfind("Once upon a time, there was a little girl", 0), 0u) << full.out;  // kept what it had
   expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-memory", "1KiB"}, dir), "smaller than one KV block");
+  // A prompt larger than the whole pool: the engine's clear error (this aborted on an unknown sequence once).
+  expect_clean_error(
+      run_kvserve({"run", "-p", "Once upon a time, there was a little girl", "--kv-blocks", "1", "--block-size", "1"},
+                  dir),
+      "the whole pool has 1");
   expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-memory", "lots"}, dir), "lots");
   expect_clean_error(run_kvserve({"run", "-p", "hi", "--block-size", "24"}, dir), "got 24");
 }

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "model/llama_model.h"
 #include "test_support.h"
 
 namespace kvs {

@@ -4,8 +4,7 @@
 
 #include <cmath>
 
-#include "engine/generator.h"
-#include "engine/sequence_runner.h"
+#include "engine_trace.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -41,27 +40,24 @@ void expect_logits_near(std::span<const float> got, const std::vector<float>& wa
   EXPECT_LE(worst, 1e-4f) << "max |logit - reference| at position " << position;
 }
 
-// Prefill (in chunks of `chunk` tokens, capturing every logit row) then greedy decode with the cache.
+// Prefill (in chunks of `chunk` tokens, capturing every logit row) then greedy decode with the cache, on the
+// engine with `kv_dtype` K/V.
+test::EngineTrace run_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk,
+                           KvDType kv_dtype = KvDType::kF32) {
+  auto tokenizer = Tokenizer::from_gguf(model.file());
+  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
+  return test::trace_request(model, *tokenizer, pool, {.max_batch_tokens = chunk, .max_seqs = 1, .kv_dtype = kv_dtype},
+                             test::greedy_request(c.prompt_ids, c.greedy_ids.size()));
+}
+
 void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk) {
-  SequenceRunner runner(model, pool, c.prompt_ids.size() + c.greedy_ids.size(), chunk);
-  const size_t vocab = model.config().vocab_size;
-  auto all = *runner.append(c.prompt_ids, /*all_logits=*/true);
+  const test::EngineTrace trace = run_case(model, pool, c, chunk);
   for (const auto& [pos, want] : c.logits) {
-    if (pos < c.prompt_ids.size()) expect_logits_near(all.subspan(pos * vocab, vocab), want, pos);
+    auto it = trace.logits.find(pos);
+    if (it == trace.logits.end()) continue;  // past the last computed token
+    expect_logits_near(it->second, want, pos);
   }
-  std::vector<float> logits(all.end() - vocab, all.end());
-  std::vector<TokenId> generated;
-  for (size_t i = 0; i < c.greedy_ids.size(); ++i) {
-    const TokenId next = argmax(logits);
-    generated.push_back(next);
-    if (i + 1 == c.greedy_ids.size()) break;
-    const TokenId in[] = {next};
-    auto out = *runner.append(in);
-    logits.assign(out.begin(), out.end());
-    const size_t pos = c.prompt_ids.size() + i;
-    if (auto it = c.logits.find(pos); it != c.logits.end()) expect_logits_near(logits, it->second, pos);
-  }
-  EXPECT_EQ(generated, c.greedy_ids) << "prompt: " << c.prompt;
+  EXPECT_EQ(trace.tokens, c.greedy_ids) << "prompt: " << c.prompt;
 }
 
 TEST_P(GoldenTest, GreedyIdsAndLogitsMatchReference) {
@@ -83,17 +79,7 @@ TEST_P(GoldenTest, F16KvKeepsTheGreedyIds) {
   ASSERT_TRUE(model) << model.status().message();
   ThreadPool pool(2);
   for (const GoldenCase& c : load_cases()) {
-    SequenceRunner runner(**model, pool, c.prompt_ids.size() + c.greedy_ids.size(), 512, {.dtype = KvDType::kF16});
-    auto out = runner.append(c.prompt_ids);
-    ASSERT_TRUE(out) << out.status().message();
-    std::vector<TokenId> generated{argmax(*out)};
-    while (generated.size() < c.greedy_ids.size()) {
-      const TokenId in[] = {generated.back()};
-      out = runner.append(in);
-      ASSERT_TRUE(out) << out.status().message();
-      generated.push_back(argmax(*out));
-    }
-    EXPECT_EQ(generated, c.greedy_ids) << "prompt: " << c.prompt;
+    EXPECT_EQ(run_case(**model, pool, c, 512, KvDType::kF16).tokens, c.greedy_ids) << "prompt: " << c.prompt;
   }
 }
 
@@ -112,22 +98,21 @@ TEST_P(GoldenTest, TokenizerReproducesPromptIds) {
   for (const GoldenCase& c : load_cases()) EXPECT_EQ(tokenizer->encode(c.prompt, true), c.prompt_ids) << c.prompt;
 }
 
-TEST_P(GoldenTest, GeneratorGreedyWithAndWithoutCacheMatchesReference) {
+// kvserve run's path: generate() on the engine, with the cache and with the recompute-everything baseline.
+TEST_P(GoldenTest, GreedyWithAndWithoutCacheMatchesReference) {
   auto model = LlamaModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer) << tokenizer.status().message();
   ThreadPool pool(2);
-  Generator generator(**model, *tokenizer, pool);
   const GoldenCase c = load_cases().at(0);
   for (bool cache : {true, false}) {
-    GenerationOptions options;
-    options.max_new_tokens = 60;
-    options.sampling.temperature = 0.0f;
-    options.stop_at_eos = false;
-    options.use_kv_cache = cache;
+    auto engine = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1});
+    ASSERT_TRUE(engine) << engine.status().message();
+    RequestParams params = test::greedy_request(c.prompt_ids, 60, /*all_logits=*/false);
+    params.recompute_history = !cache;
     std::string streamed;
-    auto result = generator.generate(c.prompt_ids, options, [&](std::string_view s) { streamed += s; });
+    auto result = generate(**engine, std::move(params), [&](std::string_view s) { streamed += s; });
     ASSERT_TRUE(result) << result.status().message();
     EXPECT_EQ(result->tokens, std::vector<TokenId>(c.greedy_ids.begin(), c.greedy_ids.begin() + 60))
         << "cache " << cache;

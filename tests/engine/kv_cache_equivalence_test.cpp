@@ -5,8 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "engine/generator.h"
-#include "engine/sequence_runner.h"
+#include "engine_trace.h"
 #include "model/synth.h"
 #include "test_support.h"
 
@@ -26,44 +25,34 @@ LoadedForTest load(const std::string& path) {
   return {std::move(model).value(), std::make_unique<Tokenizer>(std::move(tokenizer).value())};
 }
 
+// The engine's no-cache baseline (every step recomputes the history) against the cache, same sampling seed.
 void expect_cache_equals_no_cache(const LlamaModel& model, const Tokenizer& tokenizer, float temperature) {
   ThreadPool pool(2);
-  Generator generator(model, tokenizer, pool);
-  const std::vector<TokenId> prompt = tokenizer.encode("Once upon a time there was a dog", true);
-  GenerationOptions options;
-  options.max_new_tokens = 48;
-  options.stop_at_eos = false;
-  options.sampling = {.temperature = temperature, .top_k = 40, .top_p = 0.95f, .min_p = 0.0f, .seed = 42};
-  options.use_kv_cache = true;
-  auto cached = generator.generate(prompt, options);
-  options.use_kv_cache = false;
-  auto uncached = generator.generate(prompt, options);
-  ASSERT_TRUE(cached && uncached);
-  EXPECT_EQ(cached->tokens, uncached->tokens);
-  EXPECT_EQ(cached->text, uncached->text);
+  RequestParams params;
+  params.prompt = tokenizer.encode("Once upon a time there was a dog", true);
+  params.max_new_tokens = 48;
+  params.stop_at_eos = false;
+  params.sampling = {.temperature = temperature, .top_k = 40, .top_p = 0.95f, .min_p = 0.0f, .seed = 42};
+  const test::EngineTrace cached = test::trace_request(model, tokenizer, pool, {.max_seqs = 1}, params);
+  params.recompute_history = true;
+  const test::EngineTrace uncached = test::trace_request(model, tokenizer, pool, {.max_seqs = 1}, params);
+  EXPECT_EQ(cached.tokens, uncached.tokens);
+  EXPECT_EQ(cached.result.text, uncached.result.text);
+  ASSERT_EQ(cached.tokens.size(), 48u);
   // The comparison means something only if the model says something varied.
-  EXPECT_GE(std::set<TokenId>(cached->tokens.begin(), cached->tokens.end()).size(), 4u);
+  EXPECT_GE(std::set<TokenId>(cached.tokens.begin(), cached.tokens.end()).size(), 4u);
 }
 
-// Logits of decode-with-cache vs a full recomputation at every step.
-void expect_logits_match_recompute(const LlamaModel& model) {
+// Logits of decode with the cache vs a full recomputation at every step (the engine's baseline), greedy.
+void expect_logits_match_recompute(const LlamaModel& model, const Tokenizer& tokenizer) {
   ThreadPool pool(1);
-  const size_t vocab = model.config().vocab_size;
-  std::vector<TokenId> tokens = {1, 300, 301, 302, 303};
-  SequenceRunner cached(model, pool, 64);
-  auto out = *cached.append(tokens);
-  std::vector<float> logits(out.begin(), out.end());
-  for (int step = 0; step < 20; ++step) {
-    SequenceRunner fresh(model, pool, tokens.size());
-    auto full = *fresh.append(tokens);
-    float worst = 0.0f;
-    for (size_t i = 0; i < vocab; ++i) worst = std::max(worst, std::fabs(full[i] - logits[i]));
-    EXPECT_LE(worst, 1e-4f) << "step " << step;
-    tokens.push_back(argmax(logits));
-    const TokenId next[] = {tokens.back()};
-    auto o = *cached.append(next);
-    logits.assign(o.begin(), o.end());
-  }
+  RequestParams params = test::greedy_request({1, 300, 301, 302, 303}, 21, /*all_logits=*/false);
+  const test::EngineTrace cached = test::trace_request(model, tokenizer, pool, {.max_seqs = 1}, params);
+  params.recompute_history = true;
+  const test::EngineTrace fresh = test::trace_request(model, tokenizer, pool, {.max_seqs = 1}, params);
+  EXPECT_EQ(cached.tokens, fresh.tokens);
+  ASSERT_EQ(cached.logits.size(), 21u);  // the prompt's last token and 20 decode steps
+  EXPECT_LE(test::worst_logit_difference(cached, fresh), 1e-4f);
 }
 
 class SynthKvCacheTest : public ::testing::TestWithParam<std::string> {};
@@ -79,7 +68,7 @@ TEST_P(SynthKvCacheTest, CacheAndNoCacheGiveIdenticalTokens) {
   EXPECT_EQ(m.model->config().num_kv_heads, spec->kv_heads);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 0.0f);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 0.9f);
-  expect_logits_match_recompute(*m.model);
+  expect_logits_match_recompute(*m.model, *m.tokenizer);
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, SynthKvCacheTest, ::testing::Values("tiny-mha", "tiny-mqa", "tiny-gqa"),
@@ -94,7 +83,7 @@ TEST(DefaultModelKvCache, CacheAndNoCacheGiveIdenticalTokens) {
   ASSERT_TRUE(m.model && m.tokenizer);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 0.0f);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 1.0f);
-  expect_logits_match_recompute(*m.model);
+  expect_logits_match_recompute(*m.model, *m.tokenizer);
 }
 
 }  // namespace

@@ -7,78 +7,56 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/sampler.h"
-#include "engine/sequence_runner.h"
+#include "engine_trace.h"
 #include "model/synth.h"
 #include "test_support.h"
 
 namespace kvs {
 namespace {
 
-struct Trace {
-  std::vector<TokenId> tokens;
-  std::vector<std::vector<float>> logits;  // per step
+// Prefill 37 tokens in chunks of 13 (so chunks straddle blocks), then 40 greedy steps, on one engine of
+// `layout` (block size 0: contiguous) and `dtype` K/V; every logits row is recorded.
+struct KvChoice {
+  size_t block_size = 16;
+  KvDType dtype = KvDType::kF32;
 };
 
-// Prefill 37 tokens in chunks of 13 (so chunks straddle blocks), then 40 greedy steps.
-Trace run_greedy(const LlamaModel& model, SequenceKvOptions kv) {
+test::EngineTrace run_greedy(const LlamaModel& model, KvChoice kv) {
   ThreadPool pool(2);
-  SequenceRunner runner(model, pool, 37 + 40, 13, kv);
+  auto tokenizer = Tokenizer::from_gguf(model.file());
+  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
   std::vector<TokenId> prompt = {1};
   for (int i = 0; i < 36; ++i) prompt.push_back(static_cast<TokenId>(3 + (i * 37) % 250));
-  Trace trace;
-  auto out = runner.append(prompt, /*all_logits=*/true);
-  EXPECT_TRUE(out) << out.status().message();
-  const size_t vocab = model.config().vocab_size;
-  trace.logits.emplace_back(out->begin(), out->end());
-  std::vector<float> last(out->end() - vocab, out->end());
-  for (int step = 0; step < 40; ++step) {
-    trace.tokens.push_back(argmax(last));
-    const TokenId next[] = {trace.tokens.back()};
-    auto o = runner.append(next);
-    EXPECT_TRUE(o) << o.status().message();
-    last.assign(o->begin(), o->end());
-    trace.logits.push_back(last);
-  }
-  return trace;
+  const EngineConfig config{.max_batch_tokens = 13,
+                            .max_seqs = 1,
+                            .block_size = kv.block_size ? kv.block_size : 16,
+                            .kv_layout = kv.block_size ? KvLayout::kPaged : KvLayout::kContiguous,
+                            .kv_dtype = kv.dtype};
+  return test::trace_request(model, *tokenizer, pool, config, test::greedy_request(prompt, 41));
 }
 
 void expect_paged_equals_contiguous(const LlamaModel& model) {
-  const Trace reference = run_greedy(model, {.block_size = 0});
+  const test::EngineTrace reference = run_greedy(model, {.block_size = 0});
+  ASSERT_EQ(reference.logits.size(), 37u + 40u);
   for (size_t block_size : {1u, 16u, 256u}) {
     SCOPED_TRACE("block size " + std::to_string(block_size));
-    const Trace paged = run_greedy(model, {.block_size = block_size});
+    const test::EngineTrace paged = run_greedy(model, {.block_size = block_size});
     EXPECT_EQ(paged.tokens, reference.tokens);
-    ASSERT_EQ(paged.logits.size(), reference.logits.size());
-    float worst = 0.0f;
-    for (size_t s = 0; s < paged.logits.size(); ++s) {
-      ASSERT_EQ(paged.logits[s].size(), reference.logits[s].size());
-      for (size_t i = 0; i < paged.logits[s].size(); ++i) {
-        worst = std::max(worst, std::fabs(paged.logits[s][i] - reference.logits[s][i]));
-      }
-    }
-    EXPECT_LE(worst, 1e-5f);
+    EXPECT_LE(test::worst_logit_difference(paged, reference), 1e-5f);
   }
 }
 
-float worst_logit_difference(const Trace& a, const Trace& b) {
-  EXPECT_EQ(a.logits.size(), b.logits.size());
-  float worst = 0.0f;
-  for (size_t s = 0; s < std::min(a.logits.size(), b.logits.size()); ++s) {
-    for (size_t i = 0; i < a.logits[s].size(); ++i) worst = std::max(worst, std::fabs(a.logits[s][i] - b.logits[s][i]));
-  }
-  return worst;
-}
+using test::worst_logit_difference;
 
 // f16 and bf16 K/V: paged equals contiguous of the same type (1e-5, as for f32), and both stay within
 // `tolerance` of the f32 reference; on a trained model (tokens_must_match) greedy tokens are the same.
 void expect_half_kv_follows_fp32(const LlamaModel& model, float f16_tolerance, float bf16_tolerance,
                                  bool tokens_must_match) {
-  const Trace reference = run_greedy(model, {.block_size = 0});
+  const test::EngineTrace reference = run_greedy(model, {.block_size = 0});
   for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
     SCOPED_TRACE(std::string(kv_dtype_name(type)));
-    const Trace contiguous = run_greedy(model, {.block_size = 0, .dtype = type});
-    const Trace paged = run_greedy(model, {.block_size = 16, .dtype = type});
+    const test::EngineTrace contiguous = run_greedy(model, {.block_size = 0, .dtype = type});
+    const test::EngineTrace paged = run_greedy(model, {.block_size = 16, .dtype = type});
     EXPECT_EQ(paged.tokens, contiguous.tokens);
     EXPECT_LE(worst_logit_difference(paged, contiguous), 1e-5f);
     const float worst = worst_logit_difference(contiguous, reference);
@@ -136,49 +114,60 @@ TEST_P(PagedKvSynth, HalfPrecisionKvFollowsFp32) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedKvSynth, ::testing::Values("tiny-gqa", "tiny-mqa"),
                          [](const auto& info) { return info.param == "tiny-gqa" ? "gqa" : "mqa"; });
 
-// One sizing function: the bytes the pool handed out equal the calculator's block-rounded
-// prediction, for sequences of several lengths and block sizes.
+// One sizing function: the bytes the pool handed out equal the calculator's block-rounded prediction, for
+// sequences of several lengths and block sizes; the blocks go back the moment the request ends.
 TEST(PagedKv, AllocatedBytesEqualTheCalculatorPrediction) {
   auto model = LlamaModel::load(test::default_model_path());
   ASSERT_TRUE(model);
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  ASSERT_TRUE(tokenizer);
   const ModelConfig& c = (*model)->config();
   ThreadPool pool(1);
   for (size_t block_size : {1u, 16u, 256u}) {
     for (size_t length : {1u, 15u, 16u, 17u, 100u, 257u}) {
-      SequenceRunner runner(**model, pool, 300, 64, {.block_size = block_size, .num_blocks = 400});
+      auto engine = Engine::create(**model, *tokenizer, pool,
+                                   {.max_batch_tokens = 64, .max_seqs = 1, .block_size = block_size, .kv_blocks = 400});
+      ASSERT_TRUE(engine) << engine.status().message();
       std::vector<TokenId> tokens(length, 300);
       tokens[0] = 1;
-      ASSERT_TRUE(runner.append(tokens));
+      // The prompt alone (no token computed after it): `length` tokens of K/V.
+      auto result = generate(**engine, test::greedy_request(tokens, 1, false));
+      ASSERT_TRUE(result) << result.status().message();
       const KvCacheSpec spec{
           .num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim, .block_size = block_size};
-      EXPECT_EQ(runner.kv_usage().bytes_used, kv_bytes_for_sequences(spec, length, 1))
+      EXPECT_EQ(result->kv_blocks_held * kv_bytes_per_block(spec).total(), kv_bytes_for_sequences(spec, length, 1))
           << "length " << length << ", block size " << block_size;
-      EXPECT_EQ(runner.kv_usage().blocks_used, kv_blocks_for_tokens(length, block_size));
-      EXPECT_EQ(runner.kv_bytes(), 400 * kv_bytes_per_block(spec).total());
-      runner.reset();  // blocks go back the moment the sequence ends
-      EXPECT_EQ(runner.kv_usage().blocks_used, 0u);
+      EXPECT_EQ(result->kv_blocks_held, kv_blocks_for_tokens(length, block_size));
+      EXPECT_EQ((*engine)->kv_storage().bytes(), 400 * kv_bytes_per_block(spec).total());
+      EXPECT_EQ((*engine)->kv().usage().blocks_used, 0u);  // blocks go back the moment the request ends
     }
   }
 }
 
+// A pool too small for a prompt is a clear error at add_request (for every command: they all use the engine),
+// and a pool that runs out mid-generation ends the request with kKvCacheFull, keeping what it generated.
 TEST(PagedKv, ExhaustionIsAnErrorValueNotACrash) {
   auto model = LlamaModel::load(test::default_model_path());
   ASSERT_TRUE(model);
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  ASSERT_TRUE(tokenizer);
   ThreadPool pool(1);
-  SequenceRunner runner(**model, pool, 512, 64, {.block_size = 16, .num_blocks = 2});
-  std::vector<TokenId> tokens(32, 300);
-  ASSERT_TRUE(runner.append(tokens));
-  const TokenId one[] = {300};
-  auto more = runner.append(one);
-  ASSERT_FALSE(more);
-  EXPECT_EQ(more.status().code(), ErrorCode::kOutOfMemory);
-  EXPECT_NE(more.status().message().find("0 of 2 blocks are free"), std::string::npos) << more.status().message();
-  EXPECT_EQ(runner.length(), 32u);  // nothing lost
-  runner.truncate(20);              // frees block 1 ... then there is room again
-  EXPECT_EQ(runner.kv_usage().blocks_used, 2u);
-  runner.truncate(16);
-  EXPECT_EQ(runner.kv_usage().blocks_used, 1u);
-  EXPECT_TRUE(runner.append(one));
+  auto tiny = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .block_size = 1, .kv_blocks = 1});
+  ASSERT_TRUE(tiny);
+  const std::vector<TokenId> prompt = tokenizer->encode("Once upon a time, there was a little girl", true);
+  auto refused = generate(**tiny, test::greedy_request(prompt, 10, false));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(refused.status().message().find("the whole pool has 1"), std::string::npos) << refused.status().message();
+
+  auto two = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .block_size = 16, .kv_blocks = 2});
+  ASSERT_TRUE(two);
+  auto result = generate(**two, test::greedy_request(std::vector<TokenId>(20, 300), 40, false));
+  ASSERT_TRUE(result) << result.status().message();
+  EXPECT_EQ(result->finish_reason, FinishReason::kKvCacheFull);
+  EXPECT_EQ(result->tokens.size(), 13u);  // 32 slots: 20 prompt + 12 computed + the 13th sampled
+  EXPECT_NE(result->finish_detail.find("KV cache exhausted"), std::string::npos) << result->finish_detail;
+  EXPECT_EQ((*two)->kv().usage().blocks_used, 0u);
 }
 
 }  // namespace

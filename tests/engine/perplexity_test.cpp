@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "model/llama_model.h"
 #include "test_support.h"
 
 namespace kvs {

@@ -142,5 +142,22 @@ TEST(ServerLoad, PreemptionAndResumptionKeepOutputsExact) {
   EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
 }
 
+// A prompt larger than the whole pool gets the engine's clear error over HTTP, and the server keeps serving.
+TEST(ServerLoad, PromptLargerThanThePoolIsAClearError) {
+  std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir("server_tiny_pool");
+  ServerProcess server(dir, {"--kv-blocks", "1", "--block-size", "1"});
+  ASSERT_TRUE(server.started());
+  auto client = server.client();
+  const HttpResult r =
+      post_json(client, "/v1/completions",
+                R"({"model": "stories260K", "prompt": "Once upon a time, there was a little girl", "max_tokens": 8})");
+  EXPECT_GE(r.status, 400) << r.body;
+  EXPECT_LT(r.status, 600) << r.body;
+  EXPECT_NE(r.body.find("the whole pool has 1"), std::string::npos) << r.body;
+  EXPECT_EQ(get(client, "/health").status, 200);
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+}
+
 }  // namespace
 }  // namespace kvs::test

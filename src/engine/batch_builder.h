@@ -1,0 +1,41 @@
+// The one place a step's model input is built: from the scheduler's plan and the KV manager's block
+// tables, every scheduled token with its RoPE position, the slot its K/V go to, its sequence and
+// the slots it sees, and the tokens whose logits are wanted.
+#pragma once
+
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "model/forward_batch.h"
+
+namespace kvs {
+
+// Owns the arrays a ForwardBatch views; reused across steps.
+struct ModelInput {
+  std::vector<TokenId> tokens;
+  std::vector<uint32_t> positions, sequence_of_token, visible_slots, logits_for;
+  std::vector<KvSlot> slots;
+  std::vector<SequenceAttention> sequences;
+  // For logits row i: the chunk (index into the plan) and the position of the token it follows.
+  struct LogitsRow {
+    size_t chunk = 0;
+    size_t position = 0;
+  };
+  std::vector<LogitsRow> logits_rows;
+
+  ForwardBatch view() const {
+    return {
+        .tokens = tokens,
+        .positions = positions,
+        .kv_slots = slots,
+        .attention = {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible_slots},
+        .logits_for = logits_for};
+  }
+};
+
+// Blocks of every chunk must be reserved. Logits: a chunk's last token when it completes its
+// sequence, and every token of a sequence that asks for all logits.
+void build_model_input(std::span<const ScheduledChunk> chunks, const KvCacheManager& kv, ModelInput& input);
+
+}  // namespace kvs

@@ -1,0 +1,36 @@
+// What the engine knows of a model: its config, what its KV cache holds per token and layer, and a
+// runner that computes a forward pass over a batch. One implementation per family (llama.h today;
+// MLA and others later); the engine never names a family.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "core/thread_pool.h"
+#include "kv/kv_sizing.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace kvs {
+
+// One forward pass at a time, with its own scratch buffers (one per engine).
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  // Writes each token's K/V into its slot, reads what batch.attention says, and fills
+  // logits: [batch.logits_for.size()][vocab_size]. The storage's shape must be the model's kv_spec.
+  virtual void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  // The KV cache this model needs, in `dtype` elements and blocks of `block_size` tokens.
+  virtual KvCacheSpec kv_spec(KvDType dtype, size_t block_size) const = 0;
+  // A runner over `pool`; the model must outlive it.
+  virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const = 0;
+};
+
+}  // namespace kvs

@@ -1,0 +1,67 @@
+// One request through the engine (the path every command runs), recording every logits row: the
+// model-level tests compare layouts, element types and weight packings through it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/generate.h"
+#include "model/llama_model.h"
+
+namespace kvs::test {
+
+struct EngineTrace {
+  std::vector<TokenId> tokens;                  // generated
+  std::map<size_t, std::vector<float>> logits;  // position -> logits after the token at that position
+  GenerationResult result;
+};
+
+// `params` (greedy unless it says otherwise) on a fresh engine of `config` over `model`; with
+// params.all_logits every prompt position's logits are recorded too.
+inline EngineTrace trace_request(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                 const EngineConfig& config, RequestParams params) {
+  EngineTrace trace;
+  auto engine = Engine::create(model, tokenizer, pool, config);
+  EXPECT_TRUE(engine) << engine.status().message();
+  if (!engine) return trace;
+  params.on_logits = [&](size_t position, std::span<const float> logits) {
+    trace.logits[position].assign(logits.begin(), logits.end());
+  };
+  auto result = generate(**engine, std::move(params));
+  EXPECT_TRUE(result) << result.status().message();
+  if (!result) return trace;
+  trace.tokens = result->tokens;
+  trace.result = *result;
+  EXPECT_EQ((*engine)->kv().pool().num_used_blocks(), 0u) << "blocks not returned";
+  return trace;
+}
+
+inline RequestParams greedy_request(std::vector<TokenId> prompt, size_t new_tokens, bool all_logits = true) {
+  RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_new_tokens = new_tokens;
+  p.sampling.temperature = 0.0f;
+  p.stop_at_eos = false;
+  p.all_logits = all_logits;
+  return p;
+}
+
+// Largest |a - b| over the logits rows both traces hold (their positions must agree).
+inline float worst_logit_difference(const EngineTrace& a, const EngineTrace& b) {
+  EXPECT_EQ(a.logits.size(), b.logits.size());
+  float worst = 0.0f;
+  for (const auto& [position, row] : a.logits) {
+    auto it = b.logits.find(position);
+    EXPECT_NE(it, b.logits.end()) << "position " << position;
+    if (it == b.logits.end()) continue;
+    for (size_t i = 0; i < row.size(); ++i) worst = std::max(worst, std::fabs(row[i] - it->second[i]));
+  }
+  return worst;
+}
+
+}  // namespace kvs::test
