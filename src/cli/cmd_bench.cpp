@@ -12,11 +12,11 @@
 #include <memory>
 #include <thread>
 
+#include "bench/bench_report.h"
+#include "bench/bench_run.h"
+#include "bench/bench_svg.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/bench_report.h"
-#include "engine/bench_run.h"
-#include "engine/bench_svg.h"
 #include "model/synth.h"
 
 namespace kvs::cli {

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/byte_size.h"
+#include "kv/kv_presets.h"
 #include "kv/kv_sizing.h"
 #include "model/gguf.h"
 #include "model/model_config.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <thread>
 
+#include "bench/loadgen.h"
+#include "bench/loadgen_client.h"
+#include "bench/probe.h"
 #include "cli/commands.h"
-#include "server/loadgen.h"
-#include "server/loadgen_client.h"
-#include "tensor/probe.h"
 
 namespace kvs::cli {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 struct LoadgenOptions {
   std::string url = "http://127.0.0.1:8080";
   std::vector<size_t> concurrency = {1, 2, 4, 8, 16, 32};
-  server::LoadgenConfig config;
+  bench::LoadgenConfig config;
   bool respect_eos = false;
   bool no_probe = false;
   std::string json_path;
@@ -30,14 +30,14 @@ constexpr size_t kProbeBytes = size_t{1} << 30;
 
 void loadgen(const LoadgenOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);  // a server that goes away must fail requests, not kill us
-  server::LoadgenConfig config = options.config;
-  auto url = server::parse_loopback_url(options.url);
+  bench::LoadgenConfig config = options.config;
+  auto url = bench::parse_loopback_url(options.url);
   if (!url) throw CommandError(url.status().message());
   config.url = *url;
   config.concurrency = options.concurrency;
   config.ignore_eos = !options.respect_eos;
   if (Status s = config.validate(); !s) throw CommandError(s.message());
-  if (Status s = server::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
+  if (Status s = bench::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
   std::fprintf(
       stderr,
       "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each, prompt \"%s\", limit %.0f s "
@@ -54,13 +54,13 @@ void loadgen(const LoadgenOptions& options) {
     probes.push_back(measure_memory_bandwidth_gbs(*probe_pool, kProbeBytes));
     std::fprintf(stderr, "  round %zu: memory bandwidth probe %.1f GB/s\n", round + 1, probes.back());
   };
-  const auto on_level = [](const server::LevelResult& r) {
+  const auto on_level = [](const bench::LevelResult& r) {
     std::fprintf(stderr, "  concurrency %zu: %zu/%zu ok, %.1f tok/s%s%s\n", r.concurrency, r.requests_ok,
                  r.requests_sent, r.tokens_per_second,
                  r.first_error.empty() ? "" : ", first error: ", r.first_error.c_str());
   };
-  const auto levels = server::run_loadgen(config, on_level, before_round);
-  std::fputs(server::format_table(levels).c_str(), stdout);
+  const auto levels = bench::run_loadgen(config, on_level, before_round);
+  std::fputs(bench::format_table(levels).c_str(), stdout);
   if (!probes.empty()) {
     const auto [low, high] = std::minmax_element(probes.begin(), probes.end());
     std::printf("memory bandwidth probe: %.1f-%.1f GB/s over %zu rounds\n", *low, *high, probes.size());
@@ -68,7 +68,7 @@ void loadgen(const LoadgenOptions& options) {
   std::fflush(stdout);
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
-    nlohmann::json json = server::to_json(config, levels);
+    nlohmann::json json = bench::to_json(config, levels);
     json["bandwidth_probe_gbs"] = probes;
     out << json.dump(2) << "\n";
     if (!out) throw CommandError("cannot write " + options.json_path);
@@ -82,7 +82,7 @@ void loadgen(const LoadgenOptions& options) {
 
 void register_loadgen(CLI::App& app) {
   auto options = std::make_shared<LoadgenOptions>();
-  server::LoadgenConfig& c = options->config;
+  bench::LoadgenConfig& c = options->config;
   CLI::App* cmd = app.add_subcommand("loadgen", "Streaming load test against a local kvserve serve (loopback only)");
   cmd->add_option("--url", options->url, "Server URL (loopback only)")->capture_default_str();
   cmd->add_option("--concurrency", options->concurrency, "Concurrency levels, e.g. 1,2,4,8,16,32")

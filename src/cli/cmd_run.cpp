@@ -4,6 +4,7 @@
 
 #include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
+#include "core/byte_size.h"
 #include "engine/generate.h"
 #include "kv/kv_sizing.h"
 #include "tensor/isa.h"

@@ -13,6 +13,7 @@
 
 #include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
+#include "core/byte_size.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "kv/kv_sizing.h"

@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 
 #include <bit>
-#include <cctype>
-#include <cmath>
-#include <string>
 
 namespace kvs {
 namespace {
@@ -110,64 +107,6 @@ size_t kv_blocks_in_budget(const KvCacheSpec& s, size_t budget) { return budget 
 size_t kv_max_seqs_in_budget(const KvCacheSpec& s, size_t tokens, size_t budget) {
   const size_t per_seq = kv_bytes_for_sequences(s, tokens, 1);
   return per_seq == 0 ? 0 : budget / per_seq;
-}
-
-Expected<size_t> parse_byte_size(std::string_view text) {
-  std::string s(text);
-  size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0)
-    return Status::invalid_argument(fmt::format("'{}' is not a byte size (e.g. 512MiB, 2GiB, 1000000)", text));
-  double number = 0;
-  try {
-    number = std::stod(s.substr(0, i));
-  } catch (...) {
-    return Status::invalid_argument(fmt::format("'{}' is not a byte size (e.g. 512MiB, 2GiB, 1000000)", text));
-  }
-  std::string unit = s.substr(i);
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double scale = 0;
-  if (unit.empty() || unit == "b")
-    scale = 1;
-  else if (unit == "kib" || unit == "k")
-    scale = 1024.0;
-  else if (unit == "mib" || unit == "m")
-    scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb")
-    scale = 1e3;
-  else if (unit == "mb")
-    scale = 1e6;
-  else if (unit == "gb")
-    scale = 1e9;
-  else if (unit == "tb")
-    scale = 1e12;
-  else
-    return Status::invalid_argument(
-        fmt::format("unknown unit '{}' in byte size '{}' (use KiB, MiB, GiB, KB, MB, GB)", s.substr(i), text));
-  const double bytes = number * scale;
-  if (!(bytes >= 0) || bytes > 1e18)
-    return Status::invalid_argument(fmt::format("byte size '{}' is out of range", text));
-  return static_cast<size_t>(std::llround(bytes));
-}
-
-const std::vector<KvModelPreset>& kv_model_presets() {
-  static const std::vector<KvModelPreset> presets = {
-      {"llama-2-7b", {.num_layers = 32, .num_kv_heads = 32, .head_dim = 128}, 4096},
-      {"llama-2-13b", {.num_layers = 40, .num_kv_heads = 40, .head_dim = 128}, 4096},
-      {"llama-3-8b", {.num_layers = 32, .num_kv_heads = 8, .head_dim = 128}, 8192},
-      {"llama-3-70b", {.num_layers = 80, .num_kv_heads = 8, .head_dim = 128}, 131072},
-      {"mistral-7b", {.num_layers = 32, .num_kv_heads = 8, .head_dim = 128}, 32768},
-      {"qwen2.5-7b", {.num_layers = 28, .num_kv_heads = 4, .head_dim = 128}, 131072},
-      {"deepseek-v2-lite", {.num_layers = 27, .mla = true, .kv_lora_rank = 512, .rope_dim = 64}, 163840},
-      {"synth-1b", {.num_layers = 22, .num_kv_heads = 4, .head_dim = 64}, 2048},
-      {"synth-110m", {.num_layers = 12, .num_kv_heads = 12, .head_dim = 64}, 1024},
-      {"stories260k", {.num_layers = 5, .num_kv_heads = 4, .head_dim = 8}, 512},
-  };
-  return presets;
 }
 
 }  // namespace kvs

@@ -12,9 +12,7 @@
 
 #include <cstddef>
 #include <optional>
-#include <string>
 #include <string_view>
-#include <vector>
 
 #include "core/status.h"
 
@@ -55,16 +53,5 @@ size_t kv_bytes_for_sequences(const KvCacheSpec& spec, size_t tokens, size_t seq
 double kv_bytes_per_token(const KvCacheSpec& spec);
 size_t kv_blocks_in_budget(const KvCacheSpec& spec, size_t budget_bytes);
 size_t kv_max_seqs_in_budget(const KvCacheSpec& spec, size_t tokens, size_t budget_bytes);
-
-// "512MiB", "2GiB", "1.5GB", "1000000" -> bytes. Binary (KiB/MiB/GiB/TiB) and decimal (KB/MB/GB/TB) units.
-Expected<size_t> parse_byte_size(std::string_view text);
-
-// Known model shapes for the calculator.
-struct KvModelPreset {
-  std::string_view name;
-  KvCacheSpec spec;  // dtype/block size left at their defaults
-  size_t context_length;
-};
-const std::vector<KvModelPreset>& kv_model_presets();
 
 }  // namespace kvs

@@ -42,19 +42,11 @@ size_t KvStorage::bytes() const {
   return total;
 }
 
-void KvStorage::write(size_t layer, KvSlot slot, std::span<const float> k, std::span<const float> v) {
-  const size_t hd = shape_.head_dim;
-  KVS_ASSERT(layer < shape_.num_layers, "layer {} out of {} layers", layer, shape_.num_layers);
+size_t KvStorage::row_offset(KvSlot slot, size_t kv_head) const {
   KVS_ASSERT(slot.value < shape_.token_capacity(), "slot {} beyond capacity {}", slot.value, shape_.token_capacity());
-  KVS_ASSERT(k.size() == shape_.num_kv_heads * hd && v.size() == k.size(),
-             "K/V of one token must have {} floats, got {} and {}", shape_.num_kv_heads * hd, k.size(), v.size());
+  KVS_ASSERT(kv_head < shape_.num_kv_heads, "kv head {} of {}", kv_head, shape_.num_kv_heads);
   const BlockId block{static_cast<uint32_t>(slot.value / shape_.block_size)};
-  const size_t in_block = slot.value % shape_.block_size;
-  for (size_t h = 0; h < shape_.num_kv_heads; ++h) {
-    const size_t dst = byte_offset(block, h) + in_block * hd * element_bytes_;
-    store_kv_row(element_type_, k.data() + h * hd, keys_[layer].data() + dst, hd);
-    store_kv_row(element_type_, v.data() + h * hd, values_[layer].data() + dst, hd);
-  }
+  return byte_offset(block, kv_head) + (slot.value % shape_.block_size) * shape_.head_dim * element_bytes_;
 }
 
 }  // namespace kvs

@@ -2,7 +2,12 @@
 // [block][kv_head][slot][head_dim] in elements of the cache's dtype (f32, f16 or bf16), so one
 // head's keys for a block are contiguous for the dot products of decode. A contiguous per-sequence
 // cache is the special case of one block whose size is the whole context. Which block belongs to
-// which sequence is decided elsewhere (block pool and block tables); this class only stores.
+// which sequence is decided elsewhere (block pool and block tables); this class only stores. Rows
+// are written by attention/write_kv (which rounds to the element type).
+//
+// Thread contract: distinct slots may be written from different threads at once (their bytes do not
+// overlap); a slot is never written while a forward pass reads it (the engine writes a step's new
+// slots before attention reads them, on the same pool job boundary).
 #pragma once
 
 #include <cstddef>
@@ -11,9 +16,10 @@
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/dtype.h"
 #include "core/ids.h"
+#include "core/kv_rows.h"
 #include "kv/kv_sizing.h"
-#include "tensor/attention_ops.h"
 
 namespace kvs {
 
@@ -56,9 +62,13 @@ class KvStorage {
   // Bytes of one head's keys (or values) in one block: block_size x head_dim elements.
   size_t head_block_bytes() const { return head_block_bytes_; }
 
-  // Scatters one token's K and V ([num_kv_heads][head_dim] fp32 each) into `slot` of `layer`, converted
-  // to the element type (round to nearest even).
-  void write(size_t layer, KvSlot slot, std::span<const float> k, std::span<const float> v);
+  // The bytes of one head's key (or value) row at `slot` of `layer`: head_dim elements.
+  std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) {
+    return keys_[layer].data() + row_offset(slot, kv_head);
+  }
+  std::byte* value_row(size_t layer, KvSlot slot, size_t kv_head) {
+    return values_[layer].data() + row_offset(slot, kv_head);
+  }
 
   // Keys of one head in one block: [block_size][head_dim] elements, contiguous.
   KvRows keys(size_t layer, BlockId block, size_t kv_head) const {
@@ -72,6 +82,7 @@ class KvStorage {
   size_t byte_offset(BlockId block, size_t kv_head) const {
     return (block.value * shape_.num_kv_heads + kv_head) * head_block_bytes_;
   }
+  size_t row_offset(KvSlot slot, size_t kv_head) const;
 
   KvShape shape_;
   DType element_type_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attention/write_kv.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
@@ -95,7 +96,7 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
             sin{&rope_sin_[t * half_rope], half_rope};
         rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, cos, sin);
         rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, cos, sin);
-        kv.write(l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
+        write_kv(kv, l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
       }
     });
     attention_.run(kv, l, batch.attention, q_, att_);

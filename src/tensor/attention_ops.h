@@ -8,15 +8,10 @@
 #include <cstddef>
 
 #include "core/dtype.h"
+#include "core/kv_rows.h"
 #include "tensor/isa.h"
 
 namespace kvs {
-
-// `count` rows of `head_dim` elements of `type` (kF32, kF16 or kBF16), back to back.
-struct KvRows {
-  const void* data = nullptr;
-  DType type = DType::kF32;
-};
 
 // True for the element types the KV cache and these kernels handle: f32, f16, bf16.
 bool is_kv_element_type(DType type);

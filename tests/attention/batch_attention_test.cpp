@@ -14,6 +14,8 @@
 #include <numeric>
 #include <random>
 
+#include "attention/write_kv.h"
+
 namespace kvs {
 namespace {
 
@@ -43,7 +45,7 @@ struct KvFixture {
     for (size_t slot = 0; slot < kv_shape.token_capacity(); ++slot) {
       for (auto& x : k) x = u(rng);
       for (auto& x : v) x = u(rng);
-      kv.write(0, KvSlot{slot}, k, v);
+      write_kv(kv, 0, KvSlot{slot}, k, v);
       const size_t block = slot / block_size, in_block = slot % block_size;
       for (size_t h = 0; h < s.num_kv_heads; ++h) {
         const size_t at = ((block * s.num_kv_heads + h) * block_size + in_block) * s.head_dim;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kv/kv_presets.h"
+
 namespace kvs {
 namespace {
 
@@ -67,17 +69,6 @@ TEST(KvSizing, BlockSizeMustBeAPowerOfTwoUpTo256) {
     s.block_size = bad;
     EXPECT_NE(s.validate().message().find(std::to_string(bad)), std::string::npos) << bad;
   }
-}
-
-TEST(KvSizing, ParsesByteSizes) {
-  EXPECT_EQ(*parse_byte_size("512MiB"), 512ull << 20);
-  EXPECT_EQ(*parse_byte_size("2GiB"), 2ull << 30);
-  EXPECT_EQ(*parse_byte_size("1.5GB"), 1'500'000'000u);
-  EXPECT_EQ(*parse_byte_size("4096"), 4096u);
-  auto bad = parse_byte_size("12 parsecs");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.status().message().find("parsecs"), std::string::npos);
-  EXPECT_FALSE(parse_byte_size("GiB"));
 }
 
 }  // namespace

@@ -1,0 +1,116 @@
+#include "bench/bench_measure.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kv/kv_sizing.h"
+
+namespace kvs {
+
+BenchModelInfo describe_model(const LlamaModel& model, const std::string& path) {
+  const ModelConfig& c = model.config();
+  const LlamaWeights& w = model.weights();
+  BenchModelInfo info{.path = path,
+                      .weight_type = std::string(dtype_name(w.layers.empty() ? w.output.type : w.layers[0].wq.type)),
+                      .weight_layout = w.has_packed_matrices() ? "q8_0x16" : "gguf",
+                      .layers = c.num_layers,
+                      .dim = c.dim,
+                      .heads = c.num_heads,
+                      .kv_heads = c.num_kv_heads,
+                      .head_dim = c.head_dim,
+                      .ffn = c.ffn_dim,
+                      .vocab = c.vocab_size,
+                      .context = c.context_length,
+                      .matrix_bytes = w.matrix_bytes(),
+                      .output_params = w.output.rows * w.output.cols};
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      info.layer_params += m->rows * m->cols;
+    }
+  }
+  const KvCacheSpec spec{
+      .num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim, .block_size = 1};
+  info.kv_bytes_per_token = kv_bytes_per_block(spec).total();
+  return info;
+}
+
+std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed) {
+  constexpr size_t kFirst = 3;  // past the special tokens
+  const uint64_t range = vocab > kFirst ? vocab - kFirst : 1;
+  uint64_t state = seed;
+  std::vector<TokenId> tokens(n);
+  for (TokenId& t : tokens) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    t = static_cast<TokenId>(std::min<uint64_t>(kFirst + z % range, vocab - 1));
+  }
+  return tokens;
+}
+
+Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
+                             const BenchClock& now, bool recompute_history) {
+  RequestParams params{.prompt = {prompt.begin(), prompt.end()},
+                       .max_new_tokens = 1 + warm_steps + steps,
+                       .sampling = {.temperature = 0.0f},
+                       .stop_at_eos = false,
+                       .recompute_history = recompute_history};
+  size_t generated = 0;
+  bool finished = false;
+  Status error;
+  auto id = engine.add_request(std::move(params), [&](const RequestOutput& out) {
+    generated += out.new_tokens.size();
+    finished = finished || out.finished;
+    if (out.finished && out.finish_reason != FinishReason::kLength)
+      error =
+          Status::out_of_range(fmt::format("benchmark request ended early: {}", finish_reason_name(out.finish_reason)));
+  });
+  if (!id) return id.status();
+  TimedRun run;
+  const double start = now();
+  while (generated == 0 && !finished && engine.step()) {
+  }
+  run.prefill_seconds = now() - start;
+  for (size_t i = 0; i < warm_steps && !finished; ++i) engine.step();
+  while (!finished) {
+    const double step_start = now();
+    if (!engine.step()) break;
+    run.step_seconds.push_back(now() - step_start);
+  }
+  KVS_RETURN_IF_ERROR(error);
+  if (run.step_seconds.size() != steps) {
+    return Status::out_of_range(
+        fmt::format("benchmark request took {} timed steps, not {}", run.step_seconds.size(), steps));
+  }
+  return run;
+}
+
+Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+                                   const BenchPlan& plan) {
+  auto tokenizer = Tokenizer::from_gguf(model.file());
+  if (!tokenizer) return tokenizer.status();
+  BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
+  const size_t block_size = layout == KvLayout::kContiguous ? model.config().context_length : plan.paging_block_size;
+  auto engine = Engine::create(model, *out.tokenizer, pool,
+                               {.max_batch_tokens = plan.max_batch_tokens,
+                                .max_seqs = 1,
+                                .block_size = plan.paging_block_size,
+                                .kv_layout = layout,
+                                .kv_blocks = kv_blocks_for_tokens(capacity, block_size)});
+  if (!engine) return engine.status();
+  out.engine = std::move(engine).value();
+  return out;
+}
+
+size_t bench_step_count(const BenchPlan& p, bool extra_prefill) {
+  const size_t prefill = 1 + p.reps * p.prefill_tokens.size();  // warm-up + runs
+  const size_t peak_probes = 2;
+  const size_t decode = p.decode_depths.size() * p.reps * 2 + 1;  // A/B runs, last probe
+  const size_t cache = p.cache_contexts.size() * p.reps * 2;
+  const size_t paging = 1;
+  return peak_probes + prefill * (extra_prefill ? 2 : 1) + decode + cache + paging;
+}
+
+}  // namespace kvs

@@ -1,0 +1,76 @@
+// The timed sections of `kvserve bench`. Each runs the real engine path (Engine::step, as the
+// server and `kvserve run` do) with fixed-seed token ids and times only the work it names. Measurements that are
+// compared (paged vs contiguous, cached vs recomputed, decode vs the bandwidth probe) are
+// interleaved, because this host's memory bandwidth drifts by tens of percent within an hour.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/bench_plan.h"
+#include "bench/bench_progress.h"
+#include "bench/bench_results.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/llama_model.h"
+
+namespace kvs {
+
+// Monotonic seconds; injected so that nothing below the CLI reads a clock of its own choosing.
+using BenchClock = std::function<double()>;
+
+struct BenchEnv {
+  ThreadPool& pool;
+  BenchClock now;
+  BenchProgress& progress;
+};
+
+// Shape and byte counts of a loaded model.
+BenchModelInfo describe_model(const LlamaModel& model, const std::string& path);
+
+// `n` token ids uniform over [3, vocab) (past BOS/EOS/UNK) from `seed`; the same on every platform.
+std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
+
+// One greedy request on an idle engine: its prompt computed (timed as prefill_seconds, up to its first
+// sampled token), then `warm_steps` untimed decode steps, then `steps` timed ones (one token each).
+struct TimedRun {
+  double prefill_seconds = 0.0;
+  std::vector<double> step_seconds;
+};
+Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
+                             const BenchClock& now, bool recompute_history = false);
+
+// An engine for one sequence of up to `capacity` tokens in `layout`, for the benchmark's model.
+struct BenchEngine {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+};
+Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+                                   const BenchPlan& plan);
+
+// Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
+size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);
+
+// Prefill tok/s and matmul GFLOP/s for every prompt length, lengths interleaved within each
+// repetition. `peak_gflops` turns GFLOP/s into a fraction of peak.
+Expected<PrefillSet> measure_prefill(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+                                     double peak_gflops, BenchEnv& env);
+
+struct DecodeSection {
+  std::vector<DecodeFigures> decode;
+  RooflineFigures roofline;
+};
+// Decode tok/s at every depth, paged and contiguous in A/B B/A order, with bandwidth probes
+// between the repetitions at the roofline depth (the smallest). Each repetition yields two rates:
+// tokens / total time, and 1 / the median step time (which ignores the host's occasional stalls).
+Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+                                       BenchEnv& env);
+
+// Time per generated token with and without the KV cache at each context, A/B per context.
+Expected<std::vector<CacheFigures>> measure_cache_vs_recompute(const LlamaModel& model, const BenchPlan& plan,
+                                                               BenchEnv& env);
+
+}  // namespace kvs

@@ -1,0 +1,86 @@
+#include "bench/bench_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvs {
+namespace {
+
+// Lowers every value above `limit` to `limit`, keeping the order and dropping duplicates.
+std::vector<size_t> clamp_all(const std::vector<size_t>& values, size_t limit, const char* what,
+                              std::vector<std::string>& notes) {
+  std::vector<size_t> out;
+  for (size_t v : values) {
+    const size_t fitted = std::min(v, limit);
+    if (fitted != v) notes.push_back(fmt::format("{} {} lowered to {} to fit the context", what, v, fitted));
+    if (std::find(out.begin(), out.end(), fitted) == out.end()) out.push_back(fitted);
+  }
+  return out;
+}
+
+}  // namespace
+
+BenchPlan BenchPlan::standard() { return BenchPlan{}; }
+
+BenchPlan BenchPlan::quick() {
+  BenchPlan p;
+  p.reps = 2;
+  p.prefill_tokens = {16, 64};
+  p.decode_depths = {0, 64, 256};
+  p.decode_tokens = 16;
+  p.cache_contexts = {16, 64};
+  p.cached_steps = 4;
+  p.probe_bytes = size_t{64} << 20;
+  return p;
+}
+
+Status BenchPlan::validate() const {
+  if (reps == 0) return Status::invalid_argument("bench needs at least 1 repetition, got 0");
+  if (prefill_tokens.empty() || decode_depths.empty() || cache_contexts.empty()) {
+    return Status::invalid_argument(fmt::format("bench needs prompt lengths ({}), decode depths ({}) and contexts ({})",
+                                                prefill_tokens.size(), decode_depths.size(), cache_contexts.size()));
+  }
+  for (size_t n : prefill_tokens) {
+    if (n == 0) return Status::invalid_argument("a prefill prompt length is 0");
+  }
+  for (size_t n : cache_contexts) {
+    if (n == 0) return Status::invalid_argument("a cache-vs-no-cache context length is 0");
+  }
+  if (decode_tokens == 0 || cached_steps == 0 || max_batch_tokens == 0) {
+    return Status::invalid_argument(
+        fmt::format("decode tokens ({}), cached steps ({}) and batch tokens ({}) must be "
+                    "positive",
+                    decode_tokens, cached_steps, max_batch_tokens));
+  }
+  const PagingWorkload& w = paging;
+  if (w.num_sequences == 0 || w.min_tokens == 0 || w.min_tokens > w.max_tokens || w.budget_slots == 0) {
+    return Status::invalid_argument(fmt::format(
+        "paging workload needs sequences > 0 ({}), 0 < min tokens ({}) <= max tokens ({}) and budget slots > 0 ({})",
+        w.num_sequences, w.min_tokens, w.max_tokens, w.budget_slots));
+  }
+  return Status::ok();
+}
+
+FittedPlan fit_plan_to_context(const BenchPlan& plan, size_t context_length) {
+  FittedPlan fitted{.plan = plan, .notes = {}};
+  BenchPlan& p = fitted.plan;
+  auto& notes = fitted.notes;
+  if (p.decode_tokens + 1 > context_length) {
+    p.decode_tokens = std::max<size_t>(1, context_length / 2);
+    notes.push_back(fmt::format("decode tokens lowered to {} for a context of {}", p.decode_tokens, context_length));
+  }
+  p.prefill_tokens = clamp_all(p.prefill_tokens, context_length, "prompt length", notes);
+  p.decode_depths = clamp_all(p.decode_depths, context_length - p.decode_tokens, "decode depth", notes);
+  // Each cached step is taken at the same depth (truncated back), so a context needs one more slot.
+  p.cache_contexts = clamp_all(p.cache_contexts, context_length - 1, "cache-vs-no-cache context", notes);
+  if (p.paging.max_tokens > context_length) {
+    notes.push_back(
+        fmt::format("paging workload max length {} lowered to the context {}", p.paging.max_tokens, context_length));
+    p.paging.max_tokens = context_length;
+    p.paging.min_tokens = std::min(p.paging.min_tokens, context_length);
+  }
+  return fitted;
+}
+
+}  // namespace kvs

@@ -1,0 +1,77 @@
+// The load generator against a real `kvserve serve` on the default model: every request of every
+// level and round completes, token counts add up, and the timings are consistent.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "bench/loadgen.h"
+#include "server/server_process.h"
+
+namespace kvs::test {
+namespace {
+
+TEST(LoadgenServer, RoundsMergeEveryLevelsRequests) {
+  TempDir dir("loadgen_server");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  bench::LoadgenConfig config;
+  config.url = {.host = "127.0.0.1", .port = server.port()};
+  config.concurrency = {1, 4};
+  config.requests = 8;
+  config.rounds = 2;
+  config.max_tokens = 12;
+  config.duration_limit_s = 120;
+  std::vector<bench::LevelResult> passes;
+  std::vector<size_t> rounds_started;
+  const auto levels = bench::run_loadgen(
+      config, [&](const bench::LevelResult& r) { passes.push_back(r); },
+      [&](size_t round) {
+        EXPECT_EQ(passes.size(), 2 * round) << "round " << round << " must start after the previous one's levels";
+        rounds_started.push_back(round);
+      });
+  EXPECT_EQ(rounds_started, (std::vector<size_t>{0, 1}));
+
+  ASSERT_EQ(passes.size(), 4u);  // two rounds of two levels, interleaved
+  EXPECT_EQ(passes[0].concurrency, 1u);
+  EXPECT_EQ(passes[1].concurrency, 4u);
+  EXPECT_EQ(passes[2].concurrency, 1u);
+  ASSERT_EQ(levels.size(), 2u);
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const bench::LevelResult& r = levels[i];
+    EXPECT_EQ(r.rounds, 2u);
+    EXPECT_EQ(r.requests_sent, 8u) << "concurrency " << r.concurrency;
+    EXPECT_EQ(r.requests_ok, 8u) << r.first_error;
+    EXPECT_EQ(r.completion_tokens, 8u * 12u);  // ignore_eos: every request generates max_tokens
+    EXPECT_NEAR(r.wall_seconds, passes[i].wall_seconds + passes[i + 2].wall_seconds, 1e-9);
+    EXPECT_NEAR(r.tokens_per_second, static_cast<double>(r.completion_tokens) / r.wall_seconds, 1e-6);
+    EXPECT_GT(r.ttft_p50_s, 0.0);
+    EXPECT_LE(r.ttft_p50_s, r.ttft_p99_s);
+    EXPECT_GT(r.itl_p50_s, 0.0);
+    EXPECT_LE(r.itl_p50_s, r.itl_p99_s);
+  }
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// The command line: a bandwidth probe before each round, in the table's footer and the JSON.
+TEST(LoadgenServer, CommandRecordsTheMemoryBandwidthOfEachRound) {
+  TempDir dir("loadgen_cli");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  const std::string json_path = dir.file("out.json");
+  const std::string cmd = std::string(KVS_BINARY) + " loadgen --url http://127.0.0.1:" + std::to_string(server.port()) +
+                          " --concurrency 1,2 --requests 4 --rounds 2 --max-tokens 4 --json " + json_path + " > " +
+                          dir.file("stdout.txt") + " 2> " + dir.file("stderr.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(dir.file("stderr.txt"));
+  const auto json = nlohmann::json::parse(read_file(json_path));
+  ASSERT_EQ(json["bandwidth_probe_gbs"].size(), 2u) << json.dump();
+  for (const auto& gbs : json["bandwidth_probe_gbs"]) {
+    EXPECT_GT(gbs.get<double>(), 0.5);  // any machine streams more than 0.5 GB/s
+    EXPECT_LT(gbs.get<double>(), 5000.0);
+  }
+  EXPECT_NE(read_file(dir.file("stdout.txt")).find("memory bandwidth probe: "), std::string::npos);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace kvs::test
