@@ -16,10 +16,9 @@ struct Layout {
 };
 
 // Weights plus the K/V read per decoded token, at the mean context of a run of `tokens` steps from
-// `depth`: the prompt is `depth` context tokens and a first token, one untimed step follows, so timed
-// step k attends to depth + k + 3 positions.
+// `depth`: the prompt holds max(depth, 1) tokens, and timed step k attends to that + k + 1 positions.
 double decode_bytes_per_token(const BenchModelInfo& info, size_t depth, size_t tokens) {
-  const double mean_context = static_cast<double>(depth) + 2.0 + static_cast<double>(tokens + 1) / 2.0;
+  const double mean_context = static_cast<double>(std::max<size_t>(depth, 1)) + static_cast<double>(tokens + 1) / 2.0;
   return static_cast<double>(info.matrix_bytes) + mean_context * static_cast<double>(info.kv_bytes_per_token);
 }
 
@@ -40,14 +39,14 @@ struct DepthSamples {
   std::vector<double> tok_s[2], median_tok_s[2], cost, median_cost;
 };
 
-// Repetition `rep` of one layout at `depth`: the prompt (depth context tokens and `first`) computed
-// untimed, one untimed step (whatever ran before, e.g. a probe that just unmapped 1 GiB, is not billed
-// to the layout), then `tokens` timed steps.
+// Repetition `rep` of one layout at `depth`: a prompt of max(depth, 1) tokens (depth - 1 context tokens and
+// `first`) computed untimed (which also pages in every weight, so a probe that just ran is not billed to the
+// layout), then `tokens` timed steps: positions depth .. depth + tokens - 1, as a cache filled to `depth`.
 Expected<Rates> decode_rep(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first, size_t tokens,
                            const BenchClock& now) {
-  std::vector<TokenId> prompt(context.begin(), context.begin() + static_cast<long>(depth));
+  std::vector<TokenId> prompt(context.begin(), context.begin() + static_cast<long>(depth > 0 ? depth - 1 : 0));
   prompt.push_back(first);
-  auto run = timed_run(engine, prompt, 1, tokens, now);
+  auto run = timed_run(engine, prompt, 0, tokens, now);
   if (!run) return run.status();
   return rates(run->step_seconds);
 }
@@ -60,7 +59,7 @@ Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModel
   // Deepest first (the published order); each repetition computes its context afresh, untimed.
   std::sort(depths.begin(), depths.end(), std::greater<>());
   const size_t deepest = depths.front(), roofline_depth = depths.back();
-  const size_t capacity = deepest + plan.decode_tokens + 3;
+  const size_t capacity = std::max<size_t>(deepest, 1) + plan.decode_tokens;
   auto paged = bench_engine(model, env.pool, capacity, KvLayout::kPaged, plan);
   if (!paged) return paged.status();
   auto contiguous = bench_engine(model, env.pool, capacity, KvLayout::kContiguous, plan);

@@ -64,8 +64,10 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
     generated += out.new_tokens.size();
     finished = finished || out.finished;
     if (out.finished && out.finish_reason != FinishReason::kLength)
-      error =
-          Status::out_of_range(fmt::format("benchmark request ended early: {}", finish_reason_name(out.finish_reason)));
+      error = Status::out_of_range(
+          fmt::format("benchmark request of {} prompt tokens ended early ({}{})", prompt.size(),
+                      finish_reason_name(out.finish_reason),
+                      out.finish_reason == FinishReason::kContextFull ? ": the context is full" : ""));
   });
   if (!id) return id.status();
   TimedRun run;

@@ -66,14 +66,17 @@ FittedPlan fit_plan_to_context(const BenchPlan& plan, size_t context_length) {
   FittedPlan fitted{.plan = plan, .notes = {}};
   BenchPlan& p = fitted.plan;
   auto& notes = fitted.notes;
-  if (p.decode_tokens + 1 > context_length) {
+  // The engine computes at most context - 1 positions of a sequence (the token after the last position can
+  // never be computed), and a decode run from depth 0 starts after a 1-token prompt.
+  if (p.decode_tokens + 2 > context_length) {
     p.decode_tokens = std::max<size_t>(1, context_length / 2);
     notes.push_back(fmt::format("decode tokens lowered to {} for a context of {}", p.decode_tokens, context_length));
   }
   p.prefill_tokens = clamp_all(p.prefill_tokens, context_length, "prompt length", notes);
-  p.decode_depths = clamp_all(p.decode_depths, context_length - p.decode_tokens, "decode depth", notes);
-  // Each cached step is taken at the same depth (truncated back), so a context needs one more slot.
-  p.cache_contexts = clamp_all(p.cache_contexts, context_length - 1, "cache-vs-no-cache context", notes);
+  p.decode_depths = clamp_all(p.decode_depths, context_length - p.decode_tokens - 1, "decode depth", notes);
+  // The cached steps run on from the context, one position each.
+  p.cache_contexts = clamp_all(p.cache_contexts, context_length - std::min(context_length - 1, p.cached_steps + 1),
+                               "cache-vs-no-cache context", notes);
   if (p.paging.max_tokens > context_length) {
     notes.push_back(
         fmt::format("paging workload max length {} lowered to the context {}", p.paging.max_tokens, context_length));

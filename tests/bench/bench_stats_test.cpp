@@ -68,9 +68,10 @@ TEST(BenchPlan, AContextThatHoldsEverythingChangesNothing) {
 TEST(BenchPlan, ASmallContextLowersDepthsAndDropsDuplicates) {
   const FittedPlan f = fit_plan_to_context(BenchPlan::standard(), 512);
   EXPECT_EQ(f.plan.decode_tokens, 128u);
-  EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 384}));  // 512 and 2048 both become 512 - 128
+  // 512 and 2048 both become 512 - 128 - 1: the engine computes at most context - 1 positions.
+  EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 383}));
   EXPECT_EQ(f.plan.prefill_tokens, (std::vector<size_t>{128, 512}));
-  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 256, 511}));  // room for the step
+  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 256, 479}));  // room for the 32 cached steps
   EXPECT_EQ(f.plan.paging.max_tokens, 512u);
   EXPECT_FALSE(f.notes.empty());
   EXPECT_TRUE(f.plan.validate().is_ok());
@@ -79,9 +80,9 @@ TEST(BenchPlan, ASmallContextLowersDepthsAndDropsDuplicates) {
 TEST(BenchPlan, ATinyContextShortensTheDecodeRun) {
   const FittedPlan f = fit_plan_to_context(BenchPlan::standard(), 100);
   EXPECT_EQ(f.plan.decode_tokens, 50u);
-  EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 50}));
+  EXPECT_EQ(f.plan.decode_depths, (std::vector<size_t>{0, 49}));
   EXPECT_EQ(f.plan.prefill_tokens, (std::vector<size_t>{100}));
-  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 99}));
+  EXPECT_EQ(f.plan.cache_contexts, (std::vector<size_t>{16, 64, 67}));
   EXPECT_TRUE(f.plan.validate().is_ok());
 }
 
