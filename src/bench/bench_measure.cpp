@@ -70,21 +70,29 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
                       out.finish_reason == FinishReason::kContextFull ? ": the context is full" : ""));
   });
   if (!id) return id.status();
+  // Steps the engine until the request has generated `target` tokens (or ended); false if the engine idled.
+  const auto step_until = [&](size_t target) {
+    while (generated < target && !finished) {
+      if (!engine.step()) return false;
+    }
+    return true;
+  };
   TimedRun run;
   const double start = now();
-  while (generated == 0 && !finished && engine.step()) {
-  }
+  step_until(1);
   run.prefill_seconds = now() - start;
-  for (size_t i = 0; i < warm_steps && !finished; ++i) engine.step();
-  while (!finished) {
+  step_until(1 + warm_steps);
+  // A timed step is the time to the next token: one engine step with the cache, several without it
+  // (recompute_history recomputes the whole history, in chunks of the batch budget).
+  for (size_t i = 0; i < steps && !finished; ++i) {
     const double step_start = now();
-    if (!engine.step()) break;
+    if (!step_until(generated + 1)) break;
     run.step_seconds.push_back(now() - step_start);
   }
   KVS_RETURN_IF_ERROR(error);
   if (run.step_seconds.size() != steps) {
     return Status::out_of_range(
-        fmt::format("benchmark request took {} timed steps, not {}", run.step_seconds.size(), steps));
+        fmt::format("benchmark request took {} timed tokens, not {}", run.step_seconds.size(), steps));
   }
   return run;
 }

@@ -35,7 +35,9 @@ BenchModelInfo describe_model(const LlamaModel& model, const std::string& path);
 std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
 
 // One greedy request on an idle engine: its prompt computed (timed as prefill_seconds, up to its first
-// sampled token), then `warm_steps` untimed decode steps, then `steps` timed ones (one token each).
+// sampled token), then `warm_steps` untimed decode tokens, then `steps` timed ones: each the time from one
+// token to the next (one engine step with the cache; with recompute_history, the steps that recompute
+// the whole history).
 struct TimedRun {
   double prefill_seconds = 0.0;
   std::vector<double> step_seconds;
