@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/probe.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "tensor/attention_ops.h"
@@ -15,7 +16,6 @@
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
 #include "tensor/packed_q8.h"
-#include "tensor/probe.h"
 
 namespace kvs {
 namespace {
