@@ -46,8 +46,10 @@ test-isa: build js-deps
 format-check: deps
 	find src tests bench -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
 
+# Warnings are not errors here: GCC 12's instrumentation makes libstdc++ (std::regex, std::function) raise
+# maybe-uninitialized false positives that the release build, which does use -Werror, does not.
 test-sanitize: deps js-deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF -DKVS_WERROR=ON
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF -DKVS_WERROR=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
