@@ -102,13 +102,12 @@ Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, si
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
-  const size_t block_size = layout == KvLayout::kContiguous ? model.config().context_length : plan.paging_block_size;
-  auto engine = Engine::create(model, *out.tokenizer, pool,
-                               {.max_batch_tokens = plan.max_batch_tokens,
-                                .max_seqs = 1,
-                                .block_size = plan.paging_block_size,
-                                .kv_layout = layout,
-                                .kv_blocks = kv_blocks_for_tokens(capacity, block_size)});
+  EngineConfig config{.max_batch_tokens = plan.max_batch_tokens,
+                      .max_seqs = 1,
+                      .block_size = plan.paging_block_size,
+                      .kv_layout = layout};
+  config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
+  auto engine = Engine::create(model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();
   out.engine = std::move(engine).value();
   return out;

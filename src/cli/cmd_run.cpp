@@ -85,7 +85,7 @@ void run(const RunOptions& options) {
   }
   const size_t decode_steps = result->tokens.empty() ? 0 : result->tokens.size() - 1;
   const KvUsage kv = (*engine)->kv().usage();
-  const size_t bytes_per_block = kv.blocks_total ? kv.bytes_total / kv.blocks_total : 0;
+  const size_t bytes_per_block = kv_bytes_per_block((*engine)->kv().config().spec).total();
   std::fprintf(stderr,
                "kvserve: prompt %zu tokens, generated %zu tokens (%s), prefill %.1f tok/s, decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "

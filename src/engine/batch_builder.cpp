@@ -16,6 +16,7 @@ void build_model_input(std::span<const ScheduledChunk> chunks, const KvCacheMana
     const SequenceState& seq = *chunk.seq;
     const auto seq_index = static_cast<uint32_t>(in.sequences.size());
     const size_t end = chunk.first + chunk.num_tokens;
+    const bool completes = chunk.completes();
     in.sequences.push_back({.blocks = kv.block_table(seq.id), .num_cached = static_cast<uint32_t>(end)});
     for (size_t p = chunk.first; p < end; ++p) {
       in.tokens.push_back(seq.tokens[p]);
@@ -23,9 +24,10 @@ void build_model_input(std::span<const ScheduledChunk> chunks, const KvCacheMana
       in.sequence_of_token.push_back(seq_index);
       in.visible_slots.push_back(static_cast<uint32_t>(p + 1));  // causal: slots [0, p]
       in.slots.push_back(kv.slot_of(seq.id, p));
-      if (seq.all_logits || (p + 1 == end && chunk.completes())) {
+      const bool samples = completes && p + 1 == end;
+      if (seq.all_logits || samples) {
         in.logits_for.push_back(static_cast<uint32_t>(in.tokens.size() - 1));
-        in.logits_rows.push_back({.chunk = c, .position = p});
+        in.logits_rows.push_back({.chunk = c, .position = p, .samples = samples});
       }
     }
   }

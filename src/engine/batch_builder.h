@@ -17,10 +17,12 @@ struct ModelInput {
   std::vector<uint32_t> positions, sequence_of_token, visible_slots, logits_for;
   std::vector<KvSlot> slots;
   std::vector<SequenceAttention> sequences;
-  // For logits row i: the chunk (index into the plan) and the position of the token it follows.
+  // For logits row i: the chunk (index into the plan), the position of the token it follows, and whether
+  // the next token is sampled from it (the last token of a chunk that completes its sequence).
   struct LogitsRow {
     size_t chunk = 0;
     size_t position = 0;
+    bool samples = false;
   };
   std::vector<LogitsRow> logits_rows;
 

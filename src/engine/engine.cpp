@@ -17,12 +17,15 @@ Status EngineConfig::validate() const {
   return Status::ok();
 }
 
+size_t engine_block_size(const Model& model, const EngineConfig& config) {
+  return config.kv_layout == KvLayout::kContiguous ? model.config().context_length : config.block_size;
+}
+
 Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
-  const bool contiguous = config.kv_layout == KvLayout::kContiguous;
-  KvCacheSpec spec = model.kv_spec(config.kv_dtype, contiguous ? c.context_length : config.block_size);
-  spec.contiguous = contiguous;
+  KvCacheSpec spec = model.kv_spec(config.kv_dtype, engine_block_size(model, config));
+  spec.contiguous = config.kv_layout == KvLayout::kContiguous;
   KVS_RETURN_IF_ERROR(spec.validate());
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {
@@ -184,19 +187,14 @@ bool Engine::step() {
   recorder_.totals().step_tokens.observe(static_cast<double>(input_.tokens.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
-  std::vector<bool> completes(plan.chunks.size());  // before sampling appends tokens
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    completes[c] = plan.chunks[c].completes();
-    scheduler_.on_computed(plan.chunks[c]);
-  }
+  for (const ScheduledChunk& chunk : plan.chunks) scheduler_.on_computed(chunk);
   std::vector<RequestOutput> outputs;
   for (size_t row = 0; row < input_.logits_rows.size(); ++row) {
     const ModelInput::LogitsRow& at = input_.logits_rows[row];
-    const ScheduledChunk& chunk = plan.chunks[at.chunk];
-    Request& r = as_request(chunk.seq);
+    Request& r = as_request(plan.chunks[at.chunk].seq);
     const std::span<const float> logits(logits_.data() + row * vocab, vocab);
     if (r.params.on_logits) r.params.on_logits(at.position, logits);
-    if (completes[at.chunk] && at.position + 1 == chunk.first + chunk.num_tokens) advance(r, logits, outputs);
+    if (at.samples) advance(r, logits, outputs);
   }
   for (const RequestOutput& out : outputs) {
     auto it = requests_.find(out.id.value);

@@ -38,6 +38,8 @@ struct EngineConfig {
   Status validate() const;
 };
 
+// Tokens per KV block under `config`: its block size when paged, the model's context when contiguous.
+size_t engine_block_size(const Model& model, const EngineConfig& config);
 // The KV pool an engine of `config` would allocate for `model`: its spec and block count. The
 // calculator's sizing function, so what `run` and `serve` report is what they allocate.
 Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config);
@@ -61,7 +63,6 @@ class Engine {
   const KvCacheManager& kv() const { return *kv_; }
   const KvStorage& kv_storage() const { return storage_; }
   const ModelConfig& model_config() const { return model_.config(); }
-  const EngineConfig& config() const { return config_; }
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,

@@ -38,9 +38,9 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
         fmt::format("the text has {} tokens, fewer than one chunk of {}", tokens.size(), L));
   }
   // One engine for every chunk: a sequence of L tokens at a time, with logits after each of them.
-  auto engine = Engine::create(
-      model, tokenizer, pool,
-      {.max_batch_tokens = 512, .max_seqs = 1, .kv_blocks = kv_blocks_for_tokens(L, 16), .kv_dtype = options.kv_dtype});
+  EngineConfig config{.max_batch_tokens = 512, .max_seqs = 1, .kv_dtype = options.kv_dtype};
+  config.kv_blocks = kv_blocks_for_tokens(L, config.block_size);
+  auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();
   double total_nll = 0.0;
   for (size_t c = 0; c < chunks; ++c) {
