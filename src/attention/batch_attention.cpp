@@ -9,10 +9,11 @@ namespace kvs {
 void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
                          std::span<float> out) {
   const size_t n = batch.sequence_of_token.size();
-  const size_t heads = shape_.num_kv_heads, q_width = shape_.num_heads * shape_.head_dim;
+  const size_t heads = shape_.num_kv_heads;
+  const size_t q_width = shape_.num_heads * shape_.head_dim, out_width = shape_.num_heads * shape_.value_width();
   KVS_ASSERT(batch.visible_slots.size() == n, "{} tokens but {} visible-slot counts", n, batch.visible_slots.size());
-  KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * q_width, "q {} / out {} floats for {} tokens of {}", q.size(),
-             out.size(), n, q_width);
+  KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * out_width, "q {} / out {} floats for {} tokens of {} / {}",
+             q.size(), out.size(), n, q_width, out_width);
   if (n == 0) return;
   // Work items: (token, kv head) pairs in that order; an item costs its visible slots plus a fixed part.
   constexpr size_t kFixedCost = 32;  // slots' worth of per-call work
@@ -56,7 +57,7 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
       const size_t rows = (g_end - g_begin) * group;  // query heads of the call
       if (scores.size() < rows * visible) scores.resize(std::max(shape_.num_heads * visible, 2 * scores.size()));
       paged_attention(kv, layer, {.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass}, shape_,
-                      &q[t * q_width], &out[t * q_width], g_begin, g_end, scores);
+                      &q[t * q_width], &out[t * out_width], g_begin, g_end, scores);
       item += g_end - g_begin;
     }
   });

@@ -18,7 +18,8 @@ class BatchAttention {
   BatchAttention(ThreadPool& pool, const AttentionShape& shape)
       : pool_(pool), shape_(shape), scores_(pool.num_threads()) {}
 
-  // q, out: [n][num_heads * head_dim] for the batch's n tokens. Results do not depend on the split.
+  // q: [n][num_heads * head_dim], out: [n][num_heads * value_width] for the batch's n tokens. Results do not depend on
+  // the split.
   void run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
            std::span<float> out);
 

@@ -32,8 +32,8 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
                      const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores) {
   const std::span<const BlockId> blocks = context.blocks;
   const size_t n_ctx = context.num_slots;
-  const size_t hd = shape.head_dim;
-  const size_t block_size = kv.shape().block_size;
+  const size_t hd = shape.head_dim, vd = shape.value_width();
+  const size_t block_size = kv.block_size();
   const size_t group = shape.num_heads / shape.num_kv_heads;
   const size_t heads = kv_head_end - kv_head_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -47,7 +47,10 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
   KVS_ASSERT(context.slot_mass.empty() || context.slot_mass.size() >= n_ctx, "slot mass of {} for {} slots",
              context.slot_mass.size(), n_ctx);
   const Isa isa = best_isa();
-  const size_t head_block_bytes = kv.head_block_bytes();
+  KVS_ASSERT(kv.format().k.width == hd && kv.has_values() && kv.format().v->width == vd,
+             "attention of key width {} and value width {} over a cache of widths {} and {}", hd, vd,
+             kv.format().k.width, kv.has_values() ? kv.format().v->width : 0);
+  const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = kv.format().v->head_block_bytes();
   const size_t first_real = next_real_block(blocks, SIZE_MAX, num_blocks);  // SIZE_MAX + 1 == 0
   KVS_ASSERT(first_real < num_blocks, "all {} blocks of a {}-slot context are holes", num_blocks, n_ctx);
 
@@ -56,7 +59,7 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
   // short stream per head. scores[(g - kv_head_begin) * group + h][slot] for query head h of KV head g.
   // A hole's scores are -inf: probability exactly 0 after the softmax, and its values are never read.
   for (size_t g = kv_head_begin; g < kv_head_end; ++g)
-    prefetch_l2(kv.keys(layer, blocks[first_real], g).data, head_block_bytes);
+    prefetch_l2(kv.keys(layer, blocks[first_real], g).data, key_bytes);
   for (size_t b = 0; b < num_blocks; ++b) {
     const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
     if (blocks[b] == kNullBlock) {
@@ -69,8 +72,8 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       // Ahead of use, into L2: this head's keys of the next block and its values of this block (read
       // after the softmax). The blocks of a context lie anywhere in the pool, so the hardware prefetcher
       // cannot find the next one.
-      if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, head_block_bytes);
-      prefetch_l2(kv.values(layer, blocks[b], g).data, head_block_bytes);
+      if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, key_bytes);
+      prefetch_l2(kv.values(layer, blocks[b], g).data, value_bytes);
       attention_block_scores(q + g * group * hd, group, kv.keys(layer, blocks[b], g), count, hd, scale,
                              &scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, isa);
     }
@@ -83,13 +86,13 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       if (mass != 0.0f) std::atomic_ref<float>(context.slot_mass[s]).fetch_add(mass, std::memory_order_relaxed);
     }
   }
-  std::memset(out + kv_head_begin * group * hd, 0, heads * group * hd * sizeof(float));
+  std::memset(out + kv_head_begin * group * vd, 0, heads * group * vd * sizeof(float));
   for (size_t b = 0; b < num_blocks; ++b) {
     if (blocks[b] == kNullBlock) continue;
     const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, group,
-                             kv.values(layer, blocks[b], g), count, hd, out + g * group * hd, isa);
+                             kv.values(layer, blocks[b], g), count, vd, out + g * group * vd, isa);
     }
   }
 }

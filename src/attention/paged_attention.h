@@ -13,7 +13,10 @@ namespace kvs {
 struct AttentionShape {
   size_t num_heads = 0;     // query heads
   size_t num_kv_heads = 0;  // query head h reads KV head h / (num_heads / num_kv_heads)
-  size_t head_dim = 0;
+  size_t head_dim = 0;      // width of a query and key row
+  size_t v_head_dim = 0;    // width of a value (and output) row; 0: head_dim (MLA's V is narrower than K)
+
+  size_t value_width() const { return v_head_dim == 0 ? head_dim : v_head_dim; }
 };
 
 // The slots one token attends over: the first `num_slots` slots across `blocks` (block i holds slots
@@ -27,7 +30,7 @@ struct PagedContext {
 
 // For every query head of KV heads [kv_head_begin, kv_head_end):
 //   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
-// q, out: [num_heads][head_dim]; scores: scratch of at least (kv_head_end - kv_head_begin) x
+// q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
 // (num_heads / num_kv_heads) x num_slots floats. Each head's result does not depend on the range it is
 // computed in (the same sums in the same order). slot_mass is added to atomically (other threads may be
 // adding for other heads or tokens of the same sequence), so its low bits depend on the order.

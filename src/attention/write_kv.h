@@ -1,16 +1,33 @@
-// The write path of the KV cache: one token's new K and V (fp32, from the projections) scattered
-// into its slot of a layer, rounded to the storage's element type (round to nearest even).
+// The write path of the KV cache: new K and V (fp32, from the projections) stored into their slots
+// of a layer, in the element type of each (f16 and bf16 round to nearest even).
+//
+// Writes are block-aware: one call stores a run of consecutive slots of one block, the unit over
+// which a block's scales are computed (quantized formats), so a block is written by one call at a
+// time. Thread contract: calls for distinct blocks may run at once on different threads; calls for
+// the same block must not overlap, and kv_write_runs() cuts a batch so that each block is in one run.
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "kv/kv_storage.h"
 #include "tensor/isa.h"
 
 namespace kvs {
 
-// k, v: [num_kv_heads][head_dim] fp32. Safe to call for distinct slots from several threads at once.
-void write_kv(KvStorage& kv, size_t layer, KvSlot slot, std::span<const float> k, std::span<const float> v,
-              Isa isa = best_isa());
+// Tokens [first, first + count) of a batch, stored in consecutive slots of one block.
+struct KvWriteRun {
+  size_t first = 0;
+  size_t count = 0;
+};
+
+// The runs of a batch whose token t goes to slots[t]: maximal spans of consecutive slots in one
+// block. Asserts that no block appears in two runs (two sequences never write one block).
+std::vector<KvWriteRun> kv_write_runs(std::span<const KvSlot> slots, size_t block_size);
+
+// Stores `count` tokens at slots first_slot, first_slot + 1, ..., all in one block of `layer`.
+// k: [count][num_kv_heads][head_dim], v: [count][num_kv_heads][value_width] fp32.
+void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, std::span<const float> k,
+                  std::span<const float> v, Isa isa = best_isa());
 
 }  // namespace kvs

@@ -87,7 +87,7 @@ void run(const CalcOptions& o) {
   const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
   if (o.json) {
     nlohmann::json j = {{"model", label},
-                        {"kv_dtype", kv_dtype_name(spec.dtype)},
+                        {"kv_dtype", kv_dtypes_name(spec.dtype)},
                         {"attention", spec.mla ? "MLA" : "KV"},
                         {"layers", spec.num_layers},
                         {"tokens", tokens},
@@ -109,7 +109,7 @@ void run(const CalcOptions& o) {
   std::printf("KV cache for %s: %zu layers, %s, %s elements, blocks of %zu tokens\n", label.c_str(), spec.num_layers,
               spec.mla ? fmt::format("MLA latent {} + rope {}", spec.kv_lora_rank, spec.rope_dim).c_str()
                        : fmt::format("{} KV heads x head dim {} (K and V)", spec.num_kv_heads, spec.head_dim).c_str(),
-              std::string(kv_dtype_name(spec.dtype)).c_str(), spec.block_size);
+              kv_dtypes_name(spec.dtype).c_str(), spec.block_size);
   std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);

@@ -96,7 +96,7 @@ void run(const RunOptions& options) {
                decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage().bytes(),
                result->kv_blocks_held, kv.blocks_total, result->kv_blocks_held * bytes_per_block,
                engine_options.block_size, config.attention_kind().c_str(), config.num_layers, config.num_kv_heads,
-               config.head_dim, std::string(kv_dtype_name(engine_options.kv_dtype)).c_str(), loaded.pool->num_threads(),
+               config.head_dim, kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
 }
 

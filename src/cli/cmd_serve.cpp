@@ -115,7 +115,7 @@ void serve(const ServeOptions& options) {
       "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens, "
       "%zu threads%s\n",
       model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
-      options.http.host.c_str(), *port, metrics.kv_blocks_total, std::string(kv_dtype_name(config.kv_dtype)).c_str(),
+      options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv_dtype).c_str(),
       config.block_size, loaded.pool->num_threads(), options.http.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
   if (model.chat_template_unrecognized) {

@@ -1,6 +1,6 @@
 #include "cli/kv_dtype_option.h"
 
-#include "kv/kv_storage.h"
+#include <fmt/format.h>
 
 namespace kvs::cli {
 
@@ -14,7 +14,7 @@ void add_kv_dtype_option(CLI::App& command, std::string& kv_dtype) {
 KvDType parse_engine_kv_dtype(const std::string& name) {
   const auto dtype = kv_dtype_from_name(name);
   if (!dtype) throw CommandError(fmt::format("unknown --kv-dtype '{}' (f32, f16, bf16)", name));
-  if (!kv_element_type(*dtype)) {
+  if (kv_dtype_quantized(*dtype)) {
     throw CommandError(fmt::format("--kv-dtype {}: the engine stores f32, f16 or bf16 K/V ({} is sized by calc only)",
                                    name, kv_dtype_name(*dtype)));
   }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "kv/kv_sizing.h"
+#include "core/kv_dtype.h"
 
 namespace kvs::cli {
 

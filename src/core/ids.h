@@ -3,6 +3,7 @@
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 
 namespace kvs {
@@ -17,6 +18,11 @@ struct BlockId {
 // A hole in a block table: its slots hold nothing and attention skips them (a window that slid
 // past them, evicted tokens). Never allocated by a pool.
 inline constexpr BlockId kNullBlock{UINT32_MAX};
+
+// Where one token's K/V lie in a KV pool: block id * block_size + offset within the block.
+struct KvSlot {
+  size_t value = 0;
+};
 
 struct SeqId {
   uint64_t value = 0;

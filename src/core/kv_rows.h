@@ -1,14 +1,14 @@
-// A view of cached K or V rows: `count` rows of `head_dim` elements of `type` (kF32, kF16 or kBF16),
-// back to back. What the KV storage hands out and the attention kernels read.
+// A view of cached K or V rows: rows of `width` elements of `type`, back to back (the width is the
+// reader's to know). What the KV storage hands out and the attention kernels read.
 #pragma once
 
-#include "core/dtype.h"
+#include "core/kv_dtype.h"
 
 namespace kvs {
 
 struct KvRows {
   const void* data = nullptr;
-  DType type = DType::kF32;
+  KvDType type = KvDType::kF32;
 };
 
 }  // namespace kvs

@@ -56,7 +56,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       tokenizer_(tokenizer),
       config_(config),
       kv_(std::move(kv)),
-      storage_(kv_->storage_shape()),
+      storage_(kv_->config().spec, kv_->config().num_blocks),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
       runner_(model.make_runner(pool)) {}
 

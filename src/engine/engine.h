@@ -31,9 +31,9 @@ struct EngineConfig {
   size_t max_seqs = 32;           // --max-seqs
   size_t block_size = 16;         // --block-size (paged)
   KvLayout kv_layout = KvLayout::kPaged;
-  size_t kv_memory_bytes = 0;        // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
-  size_t kv_blocks = 0;              // --kv-blocks (instead of kv_memory_bytes)
-  KvDType kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K/V elements
+  size_t kv_memory_bytes = 0;         // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
+  size_t kv_blocks = 0;               // --kv-blocks (instead of kv_memory_bytes)
+  KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K and V elements
 
   Status validate() const;
 };

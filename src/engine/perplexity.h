@@ -8,17 +8,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/kv_dtype.h"
 #include "core/thread_pool.h"
-#include "kv/kv_sizing.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
 
 struct PerplexityOptions {
-  size_t chunk_tokens = 512;         // L
-  size_t max_chunks = 0;             // 0 = every full chunk of the text
-  KvDType kv_dtype = KvDType::kF32;  // element type of the KV cache the chunks are evaluated with
+  size_t chunk_tokens = 512;          // L
+  size_t max_chunks = 0;              // 0 = every full chunk of the text
+  KvDTypes kv_dtype = KvDType::kF32;  // element type of the KV cache the chunks are evaluated with
 };
 
 struct PerplexityResult {

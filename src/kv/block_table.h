@@ -8,7 +8,6 @@
 
 #include "core/ids.h"
 #include "kv/block_pool.h"
-#include "kv/kv_storage.h"
 
 namespace kvs {
 

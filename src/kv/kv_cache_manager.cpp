@@ -11,10 +11,10 @@ Status KvCacheConfig::validate() const {
   KVS_RETURN_IF_ERROR(spec.validate());
   if (spec.mla)
     return Status::unimplemented("the engine's KV storage holds K and V; an MLA latent is sized by calc only");
-  if (!kv_element_type(spec.dtype)) {
+  if (kv_dtype_quantized(spec.dtype.k) || kv_dtype_quantized(spec.dtype.v)) {
     return Status::unimplemented(
-        fmt::format("the engine's KV storage holds f32, f16 or bf16 elements; KV dtype {} is sized by calc only",
-                    kv_dtype_name(spec.dtype)));
+        fmt::format("the engine's attention reads f32, f16 or bf16 K/V elements; KV dtype {} is sized by calc only",
+                    kv_dtypes_name(spec.dtype)));
   }
   if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
   return Status::ok();
@@ -26,15 +26,6 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
 }
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {}
-
-KvShape KvCacheManager::storage_shape() const {
-  return KvShape{.num_layers = config_.spec.num_layers,
-                 .num_kv_heads = config_.spec.num_kv_heads,
-                 .head_dim = config_.spec.head_dim,
-                 .block_size = config_.spec.block_size,
-                 .num_blocks = config_.num_blocks,
-                 .dtype = config_.spec.dtype};
-}
 
 const BlockTable& KvCacheManager::table(SeqId seq) const {
   auto it = tables_.find(seq.value);

@@ -1,5 +1,5 @@
 // The facade the engine uses: a block pool and one block table per sequence: accounting only. The
-// K/V bytes (KvStorage, of storage_shape()) belong to whoever computes, so the scheduler and the
+// K/V bytes (a KvStorage of config().spec and num_blocks) belong to whoever computes, so the scheduler and the
 // paging simulation run without them. Blocks are allocated on demand as a sequence grows and all
 // released the moment it is freed, tail first. Running out of blocks is an expected outcome the
 // caller acts on (queue, preempt), never a crash.
@@ -15,7 +15,6 @@
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 #include "kv/kv_sizing.h"
-#include "kv/kv_storage.h"
 
 namespace kvs {
 
@@ -60,8 +59,6 @@ class KvCacheManager {
   std::span<const BlockId> block_table(SeqId seq) const;
   size_t num_sequences() const { return tables_.size(); }
 
-  // The shape of the K/V storage the pool's blocks index.
-  KvShape storage_shape() const;
   const BlockPool& pool() const { return pool_; }
   KvUsage usage() const;
   // Pool invariants plus: each block in tables has a ref count of at least the tables holding it

@@ -1,52 +1,61 @@
 #include "kv/kv_storage.h"
 
 #include "core/status.h"
+#include "kv/kv_sizing.h"
 
 namespace kvs {
 
-std::optional<DType> kv_element_type(KvDType type) {
-  switch (type) {
-    case KvDType::kF32: return DType::kF32;
-    case KvDType::kF16: return DType::kF16;
-    case KvDType::kBF16: return DType::kBF16;
-    default: return std::nullopt;
-  }
+KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks)
+    : spec_(spec), format_(kv_format(spec)), num_blocks_(num_blocks) {
+  HostKvAllocator host;
+  allocate_pools(host);
 }
 
-KvStorage::KvStorage(const KvShape& shape) : shape_(shape) {
-  KVS_ASSERT(shape.num_layers > 0 && shape.num_kv_heads > 0 && shape.head_dim > 0 && shape.block_size > 0,
-             "KV shape must be positive: layers {}, kv heads {}, head dim {}, block size {}", shape.num_layers,
-             shape.num_kv_heads, shape.head_dim, shape.block_size);
-  const std::optional<DType> element = kv_element_type(shape.dtype);
-  KVS_ASSERT(element.has_value(), "KV storage holds f32, f16 or bf16 elements, not {}", kv_dtype_name(shape.dtype));
-  element_type_ = *element;
-  element_bytes_ = dtype_row_bytes(element_type_, 1);
-  head_block_bytes_ = shape.block_size * shape.head_dim * element_bytes_;
-  // Pool sizes come from the calculator's sizing function, so its prediction is this allocation.
-  const size_t pool_bytes = shape.num_blocks * kv_pool_bytes_per_block(shape.spec());
-  KVS_ASSERT(pool_bytes == shape.num_blocks * shape.elements_per_block() * element_bytes_,
-             "sizing says {} bytes per pool, layout {}", pool_bytes,
-             shape.num_blocks * shape.elements_per_block() * element_bytes_);
-  keys_.reserve(shape.num_layers);
-  values_.reserve(shape.num_layers);
-  // Huge pages where the kernel grants them: attention reads blocks all over a pool of up to gigabytes.
-  for (size_t l = 0; l < shape.num_layers; ++l) {
-    keys_.emplace_back(pool_bytes, PageHint::kHuge);
-    values_.emplace_back(pool_bytes, PageHint::kHuge);
+KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks, KvAllocator& allocator)
+    : spec_(spec), format_(kv_format(spec)), num_blocks_(num_blocks) {
+  allocate_pools(allocator);
+}
+
+void KvStorage::allocate_pools(KvAllocator& allocator) {
+  const Status valid = spec_.validate();
+  KVS_ASSERT(valid.is_ok(), "KV storage of an invalid spec: {}", valid.message());
+  keys_ = allocate(format_.k, allocator);
+  if (format_.v) values_ = allocate(*format_.v, allocator);
+  // The pools are the calculator's bytes exactly, so its prediction is this allocation.
+  const size_t predicted = num_blocks_ * kv_bytes_per_block(spec_).total();
+  KVS_ASSERT(bytes() == predicted, "allocated {} bytes, sizing says {}", bytes(), predicted);
+}
+
+KvStorage::Pools KvStorage::allocate(const KvTensorFormat& format, KvAllocator& allocator) const {
+  Pools pools{.format = format};
+  const size_t bytes = num_blocks_ * format_.pool_bytes_per_block(format);
+  for (size_t l = 0; l < format_.num_layers; ++l) {
+    pools.layers.push_back(allocator.allocate(bytes));
+    const std::span<std::byte> region = pools.layers.back()->bytes();
+    KVS_ASSERT(region.size() == bytes, "the KV allocator returned {} bytes of the {} asked for", region.size(), bytes);
+    pools.base.push_back(region.data());
   }
+  return pools;
 }
 
 size_t KvStorage::bytes() const {
   size_t total = 0;
-  for (size_t l = 0; l < shape_.num_layers; ++l) total += keys_[l].size() + values_[l].size();
+  for (const Pools* pools : {&keys_, &values_}) {
+    for (const auto& region : pools->layers) total += region->bytes().size();
+  }
   return total;
 }
 
-size_t KvStorage::row_offset(KvSlot slot, size_t kv_head) const {
-  KVS_ASSERT(slot.value < shape_.token_capacity(), "slot {} beyond capacity {}", slot.value, shape_.token_capacity());
-  KVS_ASSERT(kv_head < shape_.num_kv_heads, "kv head {} of {}", kv_head, shape_.num_kv_heads);
-  const BlockId block{static_cast<uint32_t>(slot.value / shape_.block_size)};
-  return byte_offset(block, kv_head) + (slot.value % shape_.block_size) * shape_.head_dim * element_bytes_;
+std::byte* KvStorage::head_block(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const {
+  KVS_ASSERT(layer < pools.base.size(), "layer {} of {} (or a value pool of an MLA latent)", layer, pools.base.size());
+  return pools.base[layer] + (block.value * format_.num_heads + kv_head) * pools.format.head_block_bytes();
+}
+
+std::byte* KvStorage::row(Pools& pools, size_t layer, KvSlot slot, size_t kv_head) {
+  KVS_ASSERT(slot.value < token_capacity(), "slot {} beyond capacity {}", slot.value, token_capacity());
+  KVS_ASSERT(kv_head < format_.num_heads, "kv head {} of {}", kv_head, format_.num_heads);
+  const BlockId block{static_cast<uint32_t>(slot.value / spec_.block_size)};
+  return head_block(pools, layer, block, kv_head) + (slot.value % spec_.block_size) * pools.format.row_bytes();
 }
 
 }  // namespace kvs

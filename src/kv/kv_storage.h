@@ -1,95 +1,71 @@
-// The K/V bytes of a KV cache: for each layer, one K pool and one V pool laid out
-// [block][kv_head][slot][head_dim] in elements of the cache's dtype (f32, f16 or bf16), so one
-// head's keys for a block are contiguous for the dot products of decode. A contiguous per-sequence
-// cache is the special case of one block whose size is the whole context. Which block belongs to
-// which sequence is decided elsewhere (block pool and block tables); this class only stores. Rows
-// are written by attention/write_kv (which rounds to the element type).
+// The K/V bytes of a KV cache, laid out as its format says (kv/kv_format.h): for each layer one K
+// pool and one V pool (MLA: one latent pool) of [block][kv_head] head-blocks, each head-block its
+// rows [block_size][width] then its scales, so one head's keys for a block are contiguous for the dot
+// products of decode. K and V may differ in element type and width. A contiguous per-sequence cache
+// is the special case of one block whose size is the whole context. Which block belongs to which
+// sequence is decided elsewhere (block pool and block tables); this class only stores, in memory
+// from an injected allocator. Rows are written by attention/write_kv.
 //
-// Thread contract: distinct slots may be written from different threads at once (their bytes do not
-// overlap); a slot is never written while a forward pass reads it (the engine writes a step's new
-// slots before attention reads them, on the same pool job boundary).
+// Thread contract: writes go one block at a time (write_kv_run), and a block's bytes (rows and
+// scales) are written by one thread at a time; distinct blocks may be written from different
+// threads at once. A block is never written while a forward pass reads it (the engine writes a
+// step's new slots before attention reads them, on a pool job boundary).
 #pragma once
 
 #include <cstddef>
-#include <optional>
-#include <span>
+#include <memory>
 #include <vector>
 
-#include "core/aligned_buffer.h"
-#include "core/dtype.h"
 #include "core/ids.h"
 #include "core/kv_rows.h"
-#include "kv/kv_sizing.h"
+#include "kv/kv_allocator.h"
+#include "kv/kv_cache_spec.h"
+#include "kv/kv_format.h"
 
 namespace kvs {
 
-struct KvShape {
-  size_t num_layers = 0;
-  size_t num_kv_heads = 0;
-  size_t head_dim = 0;
-  size_t block_size = 16;  // tokens per block
-  size_t num_blocks = 0;
-  KvDType dtype = KvDType::kF32;  // element type of K and V: f32, f16 or bf16
-
-  size_t elements_per_block() const { return num_kv_heads * block_size * head_dim; }
-  size_t token_capacity() const { return num_blocks * block_size; }
-  // The sizing description of this storage, shared with the calculator.
-  KvCacheSpec spec() const {
-    return {.num_layers = num_layers,
-            .num_kv_heads = num_kv_heads,
-            .head_dim = head_dim,
-            .dtype = dtype,
-            .block_size = block_size};
-  }
-};
-
-// The tensor element type of a KV dtype KvStorage can hold (f32, f16, bf16); nullopt for the others.
-std::optional<DType> kv_element_type(KvDType type);
-
-// Global slot of a token = block id * block_size + offset within the block.
-struct KvSlot {
-  size_t value = 0;
-};
-
 class KvStorage {
  public:
-  explicit KvStorage(const KvShape& shape);
+  // Pools for `num_blocks` blocks of `spec` (which must be valid), from `allocator`, which is used
+  // here only. The second form takes host RAM.
+  KvStorage(const KvCacheSpec& spec, size_t num_blocks, KvAllocator& allocator);
+  KvStorage(const KvCacheSpec& spec, size_t num_blocks);
 
-  const KvShape& shape() const { return shape_; }
-  size_t bytes() const;  // K and V of every layer: what was allocated, = num_blocks x kv_bytes_per_block
+  const KvCacheSpec& spec() const { return spec_; }
+  const KvFormat& format() const { return format_; }
+  size_t num_blocks() const { return num_blocks_; }
+  size_t block_size() const { return spec_.block_size; }
+  size_t token_capacity() const { return num_blocks_ * spec_.block_size; }
+  bool has_values() const { return format_.v.has_value(); }  // false for an MLA latent
+  size_t bytes() const;  // every pool of every layer: what was allocated, = num_blocks x kv_bytes_per_block
 
-  DType element_type() const { return element_type_; }
-  // Bytes of one head's keys (or values) in one block: block_size x head_dim elements.
-  size_t head_block_bytes() const { return head_block_bytes_; }
+  // The bytes of one head's key (or value) row at `slot` of `layer`: format().k.row_bytes().
+  std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) { return row(keys_, layer, slot, kv_head); }
+  std::byte* value_row(size_t layer, KvSlot slot, size_t kv_head) { return row(values_, layer, slot, kv_head); }
 
-  // The bytes of one head's key (or value) row at `slot` of `layer`: head_dim elements.
-  std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) {
-    return keys_[layer].data() + row_offset(slot, kv_head);
-  }
-  std::byte* value_row(size_t layer, KvSlot slot, size_t kv_head) {
-    return values_[layer].data() + row_offset(slot, kv_head);
-  }
-
-  // Keys of one head in one block: [block_size][head_dim] elements, contiguous.
-  KvRows keys(size_t layer, BlockId block, size_t kv_head) const {
-    return {keys_[layer].data() + byte_offset(block, kv_head), element_type_};
-  }
-  KvRows values(size_t layer, BlockId block, size_t kv_head) const {
-    return {values_[layer].data() + byte_offset(block, kv_head), element_type_};
-  }
+  // Keys of one head in one block: its head-block, rows [block_size][width] first.
+  KvRows keys(size_t layer, BlockId block, size_t kv_head) const { return rows(keys_, layer, block, kv_head); }
+  KvRows values(size_t layer, BlockId block, size_t kv_head) const { return rows(values_, layer, block, kv_head); }
 
  private:
-  size_t byte_offset(BlockId block, size_t kv_head) const {
-    return (block.value * shape_.num_kv_heads + kv_head) * head_block_bytes_;
+  struct Pools {
+    KvTensorFormat format = {};
+    std::vector<std::unique_ptr<KvRegion>> layers = {};  // [layer]: num_blocks x num_heads head-blocks
+    std::vector<std::byte*> base = {};                   // [layer]: the region's first byte
+  };
+  void allocate_pools(KvAllocator& allocator);
+  Pools allocate(const KvTensorFormat& format, KvAllocator& allocator) const;
+  std::byte* head_block(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const;
+  std::byte* row(Pools& pools, size_t layer, KvSlot slot, size_t kv_head);
+  KvRows rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const {
+    return {head_block(pools, layer, block, kv_head), pools.format.element};
   }
-  size_t row_offset(KvSlot slot, size_t kv_head) const;
 
-  KvShape shape_;
-  DType element_type_;
-  size_t element_bytes_;
-  size_t head_block_bytes_;
-  std::vector<AlignedBuffer<std::byte>> keys_;    // per layer: num_blocks * elements_per_block elements
-  std::vector<AlignedBuffer<std::byte>> values_;  // same layout as keys_
+  KvCacheSpec spec_;
+  KvFormat format_;
+  size_t num_blocks_;
+  Pools keys_;    // keys, or MLA's latent
+  Pools values_;  // empty for MLA
 };
 
 }  // namespace kvs

@@ -9,7 +9,6 @@
 
 #include "attention/attention_batch.h"
 #include "core/ids.h"
-#include "kv/kv_storage.h"
 
 namespace kvs {
 

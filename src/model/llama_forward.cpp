@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "attention/write_kv.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
@@ -57,10 +56,11 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
              batch.attention.sequence_of_token.size(), batch.kv_slots.size());
   KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
              batch.logits_for.size(), c.vocab_size);
-  KVS_ASSERT(kv.shape().num_layers == c.num_layers && kv.shape().num_kv_heads == c.num_kv_heads &&
-                 kv.shape().head_dim == c.head_dim,
-             "KV storage shape (layers {}, kv heads {}, head dim {}) does not match the model", kv.shape().num_layers,
-             kv.shape().num_kv_heads, kv.shape().head_dim);
+  const KvCacheSpec& kv_spec = kv.spec();
+  KVS_ASSERT(kv_spec.num_layers == c.num_layers && kv_spec.num_kv_heads == c.num_kv_heads &&
+                 kv_spec.head_dim == c.head_dim && kv_spec.value_width() == c.head_dim && kv.has_values(),
+             "KV storage shape (layers {}, kv heads {}, head dims {}/{}) does not match the model", kv_spec.num_layers,
+             kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width());
   if (n == 0) return;
   resize(n);
 
@@ -71,6 +71,8 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
                c.vocab_size);
     dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(id), &x_[t * c.dim], c.dim);
   }
+
+  write_runs_ = kv_write_runs(batch.kv_slots, kv.block_size());
 
   // RoPE angles depend only on the position: once per token for every layer, Q and K.
   const size_t half_rope = c.rope_dim / 2;
@@ -88,15 +90,22 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
       rmsnorm({&xb_[t * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, w.attn_norm, c.rms_eps);
     }
     project(xb_, n, {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}});
-    // Split by tokens: each token's K/V go to its own slots. The stores mostly miss the cache (a new slot's
-    // lines were never read), so on one thread they took several percent of a batched decode step.
+    // RoPE split by tokens, then the stores split by block runs (the write path's unit). The stores mostly
+    // miss the cache (a new slot's lines were never read), so on one thread they took several percent of a
+    // batched decode step.
     pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
       for (size_t t = begin; t < end; ++t) {
         const std::span<const float> cos{&rope_cos_[t * half_rope], half_rope},
             sin{&rope_sin_[t * half_rope], half_rope};
         rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, cos, sin);
         rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, cos, sin);
-        write_kv(kv, l, batch.kv_slots[t], {&k_[t * c.kv_dim()], c.kv_dim()}, {&v_[t * c.kv_dim()], c.kv_dim()});
+      }
+    });
+    pool_.parallel_for(write_runs_.size(), 1, [&](size_t begin, size_t end) {
+      for (size_t r = begin; r < end; ++r) {
+        const KvWriteRun run = write_runs_[r];
+        const size_t floats = run.count * c.kv_dim(), at = run.first * c.kv_dim();
+        write_kv_run(kv, l, batch.kv_slots[run.first], run.count, {&k_[at], floats}, {&v_[at], floats});
       }
     });
     attention_.run(kv, l, batch.attention, q_, att_);

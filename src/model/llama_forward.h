@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention/batch_attention.h"
+#include "attention/write_kv.h"
 #include "core/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
@@ -40,6 +41,7 @@ class LlamaForward final : public ModelRunner {
   std::vector<float> q_;                    // [n][q_dim]
   std::vector<float> k_;                    // [n][kv_dim]
   std::vector<float> v_;                    // [n][kv_dim]
+  std::vector<KvWriteRun> write_runs_;      // the batch's K/V stores, one per block run
   std::vector<float> att_;                  // attention output [n][q_dim]
   std::vector<float> proj_;                 // output of wo / w_down [n][dim]
   std::vector<float> gate_;                 // [n][ffn]

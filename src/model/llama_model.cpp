@@ -16,7 +16,7 @@ Expected<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, 
       new LlamaModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
 }
 
-KvCacheSpec LlamaModel::kv_spec(KvDType dtype, size_t block_size) const {
+KvCacheSpec LlamaModel::kv_spec(KvDTypes dtype, size_t block_size) const {
   return {.num_layers = config_.num_layers,
           .num_kv_heads = config_.num_kv_heads,
           .head_dim = config_.head_dim,

@@ -18,7 +18,7 @@ class LlamaModel final : public Model {
 
   const gguf::File& file() const { return file_; }
   const ModelConfig& config() const override { return config_; }
-  KvCacheSpec kv_spec(KvDType dtype, size_t block_size) const override;
+  KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override;
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const override;
   const LlamaWeights& weights() const { return weights_; }
 

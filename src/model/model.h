@@ -7,7 +7,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
-#include "kv/kv_sizing.h"
+#include "kv/kv_cache_spec.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -27,8 +27,8 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
-  // The KV cache this model needs, in `dtype` elements and blocks of `block_size` tokens.
-  virtual KvCacheSpec kv_spec(KvDType dtype, size_t block_size) const = 0;
+  // The KV cache this model needs, in `dtype` elements (K and V each) and blocks of `block_size` tokens.
+  virtual KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const = 0;
   // A runner over `pool`; the model must outlive it.
   virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const = 0;
 };

@@ -14,19 +14,18 @@ namespace {
 // Element i of a row of `type`, as fp32 (the scalar reference's load).
 float element(KvRows rows, size_t i) {
   switch (rows.type) {
-    case DType::kF16: return fp16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
-    case DType::kBF16: return bf16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
+    case KvDType::kF16: return fp16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
+    case KvDType::kBF16: return bf16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
     default: return static_cast<const float*>(rows.data)[i];
   }
 }
 
-void check_type(DType type) {
-  KVS_ASSERT(is_kv_element_type(type), "attention: KV elements must be f32, f16 or bf16, got {}", dtype_name(type));
+void check_type(KvDType type) {
+  KVS_ASSERT(!kv_dtype_quantized(type), "attention: these kernels read f32, f16 or bf16 K/V elements, not {}",
+             kv_dtype_name(type));
 }
 
 }  // namespace
-
-bool is_kv_element_type(DType type) { return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16; }
 
 void attention_block_scores(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                             float* scores, size_t stride, Isa isa) {
@@ -63,9 +62,9 @@ void attention_block_values(const float* probs, size_t stride, size_t nq, KvRows
   }
 }
 
-void store_kv_row(DType type, const float* src, void* dst, size_t n, Isa isa) {
+void store_kv_row(KvDType type, const float* src, void* dst, size_t n, Isa isa) {
   check_type(type);
-  if (type == DType::kF32) {  // a copy on every isa; the kernels below round to 16 bits
+  if (type == KvDType::kF32) {  // a copy on every isa; the kernels below round to 16 bits
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
@@ -75,7 +74,7 @@ void store_kv_row(DType type, const float* src, void* dst, size_t n, Isa isa) {
     case Isa::kScalar: break;
   }
   auto* out = static_cast<uint16_t*>(dst);
-  for (size_t i = 0; i < n; ++i) out[i] = type == DType::kF16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = type == KvDType::kF16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
 }
 
 }  // namespace kvs

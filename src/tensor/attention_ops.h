@@ -1,27 +1,25 @@
 // The inner loops of attention, one KV block at a time: the query heads that share a KV head (GQA group,
 // or one head for MHA) against that head's cached keys and values. A block holds `count` positions whose
-// key and value rows are `head_dim` elements each, back to back: keys, values [count][head_dim], stored
-// as f32, f16 or bf16 (the KV cache's element types). Queries, scores, products and sums are fp32.
+// key (or value) rows are `head_dim` elements each, back to back: keys, values [count][head_dim], stored
+// as f32, f16 or bf16 (the floating KV element types; int8/int4 blocks are not read here). Queries,
+// scores, products and sums are fp32.
 // Isa::kScalar is the reference; SIMD paths agree with it to about 1e-6 relative (sums are reordered).
 #pragma once
 
 #include <cstddef>
 
-#include "core/dtype.h"
+#include "core/kv_dtype.h"
 #include "core/kv_rows.h"
 #include "tensor/isa.h"
 
 namespace kvs {
-
-// True for the element types the KV cache and these kernels handle: f32, f16, bf16.
-bool is_kv_element_type(DType type);
 
 // scores[h * stride + s] = scale * (q[h] . keys[s])  for h < nq, s < count; q: [nq][head_dim].
 void attention_block_scores(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                             float* scores, size_t stride, Isa isa = best_isa());
 inline void attention_block_scores(const float* q, size_t nq, const float* keys, size_t count, size_t head_dim,
                                    float scale, float* scores, size_t stride, Isa isa = best_isa()) {
-  attention_block_scores(q, nq, KvRows{keys, DType::kF32}, count, head_dim, scale, scores, stride, isa);
+  attention_block_scores(q, nq, KvRows{keys, KvDType::kF32}, count, head_dim, scale, scores, stride, isa);
 }
 
 // out[h] += sum over s of probs[h * stride + s] * values[s]  for h < nq; out: [nq][head_dim].
@@ -30,12 +28,12 @@ void attention_block_values(const float* probs, size_t stride, size_t nq, KvRows
                             float* out, Isa isa = best_isa());
 inline void attention_block_values(const float* probs, size_t stride, size_t nq, const float* values, size_t count,
                                    size_t head_dim, float* out, Isa isa = best_isa()) {
-  attention_block_values(probs, stride, nq, KvRows{values, DType::kF32}, count, head_dim, out, isa);
+  attention_block_values(probs, stride, nq, KvRows{values, KvDType::kF32}, count, head_dim, out, isa);
 }
 
 // dst[0..n) = src[0..n) as elements of `type`: a copy for f32, round to nearest even for f16 and bf16.
 // Every isa writes the bits of fp32_to_fp16 / fp32_to_bf16 (core/half.h) for every value but NaN,
 // which stays a NaN (its payload may differ). How K and V rows enter the cache.
-void store_kv_row(DType type, const float* src, void* dst, size_t n, Isa isa = best_isa());
+void store_kv_row(KvDType type, const float* src, void* dst, size_t n, Isa isa = best_isa());
 
 }  // namespace kvs

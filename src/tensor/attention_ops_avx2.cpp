@@ -25,22 +25,22 @@ KVS_ALWAYS_INLINE __m128i load8_u16(const uint16_t* p, size_t valid) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail));
 }
 
-template <DType T>
-constexpr size_t kElementBytes = T == DType::kF32 ? 4 : 2;
+template <KvDType T>
+constexpr size_t kElementBytes = T == KvDType::kF32 ? 4 : 2;
 
 // Elements [i, i + 8) of a row of T and length n, as fp32; m = lanes(i, n).
-template <DType T>
+template <KvDType T>
 KVS_ALWAYS_INLINE __m256 load8(const void* row, size_t i, size_t n, __m256i m) {
-  if constexpr (T == DType::kF32) {
+  if constexpr (T == KvDType::kF32) {
     return _mm256_maskload_ps(static_cast<const float*>(row) + i, m);
   } else {
     const __m128i h = load8_u16(static_cast<const uint16_t*>(row) + i, i < n ? n - i : 0);
-    if constexpr (T == DType::kF16) return _mm256_cvtph_ps(h);
+    if constexpr (T == KvDType::kF16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
 
-template <DType T>
+template <KvDType T>
 void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, size_t head_dim, float scale,
                    float* scores, size_t stride) {
   for (size_t h = 0; h < nq; ++h) {
@@ -72,7 +72,7 @@ void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, si
   }
 }
 
-template <DType T>
+template <KvDType T>
 void values_kernel(const float* probs, size_t stride, size_t nq, const void* values, size_t count, size_t head_dim,
                    float* out) {
   constexpr size_t kSlice = 32;  // floats of the output held in registers
@@ -116,23 +116,23 @@ KVS_ALWAYS_INLINE __m256i to_bf16(__m256 v) {
 
 void attention_block_scores_avx2(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                  float* scores, size_t stride) {
-  with_kv_element_type(keys.type,
-                       [&]<DType T>() { scores_kernel<T>(q, nq, keys.data, count, head_dim, scale, scores, stride); });
+  with_kv_element_type(
+      keys.type, [&]<KvDType T>() { scores_kernel<T>(q, nq, keys.data, count, head_dim, scale, scores, stride); });
 }
 
 void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
                                  size_t head_dim, float* out) {
   with_kv_element_type(values.type,
-                       [&]<DType T>() { values_kernel<T>(probs, stride, nq, values.data, count, head_dim, out); });
+                       [&]<KvDType T>() { values_kernel<T>(probs, stride, nq, values.data, count, head_dim, out); });
 }
 
-void store_kv_row_avx2(DType type, const float* src, void* dst, size_t n) {
+void store_kv_row_avx2(KvDType type, const float* src, void* dst, size_t n) {
   auto* out = static_cast<uint16_t*>(dst);
   for (size_t i = 0; i < n; i += 8) {
     const size_t valid = n - i < 8 ? n - i : 8;
     const __m256 v = _mm256_maskload_ps(src + i, lanes(i, n));
     __m128i h;
-    if (type == DType::kF16) {
+    if (type == KvDType::kF16) {
       h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     } else {
       const __m256i wide = to_bf16(v);  // [a0..a3 | a4..a7] in 32-bit lanes; pack within lanes, then join

@@ -17,18 +17,18 @@ KVS_ALWAYS_INLINE __mmask16 lanes(size_t i, size_t n) {
 }
 
 // Elements [i, i + 16) of a row of T, masked, as fp32.
-template <DType T>
+template <KvDType T>
 KVS_ALWAYS_INLINE __m512 load16(const void* row, size_t i, __mmask16 m) {
-  if constexpr (T == DType::kF32) {
+  if constexpr (T == KvDType::kF32) {
     return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + i);
   } else {
     const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + i);
-    if constexpr (T == DType::kF16) return _mm512_cvtph_ps(h);
+    if constexpr (T == KvDType::kF16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 
-template <DType T>
+template <KvDType T>
 void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, size_t head_dim, float scale,
                    float* scores, size_t stride) {
   for (size_t h = 0; h < nq; ++h) {
@@ -56,7 +56,7 @@ void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, si
   }
 }
 
-template <DType T>
+template <KvDType T>
 void values_kernel(const float* probs, size_t stride, size_t nq, const void* values, size_t count, size_t head_dim,
                    float* out) {
   constexpr size_t kSlice = 64;  // floats of the output held in registers
@@ -98,23 +98,23 @@ KVS_ALWAYS_INLINE __m256i to_bf16(__m512 v) {
 
 void attention_block_scores_avx512(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                    float* scores, size_t stride) {
-  with_kv_element_type(keys.type,
-                       [&]<DType T>() { scores_kernel<T>(q, nq, keys.data, count, head_dim, scale, scores, stride); });
+  with_kv_element_type(
+      keys.type, [&]<KvDType T>() { scores_kernel<T>(q, nq, keys.data, count, head_dim, scale, scores, stride); });
 }
 
 void attention_block_values_avx512(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
                                    size_t head_dim, float* out) {
   with_kv_element_type(values.type,
-                       [&]<DType T>() { values_kernel<T>(probs, stride, nq, values.data, count, head_dim, out); });
+                       [&]<KvDType T>() { values_kernel<T>(probs, stride, nq, values.data, count, head_dim, out); });
 }
 
-void store_kv_row_avx512(DType type, const float* src, void* dst, size_t n) {
+void store_kv_row_avx512(KvDType type, const float* src, void* dst, size_t n) {
   auto* out = static_cast<uint16_t*>(dst);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = lanes(i, n);
     const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
     const __m256i h =
-        type == DType::kF16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
+        type == KvDType::kF16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
     _mm256_mask_storeu_epi16(out + i, m, h);
   }
 }

@@ -7,14 +7,16 @@
 
 namespace kvs::detail {
 
-// fn.template operator()<T>() for the KV element type `type` (kF16, kBF16, else kF32): how each ISA's
-// entry points pick their kernel instantiation.
+// fn.template operator()<T>() for the floating KV element type `type`: how each ISA's entry points pick
+// their kernel instantiation. Quantized types never get here (attention_ops.cpp refuses them first).
 template <class Fn>
-inline void with_kv_element_type(DType type, Fn&& fn) {
+inline void with_kv_element_type(KvDType type, Fn&& fn) {
   switch (type) {
-    case DType::kF16: return fn.template operator()<DType::kF16>();
-    case DType::kBF16: return fn.template operator()<DType::kBF16>();
-    default: return fn.template operator()<DType::kF32>();
+    case KvDType::kF32: return fn.template operator()<KvDType::kF32>();
+    case KvDType::kF16: return fn.template operator()<KvDType::kF16>();
+    case KvDType::kBF16: return fn.template operator()<KvDType::kBF16>();
+    case KvDType::kInt8:
+    case KvDType::kInt4: return;
   }
 }
 
@@ -22,12 +24,12 @@ void attention_block_scores_avx2(const float* q, size_t nq, KvRows keys, size_t 
                                  float* scores, size_t stride);
 void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
                                  size_t head_dim, float* out);
-void store_kv_row_avx2(DType type, const float* src, void* dst, size_t n);  // type: kF16 or kBF16
+void store_kv_row_avx2(KvDType type, const float* src, void* dst, size_t n);  // type: kF16 or kBF16
 
 void attention_block_scores_avx512(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                    float* scores, size_t stride);
 void attention_block_values_avx512(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
                                    size_t head_dim, float* out);
-void store_kv_row_avx512(DType type, const float* src, void* dst, size_t n);  // type: kF16 or kBF16
+void store_kv_row_avx512(KvDType type, const float* src, void* dst, size_t n);  // type: kF16 or kBF16
 
 }  // namespace kvs::detail

@@ -1,6 +1,7 @@
 // Attention over a batch against a naive reference in double: mixed batches (decode tokens of several
 // sequences and a prefill chunk), MHA and GQA, block sizes 1 and 16, holes (kNullBlock), visible slots that
-// are not positions, the per-slot attention mass, and the same bits for any thread count.
+// are not positions, K and V of different widths and element types, the per-slot attention mass, and the
+// same bits for any thread count.
 //
 // Tolerance: with |q|, |k|, |v| <= 1 per element, a score is an fp32 dot product of head_dim terms (error
 // about head_dim x 2^-24 x head_dim relative to its scale) and an output is a sum of at most 300
@@ -15,42 +16,53 @@
 #include <random>
 
 #include "attention/write_kv.h"
+#include "core/half.h"
 
 namespace kvs {
 namespace {
 
 constexpr double kTolerance = 1e-4;
 
+// What a stored element reads back as: the reference keeps these, so rounding to f16/bf16 is not error.
+float stored(KvDType type, float x) {
+  switch (type) {
+    case KvDType::kF16: return fp16_to_fp32(fp32_to_fp16(x));
+    case KvDType::kBF16: return bf16_to_fp32(fp32_to_bf16(x));
+    default: return x;
+  }
+}
+
 struct KvFixture {
   AttentionShape shape;
-  KvShape kv_shape;
+  KvCacheSpec spec;
   KvStorage kv;
   std::mt19937 rng{7};
-  // Reference copies of what was written: [block][kv_head][slot][head_dim], f32.
+  // Reference copies of what was stored: [block][kv_head][slot][head_dim] keys, [..][value width] values.
   std::vector<float> keys, values;
 
-  KvFixture(AttentionShape s, size_t block_size, size_t num_blocks)
+  KvFixture(AttentionShape s, size_t block_size, size_t num_blocks, KvDTypes dtype = {})
       : shape(s),
-        kv_shape{.num_layers = 1,
-                 .num_kv_heads = s.num_kv_heads,
-                 .head_dim = s.head_dim,
-                 .block_size = block_size,
-                 .num_blocks = num_blocks},
-        kv(kv_shape),
-        keys(num_blocks * kv_shape.elements_per_block()),
-        values(keys.size()) {
+        spec{.num_layers = 1,
+             .num_kv_heads = s.num_kv_heads,
+             .head_dim = s.head_dim,
+             .v_head_dim = s.v_head_dim,
+             .dtype = dtype,
+             .block_size = block_size},
+        kv(spec, num_blocks),
+        keys(num_blocks * block_size * s.num_kv_heads * s.head_dim),
+        values(num_blocks * block_size * s.num_kv_heads * s.value_width()) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const size_t width = s.num_kv_heads * s.head_dim;
-    std::vector<float> k(width), v(width);
-    for (size_t slot = 0; slot < kv_shape.token_capacity(); ++slot) {
+    const size_t kd = s.head_dim, vd = s.value_width();
+    std::vector<float> k(s.num_kv_heads * kd), v(s.num_kv_heads * vd);
+    for (size_t slot = 0; slot < kv.token_capacity(); ++slot) {
       for (auto& x : k) x = u(rng);
       for (auto& x : v) x = u(rng);
-      write_kv(kv, 0, KvSlot{slot}, k, v);
+      write_kv_run(kv, 0, KvSlot{slot}, 1, k, v);
       const size_t block = slot / block_size, in_block = slot % block_size;
       for (size_t h = 0; h < s.num_kv_heads; ++h) {
-        const size_t at = ((block * s.num_kv_heads + h) * block_size + in_block) * s.head_dim;
-        std::copy_n(&k[h * s.head_dim], s.head_dim, &keys[at]);
-        std::copy_n(&v[h * s.head_dim], s.head_dim, &values[at]);
+        const size_t row = (block * s.num_kv_heads + h) * block_size + in_block;
+        for (size_t d = 0; d < kd; ++d) keys[row * kd + d] = stored(dtype.k, k[h * kd + d]);
+        for (size_t d = 0; d < vd; ++d) values[row * vd + d] = stored(dtype.v, v[h * vd + d]);
       }
     }
   }
@@ -64,7 +76,8 @@ struct KvFixture {
 
   // out[h] for one token over the first `visible` slots of `blocks` (holes skipped); mass[s] += probabilities.
   void naive(const float* q, std::span<const BlockId> blocks, size_t visible, float* out, std::vector<double>* mass) {
-    const size_t hd = shape.head_dim, bs = kv_shape.block_size, group = shape.num_heads / shape.num_kv_heads;
+    const size_t hd = shape.head_dim, vd = shape.value_width(), bs = spec.block_size;
+    const size_t group = shape.num_heads / shape.num_kv_heads;
     for (size_t h = 0; h < shape.num_heads; ++h) {
       const size_t g = h / group;
       std::vector<double> p(visible, 0.0);
@@ -82,13 +95,13 @@ struct KvFixture {
         p[s] = blocks[s / bs] == kNullBlock ? 0.0 : std::exp(p[s] - max);
         sum += p[s];
       }
-      for (size_t d = 0; d < hd; ++d) {
+      for (size_t d = 0; d < vd; ++d) {
         double acc = 0;
         for (size_t s = 0; s < visible; ++s) {
           if (p[s] == 0.0) continue;
-          acc += p[s] / sum * values[((blocks[s / bs].value * shape.num_kv_heads + g) * bs + s % bs) * hd + d];
+          acc += p[s] / sum * values[((blocks[s / bs].value * shape.num_kv_heads + g) * bs + s % bs) * vd + d];
         }
-        out[h * hd + d] = static_cast<float>(acc);
+        out[h * vd + d] = static_cast<float>(acc);
       }
       if (mass)
         for (size_t s = 0; s < visible; ++s) (*mass)[s] += p[s] / sum;
@@ -127,27 +140,42 @@ struct MixedBatch {
   }
 };
 
+void expect_matches_naive(const AttentionShape& shape, size_t block_size, KvDTypes dtype) {
+  const size_t num_blocks = 240 / block_size + 8;
+  KvFixture s(shape, block_size, num_blocks, dtype);
+  MixedBatch m(block_size, num_blocks);
+  const size_t n = m.visible.size(), q_width = shape.num_heads * shape.head_dim;
+  const size_t width = shape.num_heads * shape.value_width();
+  const std::vector<float> q = s.random_queries(n);
+  std::vector<float> out(n * width), want(n * width);
+  ThreadPool pool(2);
+  BatchAttention attention(pool, shape);
+  attention.run(s.kv, 0, m.batch(), q, out);
+  for (size_t t = 0; t < n; ++t) {
+    s.naive(&q[t * q_width], m.tables[m.sequence_of_token[t]], m.visible[t], &want[t * width], nullptr);
+    for (size_t i = 0; i < width; ++i)
+      ASSERT_NEAR(out[t * width + i], want[t * width + i], kTolerance)
+          << "token " << t << " element " << i << " block size " << block_size << " kv heads " << shape.num_kv_heads
+          << " value width " << shape.value_width() << " " << kv_dtypes_name(dtype);
+  }
+}
+
 TEST(BatchAttention, MatchesNaiveReferenceForMixedBatches) {
   for (const AttentionShape shape : {AttentionShape{.num_heads = 4, .num_kv_heads = 4, .head_dim = 16},
                                      AttentionShape{.num_heads = 8, .num_kv_heads = 2, .head_dim = 8}}) {
-    for (size_t block_size : {1, 16}) {
-      const size_t num_blocks = 240 / block_size + 8;
-      KvFixture s(shape, block_size, num_blocks);
-      MixedBatch m(block_size, num_blocks);
-      const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim;
-      const std::vector<float> q = s.random_queries(n);
-      std::vector<float> out(n * width), want(n * width);
-      ThreadPool pool(2);
-      BatchAttention attention(pool, shape);
-      attention.run(s.kv, 0, m.batch(), q, out);
-      for (size_t t = 0; t < n; ++t) {
-        s.naive(&q[t * width], m.tables[m.sequence_of_token[t]], m.visible[t], &want[t * width], nullptr);
-        for (size_t i = 0; i < width; ++i)
-          ASSERT_NEAR(out[t * width + i], want[t * width + i], kTolerance)
-              << "token " << t << " element " << i << " block size " << block_size << " kv heads "
-              << shape.num_kv_heads;
-      }
-    }
+    for (size_t block_size : {1, 16}) expect_matches_naive(shape, block_size, KvDType::kF32);
+  }
+}
+
+// K and V each their own: a value row narrower than a key row (as MLA's expanded heads: 192 and 128), and
+// K and V in different element types.
+TEST(BatchAttention, KeysAndValuesMayDifferInWidthAndElementType) {
+  const AttentionShape narrow_values{.num_heads = 4, .num_kv_heads = 2, .head_dim = 24, .v_head_dim = 16};
+  for (size_t block_size : {1, 16}) {
+    expect_matches_naive(narrow_values, block_size, KvDType::kF32);
+    expect_matches_naive(narrow_values, block_size, KvDTypes(KvDType::kF16, KvDType::kBF16));
+    expect_matches_naive({.num_heads = 4, .num_kv_heads = 4, .head_dim = 16}, block_size,
+                         KvDTypes(KvDType::kBF16, KvDType::kF32));
   }
 }
 

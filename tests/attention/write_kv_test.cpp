@@ -1,23 +1,24 @@
-// The KV write path in each element type: rows written in fp32 read back as their f16/bf16 roundings, in
-// the [block][kv_head][slot][head_dim] layout, and the allocation is the calculator's prediction.
+// The KV write path: rows written in fp32 read back as their f16/bf16 roundings in the element type of
+// each of K and V (which may differ, in type and in width), in the [block][kv_head][slot][width] layout;
+// a batch is cut into block runs so that no block is written by two runs.
 #include "attention/write_kv.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/half.h"
+#include "kv/kv_sizing.h"
 
 namespace kvs {
 namespace {
 
 float stored_element(const KvRows& rows, size_t i) {
   switch (rows.type) {
-    case DType::kF16: return fp16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
-    case DType::kBF16: return bf16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
+    case KvDType::kF16: return fp16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
+    case KvDType::kBF16: return bf16_to_fp32(static_cast<const uint16_t*>(rows.data)[i]);
     default: return static_cast<const float*>(rows.data)[i];
   }
 }
@@ -30,44 +31,93 @@ float rounded(KvDType type, float v) {
   }
 }
 
-TEST(WriteKv, RowsReadBackAsTheirRoundingInEveryElementType) {
+TEST(WriteKv, RowsReadBackAsTheirRoundingInEachTensorsElementType) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  for (KvDType type : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
-    const KvShape shape{
-        .num_layers = 2, .num_kv_heads = 3, .head_dim = 40, .block_size = 4, .num_blocks = 5, .dtype = type};
-    KvStorage kv(shape);
-    EXPECT_EQ(kv.element_type(), *kv_element_type(type));
-    const size_t row = shape.num_kv_heads * shape.head_dim;
-    // Every slot of every layer gets its own K and V.
-    std::vector<float> keys(shape.num_layers * shape.token_capacity() * row), values(keys.size());
-    for (float& x : keys) x = normal(rng);
-    for (float& x : values) x = normal(rng);
-    for (size_t l = 0; l < shape.num_layers; ++l) {
-      for (size_t s = 0; s < shape.token_capacity(); ++s) {
-        const size_t at = (l * shape.token_capacity() + s) * row;
-        write_kv(kv, l, KvSlot{s}, {&keys[at], row}, {&values[at], row});
+  const KvDTypes types[] = {
+      KvDType::kF32, KvDType::kF16, KvDType::kBF16, {KvDType::kF16, KvDType::kF32}, {KvDType::kBF16, KvDType::kF16}};
+  for (const KvDTypes dtype : types) {
+    for (const size_t v_width : {40, 24}) {
+      const KvCacheSpec spec{
+          .num_layers = 2, .num_kv_heads = 3, .head_dim = 40, .v_head_dim = v_width, .dtype = dtype, .block_size = 4};
+      const size_t num_blocks = 5, heads = spec.num_kv_heads;
+      KvStorage kv(spec, num_blocks);
+      const size_t capacity = kv.token_capacity();
+      // Every slot of every layer gets its own K and V, written one whole block per run.
+      std::vector<float> keys(spec.num_layers * capacity * heads * 40),
+          values(spec.num_layers * capacity * heads * v_width);
+      for (float& x : keys) x = normal(rng);
+      for (float& x : values) x = normal(rng);
+      for (size_t l = 0; l < spec.num_layers; ++l) {
+        for (size_t first = 0; first < capacity; first += spec.block_size) {
+          const size_t n = spec.block_size, k_at = (l * capacity + first) * heads * 40;
+          const size_t v_at = (l * capacity + first) * heads * v_width;
+          write_kv_run(kv, l, KvSlot{first}, n, {&keys[k_at], n * heads * 40}, {&values[v_at], n * heads * v_width});
+        }
       }
-    }
-    for (size_t l = 0; l < shape.num_layers; ++l) {
-      for (size_t s = 0; s < shape.token_capacity(); ++s) {
-        const BlockId block{static_cast<uint32_t>(s / shape.block_size)};
-        for (size_t h = 0; h < shape.num_kv_heads; ++h) {
-          const KvRows k = kv.keys(l, block, h), v = kv.values(l, block, h);
-          for (size_t i = 0; i < shape.head_dim; ++i) {
-            const size_t in_block = (s % shape.block_size) * shape.head_dim + i;
-            const size_t src = (l * shape.token_capacity() + s) * row + h * shape.head_dim + i;
-            ASSERT_EQ(stored_element(k, in_block), rounded(type, keys[src])) << kv_dtype_name(type) << " slot " << s;
-            ASSERT_EQ(stored_element(v, in_block), rounded(type, values[src])) << kv_dtype_name(type) << " slot " << s;
+      for (size_t l = 0; l < spec.num_layers; ++l) {
+        for (size_t s = 0; s < capacity; ++s) {
+          const BlockId block{static_cast<uint32_t>(s / spec.block_size)};
+          for (size_t h = 0; h < heads; ++h) {
+            const KvRows k = kv.keys(l, block, h), v = kv.values(l, block, h);
+            ASSERT_EQ(k.type, dtype.k);
+            ASSERT_EQ(v.type, dtype.v);
+            for (size_t i = 0; i < 40; ++i) {
+              const size_t src = ((l * capacity + s) * heads + h) * 40 + i;
+              ASSERT_EQ(stored_element(k, (s % spec.block_size) * 40 + i), rounded(dtype.k, keys[src]))
+                  << kv_dtypes_name(dtype) << " slot " << s;
+            }
+            for (size_t i = 0; i < v_width; ++i) {
+              const size_t src = ((l * capacity + s) * heads + h) * v_width + i;
+              ASSERT_EQ(stored_element(v, (s % spec.block_size) * v_width + i), rounded(dtype.v, values[src]))
+                  << kv_dtypes_name(dtype) << " slot " << s;
+            }
           }
         }
       }
+      // The calculator's figure is the allocation: 4 bytes an f32 element, 2 an f16 or bf16 one.
+      const auto bytes = [](KvDType t) { return t == KvDType::kF32 ? 4u : 2u; };
+      EXPECT_EQ(kv.bytes(), num_blocks * kv_bytes_per_block(spec).total());
+      EXPECT_EQ(kv.bytes(), spec.num_layers * num_blocks * spec.block_size * heads *
+                                (40 * bytes(dtype.k) + v_width * bytes(dtype.v)));
     }
-    // The calculator's figure is the allocation: 2 bytes an element for f16 and bf16.
-    EXPECT_EQ(kv.bytes(), shape.num_blocks * kv_bytes_per_block(shape.spec()).total());
-    EXPECT_EQ(kv.bytes(),
-              shape.num_layers * 2 * shape.num_blocks * shape.elements_per_block() * (type == KvDType::kF32 ? 4u : 2u));
   }
+}
+
+// A decode batch (one token each of three sequences), then a prefill chunk that crosses two block
+// boundaries: runs break at every block edge and between sequences.
+TEST(WriteKv, RunsCutABatchAtBlockEdgesAndBetweenSequences) {
+  const std::vector<KvSlot> decode = {{35}, {4}, {17}};
+  const auto runs = kv_write_runs(decode, 16);
+  ASSERT_EQ(runs.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(runs[r].first, r);
+    EXPECT_EQ(runs[r].count, 1u);
+  }
+
+  // Slots 14..33 of a sequence whose blocks 0, 1, 2 are pool blocks 5, 9, 2; then a token of another one.
+  std::vector<KvSlot> chunk;
+  const size_t table[] = {5, 9, 2};
+  for (size_t pos = 14; pos < 34; ++pos) chunk.push_back({table[pos / 16] * 16 + pos % 16});
+  chunk.push_back({7 * 16 + 3});
+  const auto cut = kv_write_runs(chunk, 16);
+  ASSERT_EQ(cut.size(), 4u);
+  // Positions 14, 15 in block 5; 16..31 in block 9; 32, 33 in block 2; the other sequence.
+  const size_t want[4][2] = {{0, 2}, {2, 16}, {18, 2}, {20, 1}};
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(cut[r].first, want[r][0]) << "run " << r;
+    EXPECT_EQ(cut[r].count, want[r][1]) << "run " << r;
+  }
+
+  // Consecutive slot numbers that cross a block edge are two blocks, two runs.
+  const std::vector<KvSlot> edge = {{15}, {16}};
+  EXPECT_EQ(kv_write_runs(edge, 16).size(), 2u);
+}
+
+TEST(WriteKvDeathTest, TwoRunsIntoOneBlockAreRefused) {
+  // Two writers of block 1 in one batch would race on its bytes (and its scales, when quantized).
+  const std::vector<KvSlot> slots = {{16}, {40}, {17}};
+  EXPECT_DEATH(kv_write_runs(slots, 16), "block 1 is written by two runs");
 }
 
 }  // namespace

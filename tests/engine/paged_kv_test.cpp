@@ -18,7 +18,7 @@ namespace {
 // `layout` (block size 0: contiguous) and `dtype` K/V; every logits row is recorded.
 struct KvChoice {
   size_t block_size = 16;
-  KvDType dtype = KvDType::kF32;
+  KvDTypes dtype = KvDType::kF32;
 };
 
 test::EngineTrace run_greedy(const LlamaModel& model, KvChoice kv) {
@@ -48,20 +48,21 @@ void expect_paged_equals_contiguous(const LlamaModel& model) {
 
 using test::worst_logit_difference;
 
-// f16 and bf16 K/V: paged equals contiguous of the same type (1e-5, as for f32), and both stay within
-// `tolerance` of the f32 reference; on a trained model (tokens_must_match) greedy tokens are the same.
+// f16 and bf16 K/V, and K f16 with V bf16: paged equals contiguous of the same types (1e-5, as for f32), and
+// both stay within the tolerance of the coarser type of the f32 reference; on a trained model
+// (tokens_must_match) greedy tokens are the same.
 void expect_half_kv_follows_fp32(const LlamaModel& model, float f16_tolerance, float bf16_tolerance,
                                  bool tokens_must_match) {
   const test::EngineTrace reference = run_greedy(model, {.block_size = 0});
-  for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
-    SCOPED_TRACE(std::string(kv_dtype_name(type)));
+  for (const KvDTypes type : {KvDTypes(KvDType::kF16), KvDTypes(KvDType::kBF16), {KvDType::kF16, KvDType::kBF16}}) {
+    SCOPED_TRACE(kv_dtypes_name(type));
     const test::EngineTrace contiguous = run_greedy(model, {.block_size = 0, .dtype = type});
     const test::EngineTrace paged = run_greedy(model, {.block_size = 16, .dtype = type});
     EXPECT_EQ(paged.tokens, contiguous.tokens);
     EXPECT_LE(worst_logit_difference(paged, contiguous), 1e-5f);
     const float worst = worst_logit_difference(contiguous, reference);
-    std::printf("%s K/V: largest logit difference from f32 %.3g\n", std::string(kv_dtype_name(type)).c_str(), worst);
-    EXPECT_LE(worst, type == KvDType::kF16 ? f16_tolerance : bf16_tolerance);
+    std::printf("%s K/V: largest logit difference from f32 %.3g\n", kv_dtypes_name(type).c_str(), worst);
+    EXPECT_LE(worst, type == KvDTypes(KvDType::kF16) ? f16_tolerance : bf16_tolerance);
     EXPECT_GT(worst, 0.0f) << "the K/V were not rounded";
     if (tokens_must_match) {
       EXPECT_EQ(contiguous.tokens, reference.tokens);

@@ -52,6 +52,23 @@ TEST(KvSizing, QuantizedTypesCountTheirScales) {
   EXPECT_EQ(kv_bytes_per_block(s).data, 2u * 16 * 2 * 64 / 2);
 }
 
+// K and V each their own: K int8 (per-channel scales) with V f16 (none), and a value row narrower than a key row.
+TEST(KvSizing, KeysAndValuesAreSizedApart) {
+  KvCacheSpec s{.num_layers = 3,
+                .num_kv_heads = 2,
+                .head_dim = 64,
+                .v_head_dim = 32,
+                .dtype = {KvDType::kInt8, KvDType::kF16},
+                .block_size = 16};
+  const KvBlockBytes b = kv_bytes_per_block(s);
+  EXPECT_EQ(b.data, 3u * 2 * 16 * (64 * 1 + 32 * 2));
+  EXPECT_EQ(b.scales, 3u * 2 * 64 * 2);
+  EXPECT_EQ(kv_dtypes_name(s.dtype), "k int8 / v f16");
+  s.dtype = {KvDType::kF16, KvDType::kInt4};
+  s.v_head_dim = 31;
+  EXPECT_NE(s.validate().message().find("even value head dim, got 31"), std::string::npos) << s.validate().message();
+}
+
 TEST(KvSizing, MaxSequencesInBudget) {
   KvCacheSpec s = preset("llama-2-7b");
   s.dtype = KvDType::kF16;

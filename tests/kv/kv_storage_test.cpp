@@ -1,26 +1,93 @@
-// KvStorage accounting: what the manager accepts, and the storage it describes.
+// KvStorage: what the manager accepts, the storage it describes, memory from an injected allocator,
+// and the byte layout of the format (rows, head-blocks, scales after the data) for every element type.
 #include "kv/kv_storage.h"
 
 #include <gtest/gtest.h>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_sizing.h"
 
 namespace kvs {
 namespace {
 
 TEST(KvStorage, TheManagerRejectsTypesOnlyTheCalculatorSizes) {
-  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+  for (const KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4), {KvDType::kF16, KvDType::kInt8}}) {
     auto m = KvCacheManager::create(
         {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = type, .block_size = 16},
          .num_blocks = 4});
     ASSERT_FALSE(m);
-    EXPECT_NE(m.status().message().find(std::string(kv_dtype_name(type))), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find(kv_dtypes_name(type)), std::string::npos) << m.status().message();
   }
   auto f16 = KvCacheManager::create(
       {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = KvDType::kF16, .block_size = 16},
        .num_blocks = 4});
   ASSERT_TRUE(f16) << f16.status().message();
-  EXPECT_EQ(KvStorage((*f16)->storage_shape()).element_type(), DType::kF16);
+  const KvStorage kv((*f16)->config().spec, (*f16)->config().num_blocks);
+  EXPECT_EQ(kv.format().k.element, KvDType::kF16);
+  EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block((*f16)->config().spec).total());
+}
+
+// A real allocator that records what it hands out: the storage asks for one region per layer and tensor,
+// of the format's bytes, and gives every one back when it goes.
+class RecordingAllocator final : public KvAllocator {
+ public:
+  std::unique_ptr<KvRegion> allocate(size_t bytes) override {
+    ++regions;
+    total += bytes;
+    return host_.allocate(bytes);
+  }
+  size_t regions = 0, total = 0;
+
+ private:
+  HostKvAllocator host_;
+};
+
+TEST(KvStorage, TakesItsMemoryFromTheInjectedAllocator) {
+  const KvCacheSpec spec{.num_layers = 3, .num_kv_heads = 2, .head_dim = 16, .dtype = KvDType::kBF16, .block_size = 8};
+  RecordingAllocator allocator;
+  {
+    KvStorage kv(spec, 10, allocator);
+    EXPECT_EQ(allocator.regions, 3u * 2);  // K and V of each layer
+    EXPECT_EQ(allocator.total, kv.bytes());
+    EXPECT_EQ(allocator.total, 10 * kv_bytes_per_block(spec).total());
+    // The rows lie in the allocator's memory, zero-filled.
+    const KvRows k = kv.keys(2, BlockId{9}, 1);
+    EXPECT_EQ(static_cast<const uint16_t*>(k.data)[0], 0u);
+  }
+}
+
+// The layout the kernels will read, for each element type and for K and V apart: rows of row_bytes back
+// to back, head-blocks of data + scales, scales right after a head-block's data.
+TEST(KvStorage, RowsAndHeadBlocksLieWhereTheFormatSays) {
+  const KvDTypes types[] = {KvDType::kF32,
+                            KvDType::kF16,
+                            KvDType::kBF16,
+                            KvDType::kInt8,
+                            KvDType::kInt4,
+                            {KvDType::kInt8, KvDType::kInt4},
+                            {KvDType::kF16, KvDType::kInt8}};
+  for (const KvDTypes dtype : types) {
+    const KvCacheSpec spec{
+        .num_layers = 2, .num_kv_heads = 3, .head_dim = 32, .v_head_dim = 16, .dtype = dtype, .block_size = 16};
+    KvStorage kv(spec, 4);
+    const KvFormat& f = kv.format();
+    ASSERT_TRUE(f.v.has_value());
+    EXPECT_EQ(f.k.row_bytes(), 32 * kv_dtype_bits(dtype.k) / 8);
+    EXPECT_EQ(f.v->row_bytes(), 16 * kv_dtype_bits(dtype.v) / 8);
+    // Quantized K: one fp16 scale per channel per block; quantized V: one per token.
+    EXPECT_EQ(f.k.scales_bytes(), kv_dtype_quantized(dtype.k) ? 32u * 2 : 0u) << kv_dtypes_name(dtype);
+    EXPECT_EQ(f.v->scales_bytes(), kv_dtype_quantized(dtype.v) ? 16u * 2 : 0u) << kv_dtypes_name(dtype);
+    EXPECT_EQ(f.k.head_block_bytes(), 16 * f.k.row_bytes() + f.k.scales_bytes());
+    const auto* base = static_cast<const std::byte*>(kv.keys(1, BlockId{0}, 0).data);
+    EXPECT_EQ(static_cast<const std::byte*>(kv.keys(1, BlockId{2}, 1).data) - base,
+              static_cast<ptrdiff_t>((2 * 3 + 1) * f.k.head_block_bytes()));
+    EXPECT_EQ(kv.key_row(1, KvSlot{2 * 16 + 5}, 1) - base,
+              static_cast<ptrdiff_t>((2 * 3 + 1) * f.k.head_block_bytes() + 5 * f.k.row_bytes()));
+    const auto* v_base = static_cast<const std::byte*>(kv.values(0, BlockId{0}, 0).data);
+    EXPECT_EQ(kv.value_row(0, KvSlot{3 * 16 + 15}, 2) - v_base,
+              static_cast<ptrdiff_t>((3 * 3 + 2) * f.v->head_block_bytes() + 15 * f.v->row_bytes()));
+    EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block(spec).total()) << kv_dtypes_name(dtype);
+  }
 }
 
 }  // namespace

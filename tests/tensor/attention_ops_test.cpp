@@ -112,12 +112,12 @@ struct HalfRows {
   std::vector<float> exact;
 };
 
-HalfRows to_half_rows(DType type, const std::vector<float>& values) {
+HalfRows to_half_rows(KvDType type, const std::vector<float>& values) {
   HalfRows rows;
   for (float v : values) {
-    const uint16_t b = type == DType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+    const uint16_t b = type == KvDType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
     rows.bits.push_back(b);
-    rows.exact.push_back(type == DType::kF16 ? fp16_to_fp32(b) : bf16_to_fp32(b));
+    rows.exact.push_back(type == KvDType::kF16 ? fp16_to_fp32(b) : bf16_to_fp32(b));
   }
   return rows;
 }
@@ -126,7 +126,7 @@ TEST(AttentionOpsTest, HalfPrecisionKeysScoreAsTheirFp32Values) {
   // f16 and bf16 keys give, on every isa, the scores of the fp32 keys they stand for: the widening is
   // exact, so the f32 kernel on the widened keys is the reference (same sums, same order).
   std::mt19937 rng(14);
-  for (DType type : {DType::kF16, DType::kBF16}) {
+  for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
     for_each_shape([&](size_t hd, size_t nq, size_t count) {
       const auto q = random_vec(nq * hd, rng);
       const HalfRows keys = to_half_rows(type, random_vec(count * hd, rng));
@@ -135,7 +135,8 @@ TEST(AttentionOpsTest, HalfPrecisionKeysScoreAsTheirFp32Values) {
         std::vector<float> expect(nq * count), got(nq * count);
         attention_block_scores(q.data(), nq, keys.exact.data(), count, hd, scale, expect.data(), count, isa);
         attention_block_scores(q.data(), nq, KvRows{keys.bits.data(), type}, count, hd, scale, got.data(), count, isa);
-        ASSERT_EQ(got, expect) << dtype_name(type) << " " << isa_name(isa) << " head dim " << hd << " count " << count;
+        ASSERT_EQ(got, expect) << kv_dtype_name(type) << " " << isa_name(isa) << " head dim " << hd << " count "
+                               << count;
       }
     });
   }
@@ -143,7 +144,7 @@ TEST(AttentionOpsTest, HalfPrecisionKeysScoreAsTheirFp32Values) {
 
 TEST(AttentionOpsTest, HalfPrecisionValuesSumAsTheirFp32Values) {
   std::mt19937 rng(15);
-  for (DType type : {DType::kF16, DType::kBF16}) {
+  for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
     for_each_shape([&](size_t hd, size_t nq, size_t count) {
       const HalfRows values = to_half_rows(type, random_vec(count * hd, rng));
       const auto probs = random_vec(nq * count, rng), out0 = random_vec(nq * hd, rng);
@@ -151,7 +152,8 @@ TEST(AttentionOpsTest, HalfPrecisionValuesSumAsTheirFp32Values) {
         auto expect = out0, got = out0;
         attention_block_values(probs.data(), count, nq, values.exact.data(), count, hd, expect.data(), isa);
         attention_block_values(probs.data(), count, nq, KvRows{values.bits.data(), type}, count, hd, got.data(), isa);
-        ASSERT_EQ(got, expect) << dtype_name(type) << " " << isa_name(isa) << " head dim " << hd << " count " << count;
+        ASSERT_EQ(got, expect) << kv_dtype_name(type) << " " << isa_name(isa) << " head dim " << hd << " count "
+                               << count;
       }
     });
   }
@@ -170,32 +172,33 @@ TEST(AttentionOpsTest, StoredRowsRoundLikeTheScalarConversions) {
     src.push_back(v);
   }
   src.push_back(std::numeric_limits<float>::quiet_NaN());
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (KvDType type : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
     for (size_t n : {src.size(), size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{17}}) {
       const std::vector<float> part(src.end() - static_cast<std::ptrdiff_t>(n), src.end());
       for (Isa isa : supported_isas()) {
-        const size_t row_bytes = n * (type == DType::kF32 ? 4 : 2);
+        const size_t row_bytes = n * (type == KvDType::kF32 ? 4 : 2);
         std::vector<uint32_t> out(n + 1);  // room for f32 and one more word; 16-bit rows use the first half
         auto* bytes = reinterpret_cast<uint8_t*>(out.data());
         std::fill(bytes, bytes + out.size() * 4, uint8_t{0xa5});
         store_kv_row(type, part.data(), out.data(), n, isa);
         for (size_t i = 0; i < n; ++i) {
           const float v = part[i];
-          if (type == DType::kF32) {
+          if (type == KvDType::kF32) {
             ASSERT_EQ(out[i], std::bit_cast<uint32_t>(v));
             continue;
           }
           const uint16_t got = reinterpret_cast<const uint16_t*>(out.data())[i];
-          const uint16_t expect = type == DType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
-          const float widened = type == DType::kF16 ? fp16_to_fp32(got) : bf16_to_fp32(got);
+          const uint16_t expect = type == KvDType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+          const float widened = type == KvDType::kF16 ? fp16_to_fp32(got) : bf16_to_fp32(got);
           if (std::isnan(v)) {
-            EXPECT_TRUE(std::isnan(widened)) << dtype_name(type) << " " << isa_name(isa);
+            EXPECT_TRUE(std::isnan(widened)) << kv_dtype_name(type) << " " << isa_name(isa);
           } else {
-            ASSERT_EQ(got, expect) << dtype_name(type) << " " << isa_name(isa) << " value " << v << " index " << i;
+            ASSERT_EQ(got, expect) << kv_dtype_name(type) << " " << isa_name(isa) << " value " << v << " index " << i;
           }
         }
         for (size_t b = row_bytes; b < out.size() * 4; ++b)
-          ASSERT_EQ(bytes[b], 0xa5) << dtype_name(type) << " " << isa_name(isa) << " wrote past " << n << " elements";
+          ASSERT_EQ(bytes[b], 0xa5) << kv_dtype_name(type) << " " << isa_name(isa) << " wrote past " << n
+                                    << " elements";
       }
     }
   }
