@@ -58,6 +58,8 @@ LevelResult summarize(size_t concurrency, std::vector<StreamTiming>& timings, do
     if (t.ttft_s >= 0) ttft.push_back(t.ttft_s);
     itl.insert(itl.end(), t.gaps_s.begin(), t.gaps_s.end());
     r.completion_tokens += t.completion_tokens;
+    r.prompt_tokens += t.prompt_tokens;
+    r.cached_tokens += t.cached_tokens;
   }
   r.tokens_per_second = wall_seconds > 0 ? static_cast<double>(r.completion_tokens) / wall_seconds : 0.0;
   r.ttft_p50_s = percentile(ttft, 0.50);
@@ -73,7 +75,26 @@ struct LevelPass {
   double wall_seconds = 0.0;
 };
 
-LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t total, const std::string& body) {
+// The body of request `index` (numbered across the whole run): the fixed prompt, or the shared document
+// and a question of its own. Token ids 3..258 are byte tokens in every vocabulary kvserve reads.
+std::string request_body(const LoadgenConfig& config, const nlohmann::json& base, size_t index) {
+  if (config.shared_prefix_tokens == 0) return base.dump();
+  std::vector<TokenId> prompt;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  const auto next_id = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<TokenId>(3 + (state >> 33) % 256);
+  };
+  for (size_t i = 0; i < config.shared_prefix_tokens; ++i) prompt.push_back(next_id());
+  state ^= (index + 1) * 0xD1B54A32D192ED03ull;
+  for (size_t i = 0; i < config.question_tokens; ++i) prompt.push_back(next_id());
+  nlohmann::json body = base;
+  body["prompt"] = prompt;
+  return body.dump();
+}
+
+LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t total, const nlohmann::json& base,
+                    size_t first_index) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_limit_s));
@@ -81,8 +102,10 @@ LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t tota
   std::vector<std::thread> clients;
   for (size_t c = 0; c < concurrency; ++c) {
     clients.emplace_back([&] {
-      while (run.next_request.fetch_add(1) < total && Clock::now() < deadline) {
-        StreamTiming timing = stream_completion(config.url, body, config.api_key, deadline);
+      for (size_t i = run.next_request.fetch_add(1); i < total && Clock::now() < deadline;
+           i = run.next_request.fetch_add(1)) {
+        StreamTiming timing =
+            stream_completion(config.url, request_body(config, base, first_index + i), config.api_key, deadline);
         std::lock_guard lock(run.mutex);
         run.timings.push_back(std::move(timing));
       }
@@ -136,6 +159,8 @@ Status LoadgenConfig::validate() const {
     return Status::invalid_argument(fmt::format("--rounds must be 1..--requests ({}), got {}", requests, rounds));
   }
   if (max_tokens == 0) return Status::invalid_argument("--max-tokens must be at least 1, got 0");
+  if (shared_prefix_tokens > 0 && question_tokens == 0)
+    return Status::invalid_argument("--question-tokens must be at least 1 with --shared-prefix, got 0");
   if (!(duration_limit_s > 0)) {
     return Status::invalid_argument(fmt::format("--duration-limit must be positive, got {}", duration_limit_s));
   }
@@ -159,7 +184,7 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!config.model.empty()) body["model"] = config.model;
-  const std::string text = body.dump();
+  size_t sent = 0;  // requests of earlier passes: every request of the run gets its own index
   // Rounds interleave the levels (1 2 4 .. 32, then again), so a drift of the host's speed over the
   // run reaches every level alike instead of skewing the ratios between them.
   const size_t rounds = std::max<size_t>(1, config.rounds);
@@ -169,7 +194,9 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
     for (size_t i = 0; i < config.concurrency.size(); ++i) {
       const size_t concurrency = config.concurrency[i];
       const size_t share = config.requests / rounds + (round < config.requests % rounds ? 1 : 0);
-      LevelPass pass = run_level(config, concurrency, std::max(share, concurrency), text);
+      const size_t total = std::max(share, concurrency);
+      LevelPass pass = run_level(config, concurrency, total, body, sent);
+      sent += total;
       if (on_level) {
         LevelResult r = summarize(concurrency, pass.timings, pass.wall_seconds);
         r.rounds = 1;
@@ -188,23 +215,25 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
 }
 
 std::string format_table(const std::vector<LevelResult>& levels) {
-  std::string out = fmt::format("{:>11} {:>8} {:>5} {:>7} {:>8} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10}\n",
+  std::string out = fmt::format("{:>11} {:>8} {:>5} {:>7} {:>8} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7}\n",
                                 "concurrency", "requests", "ok", "tokens", "wall_s", "tok/s", "speedup", "ttft_p50",
-                                "ttft_p99", "itl_p50", "itl_p99");
+                                "ttft_p99", "itl_p50", "itl_p99", "cached");
   const double base = levels.empty() ? 0.0 : levels.front().tokens_per_second;
   for (const LevelResult& r : levels) {
     out += fmt::format(
-        "{:>11} {:>8} {:>5} {:>7} {:>8.2f} {:>10.1f} {:>7.2f}x {:>8.1f}ms {:>8.1f}ms {:>8.2f}ms {:>8.2f}ms\n",
+        "{:>11} {:>8} {:>5} {:>7} {:>8.2f} {:>10.1f} {:>7.2f}x {:>8.1f}ms {:>8.1f}ms {:>8.2f}ms {:>8.2f}ms {:>6.1f}%\n",
         r.concurrency, r.requests_sent, r.requests_ok, r.completion_tokens, r.wall_seconds, r.tokens_per_second,
         base > 0 ? r.tokens_per_second / base : 0.0, r.ttft_p50_s * 1e3, r.ttft_p99_s * 1e3, r.itl_p50_s * 1e3,
-        r.itl_p99_s * 1e3);
+        r.itl_p99_s * 1e3, r.prompt_tokens ? 100.0 * static_cast<double>(r.cached_tokens) / r.prompt_tokens : 0.0);
   }
   return out;
 }
 
 nlohmann::json to_json(const LoadgenConfig& config, const std::vector<LevelResult>& levels) {
   nlohmann::json out = {{"url", fmt::format("http://{}:{}", config.url.host, config.url.port)},
-                        {"prompt", config.prompt},
+                        {"prompt", config.shared_prefix_tokens ? "" : config.prompt},
+                        {"shared_prefix_tokens", config.shared_prefix_tokens},
+                        {"question_tokens", config.shared_prefix_tokens ? config.question_tokens : 0},
                         {"max_tokens", config.max_tokens},
                         {"requests_per_level", config.requests},
                         {"rounds", config.rounds},
@@ -220,6 +249,8 @@ nlohmann::json to_json(const LoadgenConfig& config, const std::vector<LevelResul
                              {"requests_failed", r.requests_failed},
                              {"requests_cut", r.requests_cut},
                              {"completion_tokens", r.completion_tokens},
+                             {"prompt_tokens", r.prompt_tokens},
+                             {"cached_tokens", r.cached_tokens},
                              {"wall_seconds", r.wall_seconds},
                              {"tokens_per_second", r.tokens_per_second},
                              {"speedup_vs_first_level", base > 0 ? r.tokens_per_second / base : 0.0},

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ids.h"
 #include "core/status.h"
 
 namespace kvs::bench {
@@ -33,6 +34,10 @@ struct LoadgenConfig {
   size_t rounds = 1;     // passes over all levels, each with requests / rounds of the level's requests
   size_t max_tokens = 64;
   std::string prompt = "Once upon a time";
+  // RAG-like workload instead of `prompt`: every request's prompt is one shared document of this many
+  // token ids followed by a question of question_tokens ids of its own (no two requests alike).
+  size_t shared_prefix_tokens = 0;
+  size_t question_tokens = 16;
   double duration_limit_s = 60.0;  // per level: no new request after it, open streams are cut
   double temperature = 0.0;
   bool ignore_eos = true;  // every request generates max_tokens tokens
@@ -50,6 +55,8 @@ struct LevelResult {
   size_t requests_failed = 0;
   size_t requests_cut = 0;  // still streaming at the time limit
   uint64_t completion_tokens = 0;
+  uint64_t prompt_tokens = 0;  // as the server counted them (usage)
+  uint64_t cached_tokens = 0;  // of those, reused from its prefix cache
   double wall_seconds = 0.0;
   double tokens_per_second = 0.0;
   double ttft_p50_s = 0.0, ttft_p99_s = 0.0;

@@ -31,7 +31,11 @@ bool on_event(const std::string& data, Clock::time_point start, Clock::time_poin
     return false;
   }
   if (chunk.contains("usage") && chunk["usage"].is_object()) {
-    timing.completion_tokens = chunk["usage"].value("completion_tokens", size_t{0});
+    const nlohmann::json& usage = chunk["usage"];
+    timing.completion_tokens = usage.value("completion_tokens", size_t{0});
+    timing.prompt_tokens = usage.value("prompt_tokens", size_t{0});
+    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object())
+      timing.cached_tokens = usage["prompt_tokens_details"].value("cached_tokens", size_t{0});
   }
   const auto& choices = chunk.value("choices", nlohmann::json::array());
   if (choices.empty() || !choices[0].contains("text") || !choices[0]["text"].is_string() ||

@@ -16,6 +16,8 @@ struct StreamTiming {
   double ttft_s = -1.0;          // to the first chunk with text; < 0 if none came
   std::vector<double> gaps_s;    // between consecutive chunks with text
   size_t completion_tokens = 0;  // from the usage chunk (else the number of text chunks)
+  size_t prompt_tokens = 0;      // from the usage chunk
+  size_t cached_tokens = 0;      // usage.prompt_tokens_details.cached_tokens: prompt tokens the server reused
 };
 
 // GET /v1/models once: fails (naming the URL and the reason) when no kvserve answers there.

@@ -95,6 +95,11 @@ void register_loadgen(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-tokens", c.max_tokens, "Tokens to generate per request")->capture_default_str();
   cmd->add_option("--prompt", c.prompt, "Prompt of every request")->capture_default_str();
+  cmd->add_option("--shared-prefix", c.shared_prefix_tokens,
+                  "RAG-like workload: every prompt is one shared document of this many tokens, then a question of "
+                  "its own (instead of --prompt)");
+  cmd->add_option("--question-tokens", c.question_tokens, "Tokens of each request's question (with --shared-prefix)")
+      ->capture_default_str();
   cmd->add_option("--duration-limit", c.duration_limit_s, "Seconds per level before open streams are cut")
       ->capture_default_str();
   cmd->add_option("--temperature", c.temperature, "Sampling temperature of the requests")->capture_default_str();

@@ -19,6 +19,7 @@ struct RunOptions {
   SamplingParams sampling;
   std::vector<std::string> stop_strings;
   bool no_kv_cache = false;
+  bool no_prefix_cache = false;
   bool ignore_eos = false;
   size_t block_size = 16;
   size_t max_batch_tokens = 512;
@@ -33,7 +34,8 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
   EngineConfig config{.max_batch_tokens = options.max_batch_tokens,
                       .max_seqs = 1,
                       .block_size = options.block_size,
-                      .kv_dtype = parse_engine_kv_dtype(options.kv_dtype)};
+                      .kv_dtype = parse_engine_kv_dtype(options.kv_dtype),
+                      .prefix_caching = !options.no_prefix_cache};
   const KvCacheSpec spec = model.kv_spec(config.kv_dtype, config.block_size);
   if (Status s = spec.validate(); !s) throw CommandError("--block-size: " + s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
@@ -87,10 +89,11 @@ void run(const RunOptions& options) {
   const KvUsage kv = (*engine)->kv().usage();
   const size_t bytes_per_block = kv_bytes_per_block((*engine)->kv().config().spec).total();
   std::fprintf(stderr,
-               "kvserve: prompt %zu tokens, generated %zu tokens (%s), prefill %.1f tok/s, decode %.1f tok/s, "
+               "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
+               "decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "
                "kv heads x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
-               result->prompt_tokens, result->tokens.size(),
+               result->prompt_tokens, result->cached_tokens, result->tokens.size(),
                std::string(finish_reason_name(result->finish_reason)).c_str(),
                result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
                decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage().bytes(),
@@ -129,6 +132,7 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_flag("--no-kv-cache", options->no_kv_cache,
                 "Baseline without a KV cache: recompute the whole history at every step");
+  cmd->add_flag("--no-prefix-cache", options->no_prefix_cache, "Do not look up cached prompt prefixes");
   cmd->add_option("--block-size", options->block_size, "Tokens per KV block (power of two, 1..256)")
       ->capture_default_str();
   cmd->add_option("--kv-memory", options->kv_memory,

@@ -112,11 +112,12 @@ void serve(const ServeOptions& options) {
   if (!port) throw CommandError(port.status().message());
   const EngineMetrics metrics = loop.metrics();
   std::printf(
-      "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens, "
-      "%zu threads%s\n",
+      "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens "
+      "(prefix cache %s), %zu threads%s\n",
       model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
       options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv_dtype).c_str(),
-      config.block_size, loaded.pool->num_threads(), options.http.api_key.empty() ? "" : ", API key required");
+      config.block_size, config.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
+      options.http.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
   if (model.chat_template_unrecognized) {
     std::fprintf(stderr,
@@ -173,6 +174,8 @@ void register_serve(CLI::App& app) {
                                     "KV pool budget, e.g. 512MiB (default: max-seqs full contexts, at most 1 GiB)");
   cmd->add_option("--kv-blocks", engine.kv_blocks, "KV pool size in blocks (instead of --kv-memory)")
       ->excludes(kv_memory);
+  cmd->add_flag("!--no-prefix-cache", engine.prefix_caching,
+                "Do not share cached prompt prefixes across requests (each request computes its whole prompt)");
   add_kv_dtype_option(*cmd, options->kv_dtype);
   cmd->add_option("--default-max-tokens", options->completion_max_tokens,
                   "max_tokens of /v1/completions requests that give none")

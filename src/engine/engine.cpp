@@ -38,7 +38,12 @@ Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig&
                                                kv_bytes_per_block(spec).total()));
     }
   }
-  return KvCacheConfig{.spec = spec, .num_blocks = blocks};
+  // The contiguous layout is the plain reference: no prefix cache.
+  return KvCacheConfig{
+      .spec = spec,
+      .num_blocks = blocks,
+      .prefix_caching = config.prefix_caching && config.kv_layout == KvLayout::kPaged,
+      .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size)};
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
@@ -86,6 +91,8 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
+  request->prefix_namespace = kv_->name_space(request->params.cache_salt);
+  request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
   requests_.emplace(id.value, std::move(request));
@@ -114,6 +121,7 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   out.finish_reason = reason;
   out.prompt_tokens = r.num_prompt_tokens;
   out.completion_tokens = r.num_generated();
+  out.cached_tokens = r.num_cached_tokens;
   out.kv_blocks_held = kv_->contains(r.id) ? kv_->block_table(r.id).size() : 0;
   if (reason == FinishReason::kKvCacheFull) {
     out.finish_detail = fmt::format(
@@ -180,6 +188,9 @@ bool Engine::step() {
   }
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
+  // Partial prefix hits: their matching slots are copied into the sequences' own blocks first.
+  for (const KvBlockCopy& c : kv_->pending_copies()) storage_.copy_slots(c.source, c.destination, c.num_slots);
+  kv_->copies_done();
   build_model_input(plan.chunks, *kv_, input_);
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(input_.logits_for.size() * vocab);
@@ -212,6 +223,11 @@ EngineMetrics Engine::metrics() const {
   m.kv_blocks_used = u.blocks_used;
   m.kv_usage_ratio = u.blocks_total ? static_cast<double>(u.blocks_used) / static_cast<double>(u.blocks_total) : 0.0;
   m.preemptions_total = scheduler_.num_preemptions();
+  m.kv_blocks_cached_idle = u.blocks_cached_idle;
+  const PrefixCacheStats p = kv_->prefix_stats();
+  m.prefix_cache_queries_tokens_total = p.queried_tokens;
+  m.prefix_cache_hits_tokens_total = p.hit_tokens;
+  m.prefix_cache_evictions_total = p.evictions;
   return m;
 }
 

@@ -34,6 +34,7 @@ struct EngineConfig {
   size_t kv_memory_bytes = 0;         // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
   size_t kv_blocks = 0;               // --kv-blocks (instead of kv_memory_bytes)
   KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K and V elements
+  bool prefix_caching = true;         // share cached prompt prefixes across requests (--no-prefix-cache)
 
   Status validate() const;
 };

@@ -17,6 +17,7 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kLength;
   std::string finish_detail;  // why, when the reason needs words (KV cache exhausted)
   size_t prompt_tokens = 0;
+  size_t cached_tokens = 0;      // prompt tokens whose K/V came from the prefix cache
   double prefill_seconds = 0.0;  // from the start to the first generated token
   double decode_seconds = 0.0;   // the rest
   size_t kv_blocks_held = 0;     // blocks the request held when it finished

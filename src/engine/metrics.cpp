@@ -71,6 +71,18 @@ std::string to_prometheus(const EngineMetrics& m) {
   gauge(out, "kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
   gauge(out, "kv_blocks_used", "KV cache blocks held by requests.", static_cast<double>(m.kv_blocks_used));
   gauge(out, "kv_usage_ratio", "Fraction of KV blocks in use.", m.kv_usage_ratio);
+  gauge(out, "kv_blocks_cached_idle", "Free KV blocks that still hold cached prefixes (reused on a hit).",
+        static_cast<double>(m.kv_blocks_cached_idle));
+  counter(out, "prefix_cache_queries_tokens_total", "Tokens of sequences looked up in the prefix cache.",
+          m.prefix_cache_queries_tokens_total);
+  counter(out, "prefix_cache_hits_tokens_total", "Looked-up tokens whose K/V came from the prefix cache.",
+          m.prefix_cache_hits_tokens_total);
+  gauge(out, "prefix_cache_hit_ratio", "Prefix cache hits over queries, in tokens, since the start.",
+        m.prefix_cache_queries_tokens_total == 0 ? 0.0
+                                                 : static_cast<double>(m.prefix_cache_hits_tokens_total) /
+                                                       static_cast<double>(m.prefix_cache_queries_tokens_total));
+  counter(out, "prefix_cache_evictions_total", "Cached KV blocks evicted for new content.",
+          m.prefix_cache_evictions_total);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
   counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
   counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).",

@@ -37,8 +37,9 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
     return Status::invalid_argument(
         fmt::format("the text has {} tokens, fewer than one chunk of {}", tokens.size(), L));
   }
-  // One engine for every chunk: a sequence of L tokens at a time, with logits after each of them.
-  EngineConfig config{.max_batch_tokens = 512, .max_seqs = 1, .kv_dtype = options.kv_dtype};
+  // One engine for every chunk: a sequence of L tokens at a time, with logits after each of them, so
+  // no prefix cache (a cached BOS would leave its logits row uncomputed).
+  EngineConfig config{.max_batch_tokens = 512, .max_seqs = 1, .kv_dtype = options.kv_dtype, .prefix_caching = false};
   config.kv_blocks = kv_blocks_for_tokens(L, config.block_size);
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();

@@ -37,8 +37,9 @@ struct RequestParams {
   // The baseline without a KV cache: every token's K/V are forgotten after it is sampled, so each
   // step recomputes the whole history (same tokens, O(n^2) work).
   bool recompute_history = false;
-  bool all_logits = false;    // logits after every computed token, not only the last (perplexity)
-  LogitsSink on_logits = {};  // receives every logits row computed for this request, in order
+  bool all_logits = false;      // logits after every computed token (cached ones have none), not only the last
+  LogitsSink on_logits = {};    // receives every logits row computed for this request, in order
+  std::string cache_salt = {};  // requests with different salts never share cached K/V (tenants)
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the
@@ -51,6 +52,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kLength;
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
+  size_t cached_tokens = 0;   // at the end: prompt tokens whose K/V came from the prefix cache
   size_t kv_blocks_held = 0;  // at the end: the KV blocks the request held when it finished
   std::string finish_detail;  // at the end: why, when the reason needs words (kKvCacheFull)
   Status error;               // set when the request failed
@@ -71,7 +73,10 @@ struct SequenceState {
   std::vector<TokenId> tokens;  // prompt + generated
   size_t num_prompt_tokens = 0;
   size_t num_preemptions = 0;
-  bool all_logits = false;  // the batch computes logits for each of its tokens, not only a chunk's last
+  bool all_logits = false;        // the batch computes logits for each of its tokens, not only a chunk's last
+  bool use_prefix_cache = true;   // look up cached prefixes when admitted
+  uint32_t prefix_namespace = 0;  // the KV manager's namespace of its cache salt
+  size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
 };
 
 struct Request : SequenceState {

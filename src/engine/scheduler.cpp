@@ -58,8 +58,12 @@ SchedulePlan Scheduler::schedule() {
   // 2. Admit waiting requests, unless this step had to preempt (memory is tight).
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && running_.size() < config_.max_seqs) {
     SequenceState* r = waiting_.front();
-    const size_t n = std::min(num_uncomputed(*r), budget);
-    if (!kv_.reserve(r->id, n)) break;
+    KVS_ASSERT(!kv_.contains(r->id), "waiting sequence {} holds KV blocks", r->id.value);
+    const PrefixMatch match = r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : PrefixMatch{};
+    const size_t cached = match.num_tokens(kv_.block_size());
+    const size_t n = std::min(r->num_tokens() - cached, budget);
+    if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n)) break;
+    if (r->num_preemptions == 0) r->num_cached_tokens = cached;
     waiting_.pop_front();
     running_.push_back(r);
     plan.chunks.push_back({r, num_computed(*r), n});

@@ -3,7 +3,9 @@
 //      pool cannot hold them, the most recently admitted running sequence is preempted (its blocks
 //      freed, so its computed count is 0; it is recomputed when resumed);
 //   2. waiting sequences are admitted in arrival order while the token budget, max_seqs and the
-//      KV pool allow (a long prompt takes several steps: chunked prefill).
+//      KV pool allow (a long prompt takes several steps: chunked prefill). A waiting sequence holds
+//      no blocks; it begins from the longest cached prefix of its tokens (prompt, and after a
+//      preemption what it generated) and computes only the rest. Cached idle blocks count as free.
 // A sequence's computed count is the KV manager's (tokens committed to its block table), never a
 // second counter here. The result is a plain-data plan; the engine runs it and reports back with
 // `on_computed`. Sees only SequenceState and KV accounting: testable with toy sequences.

@@ -17,6 +17,7 @@ void BlockPool::unlink(uint32_t i) {
   (m.next_free == BlockMeta::kNone ? tail_ : meta_[m.next_free].prev_free) = m.prev_free;
   m.prev_free = m.next_free = BlockMeta::kNone;
   --num_free_;
+  if (m.content_hash != 0) --num_cached_free_;
 }
 
 void BlockPool::push_tail(uint32_t i) {
@@ -26,6 +27,17 @@ void BlockPool::push_tail(uint32_t i) {
   (tail_ == BlockMeta::kNone ? head_ : meta_[tail_].next_free) = i;
   tail_ = i;
   ++num_free_;
+  if (m.content_hash != 0) ++num_cached_free_;
+}
+
+void BlockPool::push_head(uint32_t i) {
+  BlockMeta& m = meta_[i];
+  m.prev_free = BlockMeta::kNone;
+  m.next_free = head_;
+  (head_ == BlockMeta::kNone ? tail_ : meta_[head_].prev_free) = i;
+  head_ = i;
+  ++num_free_;
+  if (m.content_hash != 0) ++num_cached_free_;
 }
 
 std::optional<std::vector<BlockId>> BlockPool::allocate(size_t n) {
@@ -37,6 +49,7 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(size_t n) {
     unlink(i);
     meta_[i].ref_count = 1;
     meta_[i].content_hash = 0;  // reusing a block for new content evicts the old content
+    ++meta_[i].generation;
     out.push_back(BlockId{i});
   }
   return out;
@@ -55,8 +68,17 @@ void BlockPool::release(BlockId id) {
   KVS_ASSERT(m.ref_count > 0, "release of free block {}", id.value);
   if (--m.ref_count == 0) {
     m.last_access = ++clock_;
-    push_tail(id.value);
+    if (m.content_hash != 0) {
+      push_tail(id.value);
+    } else {
+      push_head(id.value);
+    }
   }
+}
+
+void BlockPool::set_content_hash(BlockId id, uint64_t hash) {
+  KVS_ASSERT(id.value < meta_.size() && meta_[id.value].ref_count > 0, "content hash set on free block {}", id.value);
+  meta_[id.value].content_hash = hash;
 }
 
 std::vector<BlockId> BlockPool::free_list() const {
@@ -80,8 +102,15 @@ Status BlockPool::check_invariants() const {
     prev = i;
   }
   if (prev != tail_) return Status::corrupt(fmt::format("free list ends at {} but tail is {}", prev, tail_));
-  size_t zero_refs = 0;
-  for (const BlockMeta& m : meta_) zero_refs += m.ref_count == 0;
+  size_t zero_refs = 0, cached_free = 0;
+  for (const BlockMeta& m : meta_) {
+    zero_refs += m.ref_count == 0;
+    cached_free += m.ref_count == 0 && m.content_hash != 0;
+  }
+  if (cached_free != num_cached_free_) {
+    return Status::corrupt(
+        fmt::format("{} free blocks hold content but the count says {}", cached_free, num_cached_free_));
+  }
   if (linked != num_free_ || zero_refs != num_free_) {
     return Status::corrupt(
         fmt::format("free count {} but {} blocks linked and {} with ref count 0", num_free_, linked, zero_refs));

@@ -3,8 +3,9 @@
 // taking a block, returning one, and pulling a cached block back out are all O(1).
 //
 // Invariant: a block is on the free list iff its ref count is zero. Blocks are taken from the
-// head and returned to the tail, so the head is always the least recently released block (the
-// first to evict once released blocks keep cached content for prefix reuse).
+// head. A released block that holds cached content (content_hash != 0: the prefix index can hand it
+// out again) goes to the tail, so among cached blocks the head is the least recently released, the
+// first to evict; a block without content goes to the head, to be reused before any cached one.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ namespace kvs {
 
 struct BlockMeta {
   uint32_t ref_count = 0;
-  uint64_t content_hash = 0;   // 0: holds no reusable (full, hashed) content
+  uint32_t generation = 0;     // + 1 each time the block is allocated for new content
+  uint64_t content_hash = 0;   // 0: holds no content the prefix index hands out; else its hash's low bits
   uint64_t last_access = 0;    // logical time of the last release
   uint32_t prev_free = kNone;  // free-list links; kNone when not linked
   uint32_t next_free = kNone;
@@ -33,9 +35,12 @@ class BlockPool {
   size_t num_blocks() const { return meta_.size(); }
   size_t num_free_blocks() const { return num_free_; }
   size_t num_used_blocks() const { return num_blocks() - num_free_; }
+  // Free blocks that still hold cached content (counted in num_free_blocks: taking one evicts it).
+  size_t num_cached_free_blocks() const { return num_cached_free_; }
 
-  // Takes n blocks from the head of the free list, each with ref count 1; all or nothing.
-  // Exhaustion is an expected outcome: nullopt, and the pool is unchanged.
+  // Takes n blocks from the head of the free list, each with ref count 1, its content dropped and its
+  // generation advanced; all or nothing. Exhaustion is an expected outcome: nullopt, and the pool is
+  // unchanged. The caller forgets what it indexed of the blocks whose content_hash was set.
   std::optional<std::vector<BlockId>> allocate(size_t n);
   // Adds a reference to a block in use, or pulls a free (cached) block back into use.
   void retain(BlockId id);
@@ -46,7 +51,8 @@ class BlockPool {
     KVS_ASSERT(id.value < meta_.size(), "block {} in a pool of {}", id.value, meta_.size());
     return meta_[id.value];
   }
-  void set_content_hash(BlockId id, uint64_t hash) { meta_.at(id.value).content_hash = hash; }
+  // Marks a block in use as holding cached content (hash != 0), kept at the LRU tail when released.
+  void set_content_hash(BlockId id, uint64_t hash);
   // Free blocks from head to tail (tests assert exact order).
   std::vector<BlockId> free_list() const;
   // Verifies every invariant; a non-ok Status says which block breaks which rule.
@@ -55,12 +61,14 @@ class BlockPool {
  private:
   void unlink(uint32_t index);
   void push_tail(uint32_t index);
+  void push_head(uint32_t index);
 
   std::vector<BlockMeta> meta_;
   uint32_t head_ = BlockMeta::kNone;
   uint32_t tail_ = BlockMeta::kNone;
   size_t num_free_ = 0;
-  uint64_t clock_ = 0;  // logical time, advanced by every release
+  size_t num_cached_free_ = 0;  // free blocks with content_hash != 0
+  uint64_t clock_ = 0;          // logical time, advanced by every release
 };
 
 // References to blocks of a pool, dropped when the handle dies (or on release()), the last block first:

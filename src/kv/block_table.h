@@ -1,6 +1,8 @@
 // One sequence's block table: block i holds its positions [i*block_size, (i+1)*block_size). It
 // holds a reference to each of its blocks (PinnedBlocks: dropped tail first when the table dies),
-// and the token ids of the positions written so far (what a prefix index hashes).
+// the token ids of the positions written so far (what the prefix index hashes), and for each full
+// block its chained hash and the block that stands for its content in the prefix index (itself, or
+// an indexed twin with the same content).
 #pragma once
 
 #include <span>
@@ -8,14 +10,16 @@
 
 #include "core/ids.h"
 #include "kv/block_pool.h"
+#include "kv/prefix_index.h"
 
 namespace kvs {
 
 class BlockTable {
  public:
-  explicit BlockTable(size_t block_size) : block_size_(block_size) {}
+  BlockTable(size_t block_size, uint32_t name_space) : block_size_(block_size), name_space_(name_space) {}
 
   size_t block_size() const { return block_size_; }
+  uint32_t name_space() const { return name_space_; }  // the cache salt's: where its prefixes are found
   // Positions whose K/V are written: the sequence's one count of computed tokens.
   size_t num_tokens() const { return tokens_.size(); }
   std::span<const TokenId> tokens() const { return tokens_; }
@@ -31,10 +35,26 @@ class BlockTable {
   void advance(std::span<const TokenId> tokens);
   KvSlot slot_of(size_t position) const;
 
+  // The full blocks [0, num_hashed()) have their hash and content reference; a full block past them
+  // is still to be indexed.
+  size_t num_hashed() const { return hashes_.size(); }
+  const BlockHash& hash(size_t block) const { return hashes_.at(block); }
+  // The content block `block` is the child of: the previous block's content, or the namespace's root.
+  ContentRef parent_of(size_t block) const {
+    return block == 0 ? ContentRef::root(name_space_) : contents_.at(block - 1);
+  }
+  void push_hash(const BlockHash& hash, ContentRef content) {
+    hashes_.push_back(hash);
+    contents_.push_back(content);
+  }
+
  private:
   size_t block_size_;
+  uint32_t name_space_;
   std::vector<TokenId> tokens_;
   PinnedBlocks blocks_;
+  std::vector<BlockHash> hashes_;     // [full block]: chained hash
+  std::vector<ContentRef> contents_;  // [full block]: the block (and generation) standing for its content
 };
 
 }  // namespace kvs

@@ -25,12 +25,92 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
   return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
 }
 
-KvCacheManager::KvCacheManager(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {}
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config), pool_(config.num_blocks), index_(config.num_blocks) {
+  name_space("");  // namespace 0: no salt
+}
 
 const BlockTable& KvCacheManager::table(SeqId seq) const {
   auto it = tables_.find(seq.value);
   KVS_ASSERT(it != tables_.end(), "unknown sequence {}", seq.value);
   return it->second;
+}
+
+uint32_t KvCacheManager::name_space(std::string_view cache_salt) {
+  const auto [it, added] = name_spaces_.try_emplace(std::string(cache_salt), static_cast<uint32_t>(roots_.size()));
+  if (added) roots_.push_back(prefix_root_hash(config_.model_identity, cache_salt));
+  return it->second;
+}
+
+std::optional<PinnedBlocks> KvCacheManager::allocate(size_t n) {
+  auto blocks = pool_.allocate(n);
+  if (!blocks) return std::nullopt;
+  for (BlockId b : *blocks) stats_.evictions += index_.erase(b);
+  return PinnedBlocks(pool_, std::move(*blocks));
+}
+
+PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns) {
+  PrefixMatch m;
+  if (!config_.prefix_caching || tokens.size() < 2) return m;
+  KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
+  const size_t bs = block_size(), limit = tokens.size() - 1;  // the last token is computed
+  BlockHash parent_hash = roots_[ns];
+  ContentRef parent = ContentRef::root(ns);
+  for (size_t first = 0; first + bs <= limit; first += bs) {
+    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
+    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
+    const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens);
+    if (!hit) break;
+    m.blocks.push_back(*hit);
+    m.hashes.push_back(hash);
+    parent_hash = hash;
+    parent = content_of(*hit);
+  }
+  const size_t next = m.blocks.size() * bs;
+  const PrefixIndex::PartialMatch partial =
+      index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
+  if (partial.num_tokens > 0) {
+    m.partial_source = partial.block;
+    m.partial_tokens = partial.num_tokens;
+  }
+  return m;
+}
+
+bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match,
+                           size_t n) {
+  KVS_ASSERT(!contains(seq), "sequence {} begins twice", seq.value);
+  KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
+  const size_t bs = block_size(), cached = match.num_tokens(bs);
+  KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
+             cached, n, tokens.size());
+  // Blocks the match takes off the free list are not free for the new ones.
+  size_t taken_idle = 0;
+  for (BlockId b : match.blocks) taken_idle += pool_.meta(b).ref_count == 0;
+  if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
+  const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
+  if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
+
+  PinnedBlocks shared = PinnedBlocks::retain(pool_, match.blocks);
+  PinnedBlocks source;
+  if (match.partial_tokens > 0) source = PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1));
+  std::optional<PinnedBlocks> fresh = allocate(fresh_blocks);
+  KVS_ASSERT(fresh.has_value(), "{} blocks were free but allocation failed", fresh_blocks);
+  if (match.partial_tokens > 0) {
+    pending_copies_.push_back(
+        {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
+    copy_sources_.push_back(std::move(source));
+  }
+  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns)).first->second;
+  t.add_blocks(std::move(shared));
+  t.add_blocks(std::move(*fresh));
+  t.advance(tokens.first(cached));
+  for (size_t i = 0; i < match.blocks.size(); ++i) t.push_hash(match.hashes[i], content_of(match.blocks[i]));
+  if (config_.prefix_caching) {
+    stats_.queried_tokens += tokens.size();
+    stats_.hit_tokens += cached;
+    stats_.copied_tokens += match.partial_tokens;
+  }
+  return true;
 }
 
 bool KvCacheManager::can_reserve(SeqId seq, size_t n) const {
@@ -43,22 +123,58 @@ bool KvCacheManager::reserve(SeqId seq, size_t n) {
   auto it = tables_.find(seq.value);
   const bool is_new = it == tables_.end();
   const size_t needed = is_new ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
-  auto blocks = pool_.allocate(needed);
+  std::optional<PinnedBlocks> blocks = allocate(needed);
   if (!blocks) return false;
-  if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size())).first;
-  it->second.add_blocks(PinnedBlocks(pool_, std::move(*blocks)));
+  if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size(), 0)).first;
+  it->second.add_blocks(std::move(*blocks));
   return true;
 }
 
 KvSlot KvCacheManager::slot_of(SeqId seq, size_t position) const { return table(seq).slot_of(position); }
 
+void KvCacheManager::index_full_blocks(BlockTable& t) {
+  const size_t bs = block_size();
+  for (size_t i = t.num_hashed(); (i + 1) * bs <= t.num_tokens(); ++i) {
+    const BlockId block = t.blocks()[i];
+    const std::span<const TokenId> block_tokens = t.tokens().subspan(i * bs, bs);
+    const BlockHash parent_hash = i == 0 ? roots_[t.name_space()] : t.hash(i - 1);
+    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
+    const std::optional<BlockId> stands_for = index_.add_full(block, hash, t.parent_of(i), block_tokens);
+    if (stands_for == block) pool_.set_content_hash(block, hash.low | 1);  // never 0: "no content"
+    // A twin stands for this content in the index; after a collision the block stands for itself, unindexed.
+    t.push_hash(hash, content_of(stands_for.value_or(block)));
+  }
+}
+
 void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   auto it = tables_.find(seq.value);
   KVS_ASSERT(it != tables_.end(), "commit to unknown sequence {}", seq.value);
   it->second.advance(tokens);
+  if (config_.prefix_caching) index_full_blocks(it->second);
 }
 
-void KvCacheManager::free(SeqId seq) { tables_.erase(seq.value); }  // the table's PinnedBlocks release tail first
+void KvCacheManager::free(SeqId seq) {
+  auto it = tables_.find(seq.value);
+  if (it == tables_.end()) return;
+  const BlockTable& t = it->second;
+  const size_t bs = block_size(), filled = t.num_tokens() % bs, last = t.num_tokens() / bs;
+  // A partial last block of its own stays findable: a prompt that shares part of it copies those slots.
+  if (config_.prefix_caching && filled > 0) {
+    const BlockId block = t.blocks()[last];
+    if (block != kNullBlock && pool_.meta(block).ref_count == 1 && !index_.contains(block)) {
+      const std::span<const TokenId> partial = t.tokens().subspan(last * bs, filled);
+      index_.add_partial(block, t.parent_of(last), partial);
+      const BlockHash parent_hash = last == 0 ? roots_[t.name_space()] : t.hash(last - 1);
+      pool_.set_content_hash(block, config_.hasher(parent_hash, partial).low | 1);
+    }
+  }
+  tables_.erase(it);  // the table's PinnedBlocks release tail first
+}
+
+void KvCacheManager::copies_done() {
+  pending_copies_.clear();
+  copy_sources_.clear();  // unpins the sources
+}
 
 size_t KvCacheManager::num_tokens(SeqId seq) const {
   auto it = tables_.find(seq.value);
@@ -71,15 +187,24 @@ KvUsage KvCacheManager::usage() const {
   const size_t per_block = kv_bytes_per_block(config_.spec).total();
   return KvUsage{.blocks_total = pool_.num_blocks(),
                  .blocks_used = pool_.num_used_blocks(),
+                 .blocks_cached_idle = pool_.num_cached_free_blocks(),
                  .bytes_total = pool_.num_blocks() * per_block,
                  .bytes_used = pool_.num_used_blocks() * per_block};
 }
 
+PrefixCacheStats KvCacheManager::prefix_stats() const {
+  PrefixCacheStats s = stats_;
+  s.collisions = index_.num_collisions();
+  return s;
+}
+
 Status KvCacheManager::check_invariants() const {
   KVS_RETURN_IF_ERROR(pool_.check_invariants());
-  std::map<uint32_t, uint32_t> holders;  // block -> tables holding it
+  KVS_RETURN_IF_ERROR(index_.check_invariants());
+  const size_t bs = block_size();
+  std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
   for (const auto& [id, t] : tables_) {
-    if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), block_size())) {
+    if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), bs)) {
       return Status::corrupt(
           fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(), t.blocks().size()));
     }
@@ -91,6 +216,16 @@ Status KvCacheManager::check_invariants() const {
       ++holders[b.value];
     }
   }
+  for (const auto& [id, t] : tables_) {
+    for (size_t i = 0; i < t.blocks().size(); ++i) {
+      const BlockId b = t.blocks()[i];
+      if (b != kNullBlock && holders[b.value] > 1 && (i + 1) * bs > t.num_tokens()) {
+        return Status::corrupt(fmt::format("block {} is shared by {} tables but sequence {} still writes into it",
+                                           b.value, holders[b.value], id));
+      }
+    }
+  }
+  for (const KvBlockCopy& c : pending_copies_) ++holders[c.source.value];
   for (const auto& [block, count] : holders) {
     const uint32_t refs = pool_.meta(BlockId{block}).ref_count;
     if (refs < count) {
@@ -100,6 +235,13 @@ Status KvCacheManager::check_invariants() const {
   if (holders.size() != pool_.num_used_blocks()) {
     return Status::corrupt(
         fmt::format("{} blocks in use but {} held by tables", pool_.num_used_blocks(), holders.size()));
+  }
+  for (uint32_t b = 0; b < pool_.num_blocks(); ++b) {
+    if ((pool_.meta(BlockId{b}).content_hash != 0) != index_.contains(BlockId{b})) {
+      return Status::corrupt(fmt::format("block {}: the pool says {} cached content, the index {}", b,
+                                         pool_.meta(BlockId{b}).content_hash != 0 ? "it holds" : "no",
+                                         index_.contains(BlockId{b}) ? "has an entry" : "has none"));
+    }
   }
   return Status::ok();
 }

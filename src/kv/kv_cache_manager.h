@@ -1,12 +1,20 @@
-// The facade the engine uses: a block pool and one block table per sequence: accounting only. The
-// K/V bytes (a KvStorage of config().spec and num_blocks) belong to whoever computes, so the scheduler and the
-// paging simulation run without them. Blocks are allocated on demand as a sequence grows and all
-// released the moment it is freed, tail first. Running out of blocks is an expected outcome the
-// caller acts on (queue, preempt), never a crash.
+// The facade the engine uses: a block pool, one block table per sequence and the prefix index:
+// accounting only. The K/V bytes (a KvStorage of config().spec and num_blocks) belong to whoever
+// computes, so the scheduler and the paging simulation run without them. Blocks are allocated on
+// demand as a sequence grows and all released the moment it is freed, tail first. Running out of
+// blocks is an expected outcome the caller acts on (queue, preempt), never a crash.
+//
+// Prefix caching: when a block fills, it is hashed (chained from its parent, in the sequence's
+// namespace) and indexed; a sequence that begins looks up its tokens and takes every cached full
+// block (shared, read-only: it writes only past them) and copies the matching slots of the best
+// partial match into a block of its own (the engine performs the copies: pending_copies()). Released
+// blocks keep their content until the pool needs them, least recently released first.
 #pragma once
 
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,12 +23,17 @@
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 #include "kv/kv_sizing.h"
+#include "kv/prefix_hash.h"
+#include "kv/prefix_index.h"
 
 namespace kvs {
 
 struct KvCacheConfig {
-  KvCacheSpec spec;       // model shape, element type, block size
-  size_t num_blocks = 0;  // pool size (from --kv-blocks, or a byte budget via kv_blocks_in_budget)
+  KvCacheSpec spec;                       // model shape, element types, block size
+  size_t num_blocks = 0;                  // pool size (from --kv-blocks, or a byte budget via kv_blocks_in_budget)
+  bool prefix_caching = true;             // --no-prefix-cache turns it off
+  std::string model_identity = {};        // part of every prefix hash: caches of different models never match
+  BlockHasher hasher = chain_block_hash;  // a test may force collisions
 
   Status validate() const;
 };
@@ -28,8 +41,34 @@ struct KvCacheConfig {
 struct KvUsage {
   size_t blocks_total = 0;
   size_t blocks_used = 0;
-  size_t bytes_total = 0;  // what the pool allocated
-  size_t bytes_used = 0;   // blocks_used x bytes per block
+  size_t blocks_cached_idle = 0;  // free blocks that still hold cached content
+  size_t bytes_total = 0;         // what the pool allocated
+  size_t bytes_used = 0;          // blocks_used x bytes per block
+};
+
+struct PrefixCacheStats {
+  uint64_t queried_tokens = 0;  // tokens of sequences that began with a lookup
+  uint64_t hit_tokens = 0;      // of those, tokens whose K/V came from the cache (shared or copied)
+  uint64_t copied_tokens = 0;   // of the hits, tokens copied from a partial match
+  uint64_t evictions = 0;       // cached blocks taken for new content
+  uint64_t collisions = 0;      // hash matches whose content differed (treated as misses)
+};
+
+// What a lookup found; nothing is taken until begin().
+struct PrefixMatch {
+  std::vector<BlockId> blocks = {};     // cached full blocks, in order: the sequence shares them
+  std::vector<BlockHash> hashes = {};   // their chained hashes
+  BlockId partial_source = kNullBlock;  // a cached block whose first partial_tokens slots match next
+  size_t partial_tokens = 0;
+  size_t num_tokens(size_t block_size) const { return blocks.size() * block_size + partial_tokens; }
+};
+
+// Copy slots [0, num_slots) of every layer's K/V from `source` into `destination` (a new block of the
+// sequence that matched), before the next forward pass reads them.
+struct KvBlockCopy {
+  BlockId source;
+  BlockId destination;
+  size_t num_slots = 0;
 };
 
 class KvCacheManager {
@@ -38,19 +77,35 @@ class KvCacheManager {
 
   const KvCacheConfig& config() const { return config_; }
   size_t block_size() const { return config_.spec.block_size; }
+  bool prefix_caching() const { return config_.prefix_caching; }
 
-  // Makes room for `n` more tokens of `seq` (created on first use), allocating blocks as needed.
-  // Returns false, with nothing changed, when the pool cannot supply them.
+  // The namespace of a cache salt (interned): sequences of different namespaces never share blocks.
+  uint32_t name_space(std::string_view cache_salt);
+  // The longest cached prefix of `tokens` in `name_space`: whole blocks confirmed by their tokens,
+  // then the best partial match; at most tokens.size() - 1 tokens (the last is always computed, for
+  // its logits). Empty when prefix caching is off.
+  PrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space);
+  // Starts `seq` (which holds no blocks) from `match`, a lookup of `tokens` made just now, with room
+  // for `n` more tokens. False, with nothing changed, when the pool cannot supply the blocks (cached
+  // blocks count as free, except those the match itself takes).
+  [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
+                           size_t n);
+  // Makes room for `n` more tokens of `seq` (created on first use, in namespace 0), allocating blocks
+  // as needed. Returns false, with nothing changed, when the pool cannot supply them.
   [[nodiscard]] bool reserve(SeqId seq, size_t n);
   // Would reserve(seq, n) succeed right now?
   bool can_reserve(SeqId seq, size_t n) const;
   // Slot for the token at `position` of `seq`; its block must be reserved.
   KvSlot slot_of(SeqId seq, size_t position) const;
-  // Records that `tokens` were written as the next positions of `seq` (their ids: what prefix
-  // hashing reads).
+  // Records that `tokens` were written as the next positions of `seq`; blocks they fill are indexed.
   void commit(SeqId seq, std::span<const TokenId> tokens);
-  // Releases every block of `seq` at once, the last block first, and forgets it. Unknown ids are ignored.
+  // Releases every block of `seq` at once, the last block first, and forgets it (a partial last block
+  // stays findable for partial matches until evicted). Unknown ids are ignored.
   void free(SeqId seq);
+
+  // Copies begin() asked for, to be done before the next forward pass; then copies_done().
+  std::span<const KvBlockCopy> pending_copies() const { return pending_copies_; }
+  void copies_done();
 
   bool contains(SeqId seq) const { return tables_.count(seq.value) != 0; }
   // Tokens of `seq` whose K/V are written (0 for a sequence without blocks): its one computed count.
@@ -60,18 +115,32 @@ class KvCacheManager {
   size_t num_sequences() const { return tables_.size(); }
 
   const BlockPool& pool() const { return pool_; }
+  const PrefixIndex& prefix_index() const { return index_; }
   KvUsage usage() const;
-  // Pool invariants plus: each block in tables has a ref count of at least the tables holding it
-  // (a shared block is in several), every block in use is in a table, each table has at least the
-  // blocks its committed tokens need (reserved ones may be ahead).
+  PrefixCacheStats prefix_stats() const;
+  // Pool and index invariants plus: each block in tables has a ref count of at least the tables
+  // holding it (and the pending copies reading it); a block in several tables is full in each (shared
+  // blocks are never written); every block in use is held; each table has the blocks its committed
+  // tokens need; a block holds cached content in the pool iff the index has an entry for it.
   Status check_invariants() const;
 
  private:
   explicit KvCacheManager(const KvCacheConfig& config);
   const BlockTable& table(SeqId seq) const;
+  // Takes n blocks, dropping the index entries of cached blocks among them; all or nothing.
+  std::optional<PinnedBlocks> allocate(size_t n);
+  // Hashes and indexes the table's full blocks that are not yet.
+  void index_full_blocks(BlockTable& table);
+  ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
 
   KvCacheConfig config_;
   BlockPool pool_;  // declared before the tables, whose references it must outlive
+  PrefixIndex index_;
+  std::unordered_map<std::string, uint32_t> name_spaces_;
+  std::vector<BlockHash> roots_;  // [namespace]: the parent hash of its first blocks
+  std::vector<KvBlockCopy> pending_copies_;
+  std::vector<PinnedBlocks> copy_sources_;  // [pending copy]: its source, pinned
+  PrefixCacheStats stats_;
   std::unordered_map<uint64_t, BlockTable> tables_;
 };
 

@@ -1,5 +1,7 @@
 #include "kv/kv_storage.h"
 
+#include <cstring>
+
 #include "core/status.h"
 #include "kv/kv_sizing.h"
 
@@ -36,6 +38,23 @@ KvStorage::Pools KvStorage::allocate(const KvTensorFormat& format, KvAllocator& 
     pools.base.push_back(region.data());
   }
   return pools;
+}
+
+void KvStorage::copy_slots(BlockId source, BlockId destination, size_t num_slots) {
+  KVS_ASSERT(source.value < num_blocks_ && destination.value < num_blocks_ && num_slots <= spec_.block_size,
+             "copy of {} slots from block {} to block {} in a pool of {} blocks of {}", num_slots, source.value,
+             destination.value, num_blocks_, spec_.block_size);
+  for (const Pools* pools : {&keys_, &values_}) {
+    const KvTensorFormat& f = pools->format;
+    for (size_t l = 0; l < pools->base.size(); ++l) {
+      for (size_t h = 0; h < format_.num_heads; ++h) {
+        const std::byte* from = head_block(*pools, l, source, h);
+        std::byte* to = head_block(*pools, l, destination, h);
+        std::memcpy(to, from, num_slots * f.row_bytes());
+        std::memcpy(to + f.data_bytes(), from + f.data_bytes(), f.scales_bytes());
+      }
+    }
+  }
 }
 
 size_t KvStorage::bytes() const {

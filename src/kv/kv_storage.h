@@ -43,6 +43,10 @@ class KvStorage {
   std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) { return row(keys_, layer, slot, kv_head); }
   std::byte* value_row(size_t layer, KvSlot slot, size_t kv_head) { return row(values_, layer, slot, kv_head); }
 
+  // Copies slots [0, num_slots) of `source` into `destination`, every layer, K and V (quantized
+  // formats: the head-blocks' scales too): a prefix hit's partial block. Not while a forward pass runs.
+  void copy_slots(BlockId source, BlockId destination, size_t num_slots);
+
   // Keys of one head in one block: its head-block, rows [block_size][width] first.
   KvRows keys(size_t layer, BlockId block, size_t kv_head) const { return rows(keys_, layer, block, kv_head); }
   KvRows values(size_t layer, BlockId block, size_t kv_head) const { return rows(values_, layer, block, kv_head); }

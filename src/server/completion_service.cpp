@@ -52,6 +52,7 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.sampling.seed = request.seed.value_or(next_random());
   params.stop_strings.insert(params.stop_strings.end(), request.stop.begin(), request.stop.end());
   params.stop_at_eos = !request.ignore_eos;
+  params.cache_salt = request.cache_salt;
   return params;
 }
 

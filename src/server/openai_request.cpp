@@ -263,6 +263,8 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
     return read_bool(v, key, r.echo);
   } else if (key == "ignore_eos") {
     return read_bool(v, key, r.ignore_eos);
+  } else if (key == "cache_salt") {
+    return read_string(v, key, r.cache_salt);
   } else if (is_neutral_only(key)) {
     return check_neutral(key, v);
   } else if (!is_ignored(key)) {

@@ -3,7 +3,7 @@
 //
 // Sampling defaults follow OpenAI (temperature 1, top_p 1) with top_k and min_p off, so a
 // request that names none of them samples from the full distribution. Extras that map onto the
-// engine: top_k, min_p, repetition_penalty, ignore_eos. Accepted only at their neutral value
+// engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt. Accepted only at their neutral value
 // (else 400): n = 1, best_of = 1, frequency/presence_penalty = 0, logprobs off, logit_bias {},
 // suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
 // parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
@@ -47,6 +47,7 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt text comes first in the output
   bool ignore_eos = false;
+  std::string cache_salt;  // requests with different salts never share cached prompt K/V (vLLM's field)
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

@@ -25,7 +25,8 @@ json finish_value(std::optional<std::string_view> reason) {
 json Usage::to_json() const {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json full_response(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,

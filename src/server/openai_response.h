@@ -15,6 +15,7 @@ namespace kvs::server {
 struct Usage {
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
+  size_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens: prompt tokens from the prefix cache
   nlohmann::json to_json() const;
 };
 

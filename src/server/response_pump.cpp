@@ -57,7 +57,9 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
 }
 
 void ResponsePump::finish_body(const RequestOutput& last, std::string& out) {
-  const Usage usage{.prompt_tokens = last.prompt_tokens, .completion_tokens = last.completion_tokens};
+  const Usage usage{.prompt_tokens = last.prompt_tokens,
+                    .completion_tokens = last.completion_tokens,
+                    .cached_tokens = last.cached_tokens};
   if (!last.error.is_ok()) {
     // The status line is long gone (200): the error travels in the body, as OpenAI streams do.
     const nlohmann::json error = api_error_from_status(last.error, "").to_json();

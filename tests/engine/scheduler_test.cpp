@@ -14,11 +14,13 @@ struct Toy {
   std::unique_ptr<KvCacheManager> kv;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<std::unique_ptr<SequenceState>> seqs;
+  std::vector<KvBlockCopy> last_copies;  // what the last step's admissions asked the engine to copy
 
-  Toy(size_t block_size, size_t num_blocks, SchedulerConfig config) {
+  Toy(size_t block_size, size_t num_blocks, SchedulerConfig config, bool prefix_caching = true) {
     auto m =
         KvCacheManager::create({.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .block_size = block_size},
-                                .num_blocks = num_blocks});
+                                .num_blocks = num_blocks,
+                                .prefix_caching = prefix_caching});
     EXPECT_TRUE(m) << m.status().message();
     kv = std::move(m).value();
     scheduler = std::make_unique<Scheduler>(config, *kv);
@@ -33,6 +35,8 @@ struct Toy {
   // Runs a plan as the engine would: commits every chunk, and a chunk that completes "samples" one token.
   SchedulePlan step() {
     SchedulePlan plan = scheduler->schedule();
+    last_copies.assign(kv->pending_copies().begin(), kv->pending_copies().end());
+    kv->copies_done();  // the engine copies the slots of partial prefix hits here
     for (const ScheduledChunk& c : plan.chunks) {
       const bool completes = c.completes();
       scheduler->on_computed(c);
@@ -81,9 +85,11 @@ TEST(Scheduler, RunningFirstThenAdmissionInArrivalOrder) {
 }
 
 // A pool of 4 blocks of 2: two sequences of 3 tokens grow until the pool is full; the later admission is
-// preempted (blocks freed: computed count 0), resumes at the front of waiting, and is recomputed whole.
-TEST(Scheduler, PreemptsTheLatestAdmissionAndRecomputesIt) {
-  Toy toy(2, 4, {.max_batch_tokens = 16, .max_seqs = 4});
+// preempted (blocks freed: computed count 0), resumes at the front of waiting, and, without a prefix
+// cache, is recomputed whole; with one, it takes its full blocks back (here the identical blocks of the
+// other sequence, which hold the same tokens) and computes only the rest.
+void preempt_the_latest_admission(bool prefix_caching) {
+  Toy toy(2, 4, {.max_batch_tokens = 16, .max_seqs = 4}, prefix_caching);
   SequenceState* a = toy.add(3);
   SequenceState* b = toy.add(3);
   toy.step();  // both prefilled: 2 blocks each, 4 tokens each after sampling
@@ -98,11 +104,41 @@ TEST(Scheduler, PreemptsTheLatestAdmissionAndRecomputesIt) {
   EXPECT_EQ(p.chunks[0].seq, a);
   EXPECT_EQ(toy.scheduler->waiting().front(), b);
   toy.scheduler->remove(a);
-  p = toy.step();  // b comes back and recomputes all its tokens
+  p = toy.step();  // b comes back
   ASSERT_EQ(p.chunks.size(), 1u);
   EXPECT_EQ(p.chunks[0].seq, b);
-  EXPECT_EQ(p.chunks[0].first, 0u);
-  EXPECT_EQ(p.chunks[0].num_tokens, 5u);
+  EXPECT_EQ(p.chunks[0].first, prefix_caching ? 4u : 0u);
+  EXPECT_EQ(p.chunks[0].num_tokens, prefix_caching ? 1u : 5u);
+}
+
+TEST(Scheduler, PreemptsTheLatestAdmissionAndRecomputesIt) { preempt_the_latest_admission(false); }
+TEST(Scheduler, APreemptedSequenceResumesFromTheCache) { preempt_the_latest_admission(true); }
+
+// A waiting sequence whose prompt is cached is admitted with only its uncached tokens counted against
+// the budget, and the cached blocks it takes are not counted as free for its new ones.
+TEST(Scheduler, AdmissionCountsOnlyUncachedTokens) {
+  Toy toy(4, 8, {.max_batch_tokens = 16, .max_seqs = 4});
+  SequenceState* a = toy.add(13);
+  toy.step();
+  toy.scheduler->remove(a);  // blocks 0 1 2 cached (12 tokens), 3 partial (token 13)
+  SequenceState* b = toy.add(13);
+  SchedulePlan p = toy.step();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq, b);
+  EXPECT_EQ(p.chunks[0].first, 12u) << "all but the last prompt token";
+  EXPECT_EQ(p.chunks[0].num_tokens, 1u);
+  EXPECT_EQ(b->num_cached_tokens, 12u);
+  EXPECT_TRUE(toy.last_copies.empty()) << "block 3 starts at the 13th token: nothing to copy";
+  // A longer prompt that shares 14 tokens: 12 in whole blocks, 2 copied from the partial block of b.
+  toy.step();
+  toy.scheduler->remove(b);  // b computed 13 tokens, then 7: block 3 holds tokens 13 and 7
+  SequenceState* c = toy.add(13);
+  c->tokens.push_back(7);
+  c->tokens.push_back(9);
+  p = toy.step();
+  EXPECT_EQ(p.chunks[0].first, 14u);
+  ASSERT_EQ(toy.last_copies.size(), 1u);
+  EXPECT_EQ(toy.last_copies[0].num_slots, 2u);
 }
 
 TEST(Scheduler, ASequenceThatCannotGrowAloneIsOutOfMemory) {

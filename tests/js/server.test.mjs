@@ -80,6 +80,16 @@ test('greedy completion equals kvserve run --temp 0', async () => {
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
 });
 
+test('a repeated chat comes from the prefix cache, as usage.prompt_tokens_details.cached_tokens says', async () => {
+  const messages = [{ role: 'system', content: 'You tell short stories about animals in the forest.' },
+                    { role: 'user', content: 'Tell me about a fox and a bird.' }];
+  const first = await client.chat.completions.create({ messages, max_tokens: 8, temperature: 0 });
+  const second = await client.chat.completions.create({ messages, max_tokens: 8, temperature: 0 });
+  assert.equal(second.choices[0].message.content, first.choices[0].message.content);
+  assert.equal(second.usage.prompt_tokens, first.usage.prompt_tokens);
+  assert.equal(second.usage.prompt_tokens_details.cached_tokens, second.usage.prompt_tokens - 1);
+});
+
 test('streamed completion concatenates to the same text, with a usage chunk', async () => {
   const whole = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 40, temperature: 0 });
   const stream = await client.completions.create({

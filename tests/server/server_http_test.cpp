@@ -103,6 +103,31 @@ TEST_F(ServerHttp, GreedyCompletionEqualsKvserveRun) {
   EXPECT_EQ(completion_text(echoed), "Once upon a time" + expected);
 }
 
+// A repeated prompt comes from the prefix cache (usage.prompt_tokens_details.cached_tokens, as OpenAI
+// reports it) with the same text; another cache_salt shares nothing; /metrics counts the hits.
+TEST_F(ServerHttp, RepeatedPromptsHitThePrefixCacheAndSaltsIsolate) {
+  auto client = server_->client();
+  json request = {{"prompt", json::array()}, {"max_tokens", 12}, {"temperature", 0}};
+  for (int i = 0; i < 40; ++i) request["prompt"].push_back(3 + (i * 37) % 250);
+  const auto first = post_json(client, "/v1/completions", request.dump());
+  const auto second = post_json(client, "/v1/completions", request.dump());
+  request["cache_salt"] = "tenant-b";
+  const auto salted = post_json(client, "/v1/completions", request.dump());
+  for (const auto* r : {&first, &second, &salted}) ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(first.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(second.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 39) << "all but the last prompt token";
+  EXPECT_EQ(salted.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(completion_text(second), completion_text(first));
+  EXPECT_EQ(completion_text(salted), completion_text(first));
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metric_value(metrics->body, "kvserve_prefix_cache_hits_tokens_total"), 39.0) << metrics->body;
+  EXPECT_EQ(metric_value(metrics->body, "kvserve_prefix_cache_queries_tokens_total"), 120.0);
+  EXPECT_GT(metric_value(metrics->body, "kvserve_kv_blocks_cached_idle"), 0.0);
+  request["cache_salt"] = 7;
+  expect_api_error(post_json(client, "/v1/completions", request.dump()), 400, "cache_salt", "cache_salt");
+}
+
 TEST_F(ServerHttp, StopStringEndsBeforeIt) {
   auto client = server_->client();
   auto r = post_json(client, "/v1/completions",
