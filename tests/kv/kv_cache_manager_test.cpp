@@ -61,7 +61,7 @@ TEST(KvCacheManager, AllocatesOnDemandAndMapsPositionsToSlots) {
 TEST(PinnedBlocks, HoldReferencesAndReleaseTailFirst) {
   BlockPool pool(6);
   {
-    PinnedBlocks a(pool, *pool.allocate(3));  // 0 1 2
+    PinnedBlocks a(pool, *pool.allocate(3));                   // 0 1 2
     for (BlockId b : a.blocks()) pool.set_content_hash(b, 1);  // cached content: released to the tail
     EXPECT_EQ(pool.num_used_blocks(), 3u);
     PinnedBlocks shared = PinnedBlocks::retain(pool, a.blocks().first(2));  // 0 and 1 shared
