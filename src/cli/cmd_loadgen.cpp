@@ -38,12 +38,15 @@ void loadgen(const LoadgenOptions& options) {
   config.ignore_eos = !options.respect_eos;
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   if (Status s = bench::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
-  std::fprintf(
-      stderr,
-      "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each, prompt \"%s\", limit %.0f s "
-      "per level\n",
-      options.url.c_str(), config.requests, config.rounds, config.max_tokens, config.prompt.c_str(),
-      config.duration_limit_s);
+  const std::string workload = config.shared_prefix_tokens > 0
+                                   ? fmt::format("a shared {}-token document + a {}-token question of its own",
+                                                 config.shared_prefix_tokens, config.question_tokens)
+                                   : fmt::format("prompt \"{}\"", config.prompt);
+  std::fprintf(stderr,
+               "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each, %s, limit %.0f s "
+               "per level\n",
+               options.url.c_str(), config.requests, config.rounds, config.max_tokens, workload.c_str(),
+               config.duration_limit_s);
   // The server and this client share the machine: its memory bandwidth, which drifts on shared hosts,
   // bounds one stream's speed, so each round records it (the ratios between levels depend on it).
   std::vector<double> probes;

@@ -53,6 +53,33 @@ TEST(LoadgenServer, RoundsMergeEveryLevelsRequests) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// The RAG-like workload: one shared document, a question of its own per request. Served one at a time,
+// every request after the first takes the whole document from the prefix cache (whole blocks shared,
+// the rest copied from a partial match), and no two questions are alike.
+TEST(LoadgenServer, SharedPrefixRequestsHitThePrefixCache) {
+  TempDir dir("loadgen_rag");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  bench::LoadgenConfig config;
+  config.url = {.host = "127.0.0.1", .port = server.port()};
+  config.concurrency = {1};
+  config.requests = 5;
+  config.max_tokens = 4;
+  config.shared_prefix_tokens = 100;
+  config.question_tokens = 6;
+  config.duration_limit_s = 120;
+  const auto levels = bench::run_loadgen(config);
+  ASSERT_EQ(levels.size(), 1u);
+  const bench::LevelResult& r = levels[0];
+  EXPECT_EQ(r.requests_ok, 5u) << r.first_error;
+  EXPECT_EQ(r.prompt_tokens, 5u * 106);
+  // The first request misses; each later one shares the document and at least the question's first
+  // token misses (questions differ from their first token on, but may agree by chance).
+  EXPECT_GE(r.cached_tokens, 4u * 100);
+  EXPECT_LT(r.cached_tokens, 4u * 105);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 // The command line: a bandwidth probe before each round, in the table's footer and the JSON.
 TEST(LoadgenServer, CommandRecordsTheMemoryBandwidthOfEachRound) {
   TempDir dir("loadgen_cli");
