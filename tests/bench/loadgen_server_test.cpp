@@ -11,17 +11,23 @@
 namespace kvs::test {
 namespace {
 
+// A loadgen config aimed at `server`, with a time limit no test reaches.
+bench::LoadgenConfig config_for(const ServerProcess& server) {
+  bench::LoadgenConfig config;
+  config.url = {.host = "127.0.0.1", .port = server.port()};
+  config.duration_limit_s = 120;
+  return config;
+}
+
 TEST(LoadgenServer, RoundsMergeEveryLevelsRequests) {
   TempDir dir("loadgen_server");
   ServerProcess server(dir, {});
   ASSERT_TRUE(server.started());
-  bench::LoadgenConfig config;
-  config.url = {.host = "127.0.0.1", .port = server.port()};
+  bench::LoadgenConfig config = config_for(server);
   config.concurrency = {1, 4};
   config.requests = 8;
   config.rounds = 2;
   config.max_tokens = 12;
-  config.duration_limit_s = 120;
   std::vector<bench::LevelResult> passes;
   std::vector<size_t> rounds_started;
   const auto levels = bench::run_loadgen(
@@ -60,14 +66,12 @@ TEST(LoadgenServer, SharedPrefixRequestsHitThePrefixCache) {
   TempDir dir("loadgen_rag");
   ServerProcess server(dir, {});
   ASSERT_TRUE(server.started());
-  bench::LoadgenConfig config;
-  config.url = {.host = "127.0.0.1", .port = server.port()};
+  bench::LoadgenConfig config = config_for(server);
   config.concurrency = {1};
   config.requests = 5;
   config.max_tokens = 4;
   config.shared_prefix_tokens = 100;
   config.question_tokens = 6;
-  config.duration_limit_s = 120;
   const auto levels = bench::run_loadgen(config);
   ASSERT_EQ(levels.size(), 1u);
   const bench::LevelResult& r = levels[0];

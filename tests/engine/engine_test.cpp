@@ -6,26 +6,12 @@
 
 #include <map>
 
-#include "model/llama_model.h"
-#include "test_support.h"
+#include "default_model.h"
 
 namespace kvs {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  ThreadPool pool{2};
-
-  Fixture() {
-    auto m = LlamaModel::load(test::default_model_path());
-    EXPECT_TRUE(m) << m.status().message();
-    model = std::move(m).value();
-    auto t = Tokenizer::from_gguf(model->file());
-    EXPECT_TRUE(t) << t.status().message();
-    tokenizer = std::make_unique<Tokenizer>(std::move(t).value());
-  }
-};
+using Fixture = test::DefaultModel;
 
 const std::vector<std::string> kPrompts = {
     "Once upon a time",

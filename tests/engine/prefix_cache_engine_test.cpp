@@ -10,28 +10,16 @@
 
 #include <random>
 
+#include "default_model.h"
 #include "engine_trace.h"
-#include "test_support.h"
 
 namespace kvs {
 namespace {
 
 constexpr float kLogitBound = 1e-5f;
 
-struct Fixture {
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  ThreadPool pool{2};
-
-  Fixture() {
-    auto m = LlamaModel::load(test::default_model_path());
-    EXPECT_TRUE(m) << m.status().message();
-    model = std::move(m).value();
-    auto t = Tokenizer::from_gguf(model->file());
-    EXPECT_TRUE(t) << t.status().message();
-    tokenizer = std::make_unique<Tokenizer>(std::move(t).value());
-  }
-  // BOS, then `n` ids drawn from `seed` (ordinary tokens: neither BOS nor EOS).
+struct Fixture : test::DefaultModel {
+  // `n` ids drawn from `seed`: ordinary tokens (no BOS, EOS or unknown).
   std::vector<TokenId> random_tokens(size_t n, uint64_t seed) const {
     std::mt19937_64 rng(seed);
     std::vector<TokenId> out;

@@ -5,31 +5,19 @@
 #include <map>
 #include <random>
 
+#include "toy_kv.h"
+
 namespace kvs {
 namespace {
 
-KvCacheConfig toy_config(size_t block_size, size_t num_blocks) {
-  return {.spec = {.num_layers = 2, .num_kv_heads = 2, .head_dim = 4, .block_size = block_size},
-          .num_blocks = num_blocks};
-}
-
-// n token ids starting at `first` (what a sequence commits; their values only matter to prefix hashing).
-std::vector<TokenId> toy_tokens(size_t n, TokenId first = 0) {
-  std::vector<TokenId> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<TokenId>(i);
-  return out;
-}
-
-std::vector<uint32_t> ids(std::span<const BlockId> blocks) {
-  std::vector<uint32_t> out;
-  for (BlockId b : blocks) out.push_back(b.value);
-  return out;
-}
+using test::ids;
+using test::toy_config;
+using test::toy_kv;
+using test::toy_tokens;
 
 TEST(KvCacheManager, AllocatesOnDemandAndMapsPositionsToSlots) {
-  auto m = KvCacheManager::create(toy_config(4, 8));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 8);
+  KvCacheManager& kv = *owned;
   const SeqId a{1}, b{2};
   ASSERT_TRUE(kv.reserve(a, 5));  // 2 blocks: 0, 1
   kv.commit(a, toy_tokens(5));
@@ -80,9 +68,8 @@ TEST(PinnedBlocks, HoldReferencesAndReleaseTailFirst) {
 
 // A sequence's own count of computed tokens is the manager's; a sequence without blocks has computed none.
 TEST(KvCacheManager, ComputedCountIsTheCommittedTokens) {
-  auto m = KvCacheManager::create(toy_config(4, 8));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 8);
+  KvCacheManager& kv = *owned;
   EXPECT_EQ(kv.num_tokens(SeqId{9}), 0u);
   ASSERT_TRUE(kv.reserve(SeqId{9}, 6));
   EXPECT_EQ(kv.num_tokens(SeqId{9}), 0u) << "reserved is not computed";
@@ -93,9 +80,8 @@ TEST(KvCacheManager, ComputedCountIsTheCommittedTokens) {
 }
 
 TEST(KvCacheManager, ExhaustionLeavesEverythingUnchanged) {
-  auto m = KvCacheManager::create(toy_config(2, 3));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(2, 3);
+  KvCacheManager& kv = *owned;
   ASSERT_TRUE(kv.reserve(SeqId{1}, 4));
   EXPECT_FALSE(kv.can_reserve(SeqId{2}, 3));
   EXPECT_FALSE(kv.reserve(SeqId{2}, 3));
@@ -127,9 +113,8 @@ TEST(KvCacheManager, ConfigErrorsNameTheValue) {
 // Thousands of random sequences growing, and ending, with the invariants checked at every step.
 TEST(KvCacheManager, RandomizedStressKeepsInvariants) {
   for (size_t block_size : {1u, 4u, 16u}) {
-    auto m = KvCacheManager::create(toy_config(block_size, 64));
-    ASSERT_TRUE(m);
-    KvCacheManager& kv = **m;
+    const auto owned = toy_kv(block_size, 64);
+    KvCacheManager& kv = *owned;
     std::mt19937_64 rng(block_size);
     std::map<uint64_t, size_t> lengths;  // our own model of what each sequence holds
     uint64_t next_id = 0;

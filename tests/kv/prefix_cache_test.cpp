@@ -8,28 +8,10 @@
 #include <random>
 
 #include "kv/kv_cache_manager.h"
+#include "toy_kv.h"
 
-namespace kvs {
+namespace kvs::test {
 namespace {
-
-KvCacheConfig toy_config(size_t block_size, size_t num_blocks, BlockHasher hasher = chain_block_hash) {
-  return {.spec = {.num_layers = 2, .num_kv_heads = 2, .head_dim = 4, .block_size = block_size},
-          .num_blocks = num_blocks,
-          .model_identity = "toy",
-          .hasher = hasher};
-}
-
-std::vector<TokenId> toy_tokens(size_t n, TokenId first = 0) {
-  std::vector<TokenId> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<TokenId>(i);
-  return out;
-}
-
-std::vector<uint32_t> ids(std::span<const BlockId> blocks) {
-  std::vector<uint32_t> out;
-  for (BlockId b : blocks) out.push_back(b.value);
-  return out;
-}
 
 void expect_invariants(const KvCacheManager& kv) {
   const Status s = kv.check_invariants();
@@ -60,9 +42,8 @@ TEST(PrefixHash, ChainsParentAndTokensAndKeysTheRoot) {
 // A finished sequence's full blocks are shared by the next one; the matching part of its partial last
 // block is copied into a block of the new sequence's own.
 TEST(PrefixCache, FullBlocksAreSharedAndAPartialMatchIsCopied) {
-  auto m = KvCacheManager::create(toy_config(4, 8));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 8);
+  KvCacheManager& kv = *owned;
   const auto tokens = toy_tokens(12);
   run_sequence(kv, SeqId{1}, std::span(tokens).first(10));  // blocks 0 1 2; 0 and 1 full
   EXPECT_EQ(kv.prefix_index().num_entries(), 2u);
@@ -99,9 +80,8 @@ TEST(PrefixCache, FullBlocksAreSharedAndAPartialMatchIsCopied) {
 // The logits of the last prompt token must be computed, so a prompt that is wholly cached takes its
 // full blocks but the last, and copies all of that one but its last slot.
 TEST(PrefixCache, AWhollyCachedPromptStillComputesItsLastToken) {
-  auto m = KvCacheManager::create(toy_config(4, 8));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 8);
+  KvCacheManager& kv = *owned;
   const auto tokens = toy_tokens(8);
   run_sequence(kv, SeqId{1}, tokens);
   kv.free(SeqId{1});
@@ -117,9 +97,8 @@ TEST(PrefixCache, AWhollyCachedPromptStillComputesItsLastToken) {
 }
 
 TEST(PrefixCache, DifferentSaltsShareNothing) {
-  auto m = KvCacheManager::create(toy_config(4, 16));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 16);
+  KvCacheManager& kv = *owned;
   const uint32_t alice = kv.name_space("alice"), bob = kv.name_space("bob");
   EXPECT_NE(alice, bob);
   EXPECT_EQ(kv.name_space("alice"), alice);
@@ -139,9 +118,8 @@ TEST(PrefixCache, DifferentSaltsShareNothing) {
 // Two sequences that computed the same prefix at once: the second's blocks are twins, not indexed, and
 // what it computes after them still chains from the indexed content.
 TEST(PrefixCache, TwinsAreNotIndexedAndTheirChildrenChainFromTheIndexedContent) {
-  auto m = KvCacheManager::create(toy_config(4, 16));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 16);
+  KvCacheManager& kv = *owned;
   const auto shared = toy_tokens(4);
   ASSERT_TRUE(kv.reserve(SeqId{1}, 4));
   ASSERT_TRUE(kv.reserve(SeqId{2}, 8));
@@ -163,9 +141,8 @@ TEST(PrefixCache, TwinsAreNotIndexedAndTheirChildrenChainFromTheIndexedContent) 
 // Cached blocks are evicted only when the pool needs them, least recently released first; blocks
 // without content go before any cached one; a child whose parent was evicted is never matched.
 TEST(PrefixCache, EvictsLeastRecentlyReleasedFirstAndForgetsOrphans) {
-  auto m = KvCacheManager::create(toy_config(2, 6));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(2, 6);
+  KvCacheManager& kv = *owned;
   run_sequence(kv, SeqId{1}, toy_tokens(4, 0));    // blocks 0 1
   run_sequence(kv, SeqId{2}, toy_tokens(4, 100));  // blocks 2 3
   kv.free(SeqId{1});                               // free: 4 5 1 0
@@ -211,9 +188,8 @@ TEST(PrefixIndex, ChildrenOfAnEvictedParentNeverMatch) {
 BlockHash colliding_hash(const BlockHash&, std::span<const TokenId>) { return {.low = 42, .high = 42}; }
 
 TEST(PrefixCache, AForcedHashCollisionIsAMiss) {
-  auto m = KvCacheManager::create(toy_config(4, 16, colliding_hash));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(4, 16, colliding_hash);
+  KvCacheManager& kv = *owned;
   run_sequence(kv, SeqId{1}, toy_tokens(9, 0));  // block 0 indexed; block 1 collides with it: not indexed
   EXPECT_EQ(kv.prefix_stats().collisions, 1u);
   EXPECT_TRUE(kv.prefix_index().contains(BlockId{0}));
@@ -227,9 +203,8 @@ TEST(PrefixCache, AForcedHashCollisionIsAMiss) {
 
 // The match's own idle blocks are not free for the sequence's new ones.
 TEST(PrefixCache, BeginCountsTheBlocksTheMatchTakes) {
-  auto m = KvCacheManager::create(toy_config(2, 4));
-  ASSERT_TRUE(m);
-  KvCacheManager& kv = **m;
+  const auto owned = toy_kv(2, 4);
+  KvCacheManager& kv = *owned;
   run_sequence(kv, SeqId{1}, toy_tokens(4));  // 0 1
   kv.free(SeqId{1});
   ASSERT_TRUE(kv.reserve(SeqId{2}, 2));  // block 2; free: 3 1 0
@@ -261,9 +236,8 @@ TEST(PrefixCache, OffMeansNoLookupAndNoIndex) {
 // every hit is checked against the tokens the sequence holds, and the invariants after every change.
 TEST(PrefixCache, RandomizedStressOfSharingAndEviction) {
   for (size_t block_size : {1u, 4u, 16u}) {
-    auto m = KvCacheManager::create(toy_config(block_size, 48));
-    ASSERT_TRUE(m);
-    KvCacheManager& kv = **m;
+    const auto owned = toy_kv(block_size, 48);
+    KvCacheManager& kv = *owned;
     std::mt19937_64 rng(block_size + 7);
     std::vector<std::vector<TokenId>> prefixes;
     for (int p = 0; p < 4; ++p) prefixes.push_back(toy_tokens(5 + rng() % 40, static_cast<TokenId>(1000 * p)));
@@ -327,4 +301,4 @@ TEST(PrefixCache, RandomizedStressOfSharingAndEviction) {
 }
 
 }  // namespace
-}  // namespace kvs
+}  // namespace kvs::test

@@ -1,0 +1,31 @@
+// The default model (stories260K, converted at build time) with its tokenizer and a 2-thread pool:
+// what the engine-level tests run on.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "model/llama_model.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvs::test {
+
+struct DefaultModel {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ThreadPool pool{2};
+
+  DefaultModel() {
+    auto m = LlamaModel::load(default_model_path());
+    EXPECT_TRUE(m) << m.status().message();
+    model = std::move(m).value();
+    auto t = Tokenizer::from_gguf(model->file());
+    EXPECT_TRUE(t) << t.status().message();
+    tokenizer = std::make_unique<Tokenizer>(std::move(t).value());
+  }
+};
+
+}  // namespace kvs::test
