@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bench/loadgen.h"
+#include "bench/loadgen_chat.h"
 #include "bench/loadgen_client.h"
 #include "bench/probe.h"
 #include "cli/commands.h"
@@ -22,17 +23,53 @@ struct LoadgenOptions {
   bool respect_eos = false;
   bool no_probe = false;
   std::string json_path;
+  size_t chat_turns = 0;  // > 0: the multi-turn chat workload
+  size_t conversations = 16;
 };
 
 // 1 GiB per probe, as `kvserve bench` uses (a 64 MiB buffer read 1.6x faster on the development VM:
 // part of it stayed in the last-level cache); about 0.3 s on 2 cores.
 constexpr size_t kProbeBytes = size_t{1} << 30;
 
+void write_json(const std::string& path, const nlohmann::json& json) {
+  std::ofstream out(path);
+  out << json.dump(2) << "\n";
+  if (!out) throw CommandError("cannot write " + path);
+}
+
+// --chat-turns: conversations of several turns, the first concurrency level's count at a time.
+void loadgen_chat(const LoadgenOptions& options, const bench::LoopbackUrl& url) {
+  const bench::ChatConfig config{.url = url,
+                                 .clients = options.concurrency.empty() ? 1 : options.concurrency.front(),
+                                 .conversations = options.conversations,
+                                 .turns = options.chat_turns,
+                                 .max_tokens = options.config.max_tokens,
+                                 .duration_limit_s = options.config.duration_limit_s,
+                                 .api_key = options.config.api_key,
+                                 .model = options.config.model};
+  if (Status s = config.validate(); !s) throw CommandError(s.message());
+  if (Status s = bench::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
+  std::fprintf(stderr, "kvserve loadgen: %s, %zu conversations of %zu turns, %zu at a time, %zu tokens a reply\n",
+               options.url.c_str(), config.conversations, config.turns, config.clients, config.max_tokens);
+  const auto turns = bench::run_chat(config);
+  std::fputs(bench::format_chat_table(turns).c_str(), stdout);
+  std::fflush(stdout);
+  if (!options.json_path.empty()) write_json(options.json_path, bench::to_json(config, turns));
+  size_t failed = 0;
+  std::string first_error;
+  for (const auto& r : turns) {
+    failed += r.requests_failed;
+    if (first_error.empty()) first_error = r.first_error;
+  }
+  if (failed > 0) throw CommandError(fmt::format("{} requests failed (first: {})", failed, first_error));
+}
+
 void loadgen(const LoadgenOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);  // a server that goes away must fail requests, not kill us
   bench::LoadgenConfig config = options.config;
   auto url = bench::parse_loopback_url(options.url);
   if (!url) throw CommandError(url.status().message());
+  if (options.chat_turns > 0) return loadgen_chat(options, *url);
   config.url = *url;
   config.concurrency = options.concurrency;
   config.ignore_eos = !options.respect_eos;
@@ -70,11 +107,9 @@ void loadgen(const LoadgenOptions& options) {
   }
   std::fflush(stdout);
   if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path);
     nlohmann::json json = bench::to_json(config, levels);
     json["bandwidth_probe_gbs"] = probes;
-    out << json.dump(2) << "\n";
-    if (!out) throw CommandError("cannot write " + options.json_path);
+    write_json(options.json_path, json);
   }
   size_t failed = 0;
   for (const auto& r : levels) failed += r.requests_failed;
@@ -102,6 +137,11 @@ void register_loadgen(CLI::App& app) {
                   "RAG-like workload: every prompt is one shared document of this many tokens, then a question of "
                   "its own (instead of --prompt)");
   cmd->add_option("--question-tokens", c.question_tokens, "Tokens of each request's question (with --shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--chat-turns", options->chat_turns,
+                  "Multi-turn chat workload: conversations of this many turns, each prompt the whole conversation "
+                  "so far plus a new message (the first --concurrency level of them at a time)");
+  cmd->add_option("--conversations", options->conversations, "Conversations in all (with --chat-turns)")
       ->capture_default_str();
   cmd->add_option("--duration-limit", c.duration_limit_s, "Seconds per level before open streams are cut")
       ->capture_default_str();

@@ -105,8 +105,9 @@ void serve(const ServeOptions& options) {
   EngineLoop loop(**engine);
   const std::string path = options.model.model_path.empty() ? default_model_path() : options.model.model_path;
   const server::ServedModel model = server::describe_model(*loaded.model, *loaded.tokenizer, path, unix_seconds());
-  server::CompletionService completions(loop, *loaded.tokenizer, model,
-                                        {.completion_max_tokens = options.completion_max_tokens});
+  server::CompletionService completions(
+      loop, *loaded.tokenizer, model,
+      {.completion_max_tokens = options.completion_max_tokens, .log_requests = options.http.log_requests});
   server::HttpServer http(options.http, completions, loop, model);
   auto port = http.bind();
   if (!port) throw CommandError(port.status().message());

@@ -227,6 +227,7 @@ EngineMetrics Engine::metrics() const {
   const PrefixCacheStats p = kv_->prefix_stats();
   m.prefix_cache_queries_tokens_total = p.queried_tokens;
   m.prefix_cache_hits_tokens_total = p.hit_tokens;
+  m.prefix_cache_copied_tokens_total = p.copied_tokens;
   m.prefix_cache_evictions_total = p.evictions;
   return m;
 }

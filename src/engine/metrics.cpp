@@ -77,6 +77,9 @@ std::string to_prometheus(const EngineMetrics& m) {
           m.prefix_cache_queries_tokens_total);
   counter(out, "prefix_cache_hits_tokens_total", "Looked-up tokens whose K/V came from the prefix cache.",
           m.prefix_cache_hits_tokens_total);
+  counter(out, "prefix_cache_copied_tokens_total",
+          "Of the hits, tokens copied from a partial block match (prefixes not ending on a block boundary).",
+          m.prefix_cache_copied_tokens_total);
   gauge(out, "prefix_cache_hit_ratio", "Prefix cache hits over queries, in tokens, since the start.",
         m.prefix_cache_queries_tokens_total == 0 ? 0.0
                                                  : static_cast<double>(m.prefix_cache_hits_tokens_total) /

@@ -31,6 +31,7 @@ struct EngineMetrics {
   size_t kv_blocks_cached_idle = 0;                // free blocks still holding cached prefixes
   uint64_t prefix_cache_queries_tokens_total = 0;  // prompt tokens looked up in the prefix cache
   uint64_t prefix_cache_hits_tokens_total = 0;     // of those, tokens whose K/V came from it
+  uint64_t prefix_cache_copied_tokens_total = 0;   // of the hits, slots copied from partial matches
   uint64_t prefix_cache_evictions_total = 0;       // cached blocks taken for new content
   uint64_t prompt_tokens_total = 0;
   uint64_t generation_tokens_total = 0;

@@ -88,6 +88,8 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   for (BlockId b : match.blocks) taken_idle += pool_.meta(b).ref_count == 0;
   if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
+  KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
+             match.partial_tokens);
   if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, match.blocks);

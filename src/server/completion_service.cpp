@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -78,8 +79,13 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
   const SeqId id = (*stream)->id();
   PumpOptions options{.stream = request->stream, .include_usage = request->include_usage, .echo_text = echo_text};
   ++active_;
-  auto on_close = [this, id](bool finished) {
-    if (!finished) loop_.cancel(id);
+  auto on_close = [this, id, request_id = meta.id](const Usage* usage) {
+    if (!usage) {
+      loop_.cancel(id);
+    } else if (defaults_.log_requests) {
+      std::fprintf(stderr, "kvserve: %s: prompt %zu tokens (%zu from the prefix cache), %zu generated\n",
+                   request_id.c_str(), usage->prompt_tokens, usage->cached_tokens, usage->completion_tokens);
+    }
     --active_;
   };
   auto pump = std::make_shared<ResponsePump>(*stream, std::move(on_close), std::move(meta), std::move(options));

@@ -20,6 +20,7 @@ namespace kvs::server {
 
 struct CompletionDefaults {
   size_t completion_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
+  bool log_requests = false;          // one line per finished request on stderr: tokens, prefix-cache hit
   // Chat without max_tokens generates until the context is full (or EOS / a stop).
 };
 

@@ -4,8 +4,8 @@
 
 namespace kvs::server {
 
-ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, std::function<void(bool finished)> on_close,
-                           ResponseMeta meta, PumpOptions options)
+ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_close, ResponseMeta meta,
+                           PumpOptions options)
     : stream_(std::move(stream)),
       on_close_(std::move(on_close)),
       meta_(std::move(meta)),
@@ -13,7 +13,7 @@ ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, std::function<
       last_write_(std::chrono::steady_clock::now()) {}
 
 ResponsePump::~ResponsePump() {
-  if (on_close_) on_close_(finished_);
+  if (on_close_) on_close_(finished_ ? &usage_ : nullptr);
 }
 
 ResponsePump::Progress ResponsePump::pump(const ByteSink& write) {
@@ -57,9 +57,10 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
 }
 
 void ResponsePump::finish_body(const RequestOutput& last, std::string& out) {
-  const Usage usage{.prompt_tokens = last.prompt_tokens,
-                    .completion_tokens = last.completion_tokens,
-                    .cached_tokens = last.cached_tokens};
+  usage_ = {.prompt_tokens = last.prompt_tokens,
+            .completion_tokens = last.completion_tokens,
+            .cached_tokens = last.cached_tokens};
+  const Usage& usage = usage_;
   if (!last.error.is_ok()) {
     // The status line is long gone (200): the error travels in the body, as OpenAI streams do.
     const nlohmann::json error = api_error_from_status(last.error, "").to_json();

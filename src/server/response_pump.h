@@ -33,10 +33,10 @@ class ResponsePump {
   using ByteSink = std::function<bool(std::string_view bytes)>;
   enum class Progress { kMore, kDone, kClientGone };
 
-  // `on_close(finished)` runs in the destructor; with finished == false it must cancel the
-  // request in the engine.
-  ResponsePump(std::shared_ptr<RequestStream> stream, std::function<void(bool finished)> on_close, ResponseMeta meta,
-               PumpOptions options);
+  // `on_close(usage)` runs in the destructor: with the request's usage when it finished, or with null,
+  // when it must cancel the request in the engine.
+  using CloseHook = std::function<void(const Usage* finished_usage)>;
+  ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_close, ResponseMeta meta, PumpOptions options);
   ~ResponsePump();
   ResponsePump(const ResponsePump&) = delete;
   ResponsePump& operator=(const ResponsePump&) = delete;
@@ -51,11 +51,12 @@ class ResponsePump {
   void finish_body(const RequestOutput& last, std::string& out);
 
   std::shared_ptr<RequestStream> stream_;
-  std::function<void(bool finished)> on_close_;
+  CloseHook on_close_;
   ResponseMeta meta_;
   PumpOptions options_;
   bool started_ = false;
   bool finished_ = false;
+  Usage usage_;       // set when finished
   std::string text_;  // stream = false: the whole completion so far
   std::chrono::steady_clock::time_point last_write_;
 };

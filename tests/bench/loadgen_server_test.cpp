@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen.h"
+#include "bench/loadgen_chat.h"
 #include "server/server_process.h"
 
 namespace kvs::test {
@@ -81,6 +82,34 @@ TEST(LoadgenServer, SharedPrefixRequestsHitThePrefixCache) {
   // token misses (questions differ from their first token on, but may agree by chance).
   EXPECT_GE(r.cached_tokens, 4u * 100);
   EXPECT_LT(r.cached_tokens, 4u * 105);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// The multi-turn chat workload: every turn of every conversation completes, each turn's prompt is longer
+// than the last, and from the second turn on most of it (the conversation so far) comes from the cache.
+TEST(LoadgenServer, ChatTurnsReuseTheConversationSoFar) {
+  TempDir dir("loadgen_chat");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  const bench::ChatConfig config{.url = {.host = "127.0.0.1", .port = server.port()},
+                                 .clients = 2,
+                                 .conversations = 3,
+                                 .turns = 3,
+                                 .max_tokens = 6,
+                                 .duration_limit_s = 120};
+  const auto turns = bench::run_chat(config);
+  ASSERT_EQ(turns.size(), 3u);
+  for (const bench::TurnResult& t : turns) {
+    EXPECT_EQ(t.requests_ok, 3u) << "turn " << t.turn << ": " << t.first_error;
+    EXPECT_GT(t.ttft_p50_s, 0.0);
+  }
+  EXPECT_LT(turns[0].prompt_tokens, turns[1].prompt_tokens);
+  EXPECT_LT(turns[1].prompt_tokens, turns[2].prompt_tokens);
+  // The earlier turns' prompts (all but what re-tokenizing the reply at its edges changes) are cached.
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_GT(turns[i].cached_tokens * 10, turns[i - 1].prompt_tokens * 8) << "turn " << turns[i].turn;
+  }
+  EXPECT_NE(bench::format_chat_table(turns).find("cached"), std::string::npos);
   EXPECT_EQ(server.terminate(), 0);
 }
 

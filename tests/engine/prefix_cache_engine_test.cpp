@@ -8,6 +8,7 @@
 // 1e-5 that paged attention keeps against the contiguous cache (a reordered sum, tests/engine/paged_kv).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "default_model.h"
@@ -113,6 +114,11 @@ TEST(PrefixCacheEngine, SharedPrefixesOfAnyLengthUnderEveryBlockSize) {
       session.run(test::greedy_request(a, 8));
       const test::EngineTrace hit = session.run(test::greedy_request(b, 8));
       EXPECT_EQ(hit.result.cached_tokens, shared);
+      // What the partial-block copy saves: block-granular matching would reuse only the whole blocks.
+      const size_t copied = session.engine().metrics().prefix_cache_copied_tokens_total;
+      EXPECT_EQ(copied, shared % block_size);
+      std::printf("block size %3zu, shared %3zu: %3zu reused, %3zu of them copied from a partial block\n", block_size,
+                  shared, hit.result.cached_tokens, copied);
       expect_same_output(hit, reference(f, config, test::greedy_request(b, 8)));
     }
   }

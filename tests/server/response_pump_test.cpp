@@ -34,7 +34,7 @@ struct Harness {
   explicit Harness(Endpoint endpoint, PumpOptions opts) {
     opts.poll = 10ms;
     pump = std::make_unique<ResponsePump>(
-        stream, [this](bool finished) { closed_finished = finished ? 1 : 0; },
+        stream, [this](const Usage* usage) { closed_finished = usage ? 1 : 0; },
         ResponseMeta{.endpoint = endpoint, .id = "id-1", .created = 5, .model = "m"}, opts);
   }
   // Pumps until done or `rounds` rounds; the bytes written.

@@ -1,5 +1,6 @@
 // The real `kvserve serve` over raw HTTP: endpoints, OpenAI-style errors, auth, limits, greedy
 // output equal to `kvserve run --temp 0`, streaming, client disconnects and clean shutdown.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -239,6 +240,35 @@ TEST_F(ServerHttp, StreamingClientThatHangsUpIsCancelled) {
   }
   EXPECT_EQ(aborted, aborted_before + 1);
   EXPECT_EQ(used, 0);
+}
+
+// --log-requests says how many prompt tokens came from the prefix cache; --no-prefix-cache turns it off.
+TEST(ServerPrefixCache, TheLogCountsHitsAndTheFlagTurnsTheCacheOff) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string prompt =
+      R"({"prompt":"Once upon a time, there was a little girl","max_tokens":4,"temperature":0,"ignore_eos":true})";
+  for (const bool off : {false, true}) {
+    TempDir dir("server_prefix_" + std::to_string(off) + "_" + std::to_string(getpid()));
+    std::vector<std::string> args = {"--log-requests"};
+    if (off) args.push_back("--no-prefix-cache");
+    ServerProcess server(dir, args);
+    ASSERT_TRUE(server.started());
+    EXPECT_NE(server.stdout_text().find(off ? "(prefix cache off)" : "(prefix cache on)"), std::string::npos)
+        << server.stdout_text();
+    auto client = server.client();
+    const auto first = post_json(client, "/v1/completions", prompt);
+    const auto second = post_json(client, "/v1/completions", prompt);
+    ASSERT_EQ(second.status, 200) << second.body;
+    const size_t prompt_tokens = second.json()["usage"]["prompt_tokens"].get<size_t>();
+    const size_t cached = off ? 0 : prompt_tokens - 1;
+    EXPECT_EQ(second.json()["usage"]["prompt_tokens_details"]["cached_tokens"], cached);
+    EXPECT_EQ(completion_text(second), completion_text(first));
+    EXPECT_EQ(server.terminate(), 0);
+    const std::string log = server.stderr_text();
+    EXPECT_NE(log.find(fmt::format("prompt {} tokens ({} from the prefix cache), 4 generated", prompt_tokens, cached)),
+              std::string::npos)
+        << log;
+  }
 }
 
 TEST(ServerAuth, ApiKeyGuardsTheApiButNotHealth) {

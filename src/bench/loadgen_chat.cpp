@@ -1,0 +1,134 @@
+#include "bench/loadgen_chat.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "bench/loadgen_client.h"
+
+namespace kvs::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A user message of `words` words, the same for the same conversation and turn on every run.
+std::string user_message(size_t conversation, size_t turn, size_t words) {
+  static constexpr const char* kWords[] = {"the", "little", "dog",  "ran",  "to",  "a",     "big", "tree",
+                                           "and", "saw",    "bird", "who",  "was", "happy", "sad", "girl",
+                                           "boy", "played", "with", "ball", "in",  "park",  "sun", "day"};
+  constexpr size_t kCount = sizeof(kWords) / sizeof(kWords[0]);
+  uint64_t state = (conversation + 1) * 0x9E3779B97F4A7C15ull ^ (turn + 1) * 0xD1B54A32D192ED03ull;
+  std::string out;
+  for (size_t w = 0; w < words; ++w) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    if (w > 0) out += ' ';
+    out += kWords[(state >> 33) % kCount];
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ChatConfig::validate() const {
+  if (clients == 0 || clients > 1024)
+    return Status::invalid_argument(fmt::format("clients must be 1..1024, got {}", clients));
+  if (conversations == 0) return Status::invalid_argument("--conversations must be at least 1, got 0");
+  if (turns == 0) return Status::invalid_argument("--chat-turns must be at least 1, got 0");
+  if (max_tokens == 0) return Status::invalid_argument("--max-tokens must be at least 1, got 0");
+  return Status::ok();
+}
+
+std::vector<TurnResult> run_chat(const ChatConfig& config) {
+  nlohmann::json base = {{"max_tokens", config.max_tokens},
+                         {"temperature", 0.0},
+                         {"ignore_eos", true},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (!config.model.empty()) base["model"] = config.model;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(config.duration_limit_s));
+  std::vector<std::vector<StreamTiming>> by_turn(config.turns);
+  std::mutex mutex;
+  std::atomic<size_t> next_conversation{0};
+  std::vector<std::thread> clients;
+  for (size_t c = 0; c < config.clients; ++c) {
+    clients.emplace_back([&] {
+      for (size_t conv = next_conversation.fetch_add(1); conv < config.conversations && Clock::now() < deadline;
+           conv = next_conversation.fetch_add(1)) {
+        std::string history;
+        for (size_t turn = 0; turn < config.turns && Clock::now() < deadline; ++turn) {
+          history += "User: " + user_message(conv, turn, config.message_words) + "\nAssistant:";
+          nlohmann::json body = base;
+          body["prompt"] = history;
+          StreamTiming timing = stream_completion(config.url, body.dump(), config.api_key, deadline);
+          const bool ok = timing.ok;
+          history += timing.text + "\n";
+          {
+            std::lock_guard lock(mutex);
+            by_turn[turn].push_back(std::move(timing));
+          }
+          if (!ok) break;  // the conversation cannot go on without its reply
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  std::vector<TurnResult> out;
+  for (size_t turn = 0; turn < config.turns; ++turn) {
+    TurnResult r{.turn = turn + 1};
+    std::vector<double> ttft;
+    for (const StreamTiming& t : by_turn[turn]) {
+      if (!t.ok) {
+        ++r.requests_failed;
+        if (r.first_error.empty()) r.first_error = t.cut ? "cut by the time limit" : t.error;
+        continue;
+      }
+      ++r.requests_ok;
+      r.prompt_tokens += t.prompt_tokens;
+      r.cached_tokens += t.cached_tokens;
+      if (t.ttft_s >= 0) ttft.push_back(t.ttft_s);
+    }
+    r.ttft_p50_s = percentile(ttft, 0.50);
+    r.ttft_p99_s = percentile(ttft, 0.99);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string format_chat_table(const std::vector<TurnResult>& turns) {
+  std::string out = fmt::format("{:>5} {:>5} {:>7} {:>14} {:>7} {:>10} {:>10}\n", "turn", "ok", "failed",
+                                "prompt_tokens", "cached", "ttft_p50", "ttft_p99");
+  for (const TurnResult& r : turns) {
+    const double cached =
+        r.prompt_tokens ? 100.0 * static_cast<double>(r.cached_tokens) / static_cast<double>(r.prompt_tokens) : 0.0;
+    out += fmt::format("{:>5} {:>5} {:>7} {:>14} {:>6.1f}% {:>8.1f}ms {:>8.1f}ms\n", r.turn, r.requests_ok,
+                       r.requests_failed, r.prompt_tokens, cached, r.ttft_p50_s * 1e3, r.ttft_p99_s * 1e3);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& turns) {
+  nlohmann::json out = {{"url", fmt::format("http://{}:{}", config.url.host, config.url.port)},
+                        {"workload", "chat"},
+                        {"clients", config.clients},
+                        {"conversations", config.conversations},
+                        {"turns", config.turns},
+                        {"max_tokens", config.max_tokens},
+                        {"message_words", config.message_words},
+                        {"per_turn", nlohmann::json::array()}};
+  for (const TurnResult& r : turns) {
+    out["per_turn"].push_back({{"turn", r.turn},
+                               {"requests_ok", r.requests_ok},
+                               {"requests_failed", r.requests_failed},
+                               {"prompt_tokens", r.prompt_tokens},
+                               {"cached_tokens", r.cached_tokens},
+                               {"ttft_p50_s", r.ttft_p50_s},
+                               {"ttft_p99_s", r.ttft_p99_s}});
+  }
+  return out;
+}
+
+}  // namespace kvs::bench

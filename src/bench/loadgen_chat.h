@@ -1,0 +1,46 @@
+// The multi-turn chat workload of `kvserve loadgen --chat-turns N`: `conversations` conversations of
+// `turns` turns, `clients` of them at a time, each turn a streaming /v1/completions request whose
+// prompt is the whole conversation so far (the earlier user messages and the server's replies, as
+// text) plus a new user message. With a prefix cache all of a turn's prompt but the new message (and
+// whatever re-tokenizing the reply changes) can come from the cache; per turn it reports how much did
+// (usage.prompt_tokens_details.cached_tokens) and the time to first token.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/loadgen.h"
+
+namespace kvs::bench {
+
+struct ChatConfig {
+  LoopbackUrl url = {};
+  size_t clients = 16;        // conversations at a time
+  size_t conversations = 16;  // in all
+  size_t turns = 8;
+  size_t max_tokens = 32;           // per reply
+  size_t message_words = 12;        // per user message
+  double duration_limit_s = 600.0;  // no new turn after it
+  std::string api_key = {};
+  std::string model = {};  // "" leaves the field out
+
+  Status validate() const;
+};
+
+struct TurnResult {
+  size_t turn = 0;  // 1-based
+  size_t requests_ok = 0;
+  size_t requests_failed = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  double ttft_p50_s = 0.0, ttft_p99_s = 0.0;
+  std::string first_error = {};
+};
+
+std::vector<TurnResult> run_chat(const ChatConfig& config);
+// One row per turn: requests, prompt tokens, the share from the cache, TTFT percentiles.
+std::string format_chat_table(const std::vector<TurnResult>& turns);
+nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& turns);
+
+}  // namespace kvs::bench
