@@ -93,14 +93,13 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, match.blocks);
-  PinnedBlocks source;
-  if (match.partial_tokens > 0) source = PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1));
+  // The copy's source is pinned before the allocation, which could otherwise evict it.
+  if (match.partial_tokens > 0) copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1)));
   std::optional<PinnedBlocks> fresh = allocate(fresh_blocks);
   KVS_ASSERT(fresh.has_value(), "{} blocks were free but allocation failed", fresh_blocks);
   if (match.partial_tokens > 0) {
     pending_copies_.push_back(
         {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
-    copy_sources_.push_back(std::move(source));
   }
   BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns)).first->second;
   t.add_blocks(std::move(shared));
@@ -139,8 +138,7 @@ void KvCacheManager::index_full_blocks(BlockTable& t) {
   for (size_t i = t.num_hashed(); (i + 1) * bs <= t.num_tokens(); ++i) {
     const BlockId block = t.blocks()[i];
     const std::span<const TokenId> block_tokens = t.tokens().subspan(i * bs, bs);
-    const BlockHash parent_hash = i == 0 ? roots_[t.name_space()] : t.hash(i - 1);
-    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
+    const BlockHash hash = config_.hasher(parent_hash(t, i), block_tokens);
     const std::optional<BlockId> stands_for = index_.add_full(block, hash, t.parent_of(i), block_tokens);
     if (stands_for == block) pool_.set_content_hash(block, hash.low | 1);  // never 0: "no content"
     // A twin stands for this content in the index; after a collision the block stands for itself, unindexed.
@@ -166,8 +164,7 @@ void KvCacheManager::free(SeqId seq) {
     if (block != kNullBlock && pool_.meta(block).ref_count == 1 && !index_.contains(block)) {
       const std::span<const TokenId> partial = t.tokens().subspan(last * bs, filled);
       index_.add_partial(block, t.parent_of(last), partial);
-      const BlockHash parent_hash = last == 0 ? roots_[t.name_space()] : t.hash(last - 1);
-      pool_.set_content_hash(block, config_.hasher(parent_hash, partial).low | 1);
+      pool_.set_content_hash(block, config_.hasher(parent_hash(t, last), partial).low | 1);
     }
   }
   tables_.erase(it);  // the table's PinnedBlocks release tail first
@@ -175,7 +172,7 @@ void KvCacheManager::free(SeqId seq) {
 
 void KvCacheManager::copies_done() {
   pending_copies_.clear();
-  copy_sources_.clear();  // unpins the sources
+  copy_sources_.release();
 }
 
 size_t KvCacheManager::num_tokens(SeqId seq) const {

@@ -77,7 +77,6 @@ class KvCacheManager {
 
   const KvCacheConfig& config() const { return config_; }
   size_t block_size() const { return config_.spec.block_size; }
-  bool prefix_caching() const { return config_.prefix_caching; }
 
   // The namespace of a cache salt (interned): sequences of different namespaces never share blocks.
   uint32_t name_space(std::string_view cache_salt);
@@ -132,6 +131,10 @@ class KvCacheManager {
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
+  // The hash block `block` of `table` chains from: the previous block's, or the namespace's root.
+  const BlockHash& parent_hash(const BlockTable& table, size_t block) const {
+    return block == 0 ? roots_[table.name_space()] : table.hash(block - 1);
+  }
 
   KvCacheConfig config_;
   BlockPool pool_;  // declared before the tables, whose references it must outlive
@@ -139,7 +142,7 @@ class KvCacheManager {
   std::unordered_map<std::string, uint32_t> name_spaces_;
   std::vector<BlockHash> roots_;  // [namespace]: the parent hash of its first blocks
   std::vector<KvBlockCopy> pending_copies_;
-  std::vector<PinnedBlocks> copy_sources_;  // [pending copy]: its source, pinned
+  PinnedBlocks copy_sources_;  // the pending copies' sources, pinned until copies_done()
   PrefixCacheStats stats_;
   std::unordered_map<uint64_t, BlockTable> tables_;
 };

@@ -50,7 +50,6 @@ struct KvFormat {
   size_t pool_bytes_per_block(const KvTensorFormat& t) const { return num_heads * t.head_block_bytes(); }
   size_t data_bytes_per_block() const;    // all layers and tensors, elements only
   size_t scales_bytes_per_block() const;  // all layers and tensors, scales only
-  size_t bytes_per_block() const { return data_bytes_per_block() + scales_bytes_per_block(); }
 };
 
 // The layout of `spec`, which must be valid. Quantized K is grouped per channel over the rows of a

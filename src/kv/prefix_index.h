@@ -57,7 +57,6 @@ class PrefixIndex {
   bool erase(BlockId block);
 
   bool contains(BlockId block) const { return entries_.at(block.value).indexed; }
-  bool is_full(BlockId block) const { return entries_.at(block.value).full; }
   std::span<const TokenId> tokens(BlockId block) const { return entries_.at(block.value).tokens; }
   size_t num_entries() const { return num_entries_; }
   uint64_t num_collisions() const { return num_collisions_; }
