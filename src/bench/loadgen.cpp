@@ -75,26 +75,29 @@ struct LevelPass {
   double wall_seconds = 0.0;
 };
 
-// The body of request `index` (numbered across the whole run): the fixed prompt, or the shared document
-// and a question of its own. Token ids 3..258 are byte tokens in every vocabulary kvserve reads.
-std::string request_body(const LoadgenConfig& config, const nlohmann::json& base, size_t index) {
+// `n` token ids drawn from `seed`. Ids 3..258 are byte tokens in every vocabulary kvserve reads.
+std::vector<TokenId> pseudo_random_tokens(size_t n, uint64_t seed) {
+  std::vector<TokenId> out(n);
+  for (TokenId& id : out) id = static_cast<TokenId>(3 + next_pseudo_random(seed) % 256);
+  return out;
+}
+
+// The body of request `index` (numbered across the whole run): the fixed prompt, or the shared
+// document followed by a question of its own.
+std::string request_body(const LoadgenConfig& config, const nlohmann::json& base, const std::vector<TokenId>& document,
+                         size_t index) {
   if (config.shared_prefix_tokens == 0) return base.dump();
-  std::vector<TokenId> prompt;
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  const auto next_id = [&state] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<TokenId>(3 + (state >> 33) % 256);
-  };
-  for (size_t i = 0; i < config.shared_prefix_tokens; ++i) prompt.push_back(next_id());
-  state ^= (index + 1) * 0xD1B54A32D192ED03ull;
-  for (size_t i = 0; i < config.question_tokens; ++i) prompt.push_back(next_id());
+  std::vector<TokenId> prompt = document;
+  const std::vector<TokenId> question =
+      pseudo_random_tokens(config.question_tokens, (index + 1) * 0xD1B54A32D192ED03ull);
+  prompt.insert(prompt.end(), question.begin(), question.end());
   nlohmann::json body = base;
   body["prompt"] = prompt;
   return body.dump();
 }
 
 LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t total, const nlohmann::json& base,
-                    size_t first_index) {
+                    const std::vector<TokenId>& document, size_t first_index) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_limit_s));
@@ -104,8 +107,8 @@ LevelPass run_level(const LoadgenConfig& config, size_t concurrency, size_t tota
     clients.emplace_back([&] {
       for (size_t i = run.next_request.fetch_add(1); i < total && Clock::now() < deadline;
            i = run.next_request.fetch_add(1)) {
-        StreamTiming timing =
-            stream_completion(config.url, request_body(config, base, first_index + i), config.api_key, deadline);
+        StreamTiming timing = stream_completion(config.url, request_body(config, base, document, first_index + i),
+                                                config.api_key, deadline);
         std::lock_guard lock(run.mutex);
         run.timings.push_back(std::move(timing));
       }
@@ -184,6 +187,7 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!config.model.empty()) body["model"] = config.model;
+  const std::vector<TokenId> document = pseudo_random_tokens(config.shared_prefix_tokens, 0x9E3779B97F4A7C15ull);
   size_t sent = 0;  // requests of earlier passes: every request of the run gets its own index
   // Rounds interleave the levels (1 2 4 .. 32, then again), so a drift of the host's speed over the
   // run reaches every level alike instead of skewing the ratios between them.
@@ -195,7 +199,7 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
       const size_t concurrency = config.concurrency[i];
       const size_t share = config.requests / rounds + (round < config.requests % rounds ? 1 : 0);
       const size_t total = std::max(share, concurrency);
-      LevelPass pass = run_level(config, concurrency, total, body, sent);
+      LevelPass pass = run_level(config, concurrency, total, body, document, sent);
       sent += total;
       if (on_level) {
         LevelResult r = summarize(concurrency, pass.timings, pass.wall_seconds);

@@ -8,6 +8,7 @@
 // Only loopback URLs are accepted: it is a benchmark of this machine, not a tool to load others.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -70,6 +71,13 @@ struct LevelResult {
 std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                                      const std::function<void(const LevelResult&)>& on_level = {},
                                      const std::function<void(size_t round)>& before_round = {});
+
+// One step of a 64-bit linear congruential generator (Knuth's MMIX constants); its high bits are
+// what the load generator's deterministic prompts draw from.
+inline uint64_t next_pseudo_random(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state >> 33;
+}
 
 // Nearest-rank percentile (q in [0, 1]) of `values`; 0 when empty. Sorts `values`.
 double percentile(std::vector<double>& values, double q);

@@ -23,9 +23,8 @@ std::string user_message(size_t conversation, size_t turn, size_t words) {
   uint64_t state = (conversation + 1) * 0x9E3779B97F4A7C15ull ^ (turn + 1) * 0xD1B54A32D192ED03ull;
   std::string out;
   for (size_t w = 0; w < words; ++w) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
     if (w > 0) out += ' ';
-    out += kWords[(state >> 33) % kCount];
+    out += kWords[next_pseudo_random(state) % kCount];
   }
   return out;
 }
