@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvs {
 namespace {
@@ -88,11 +89,23 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         params.prompt.size(), needed, kv_->pool().num_blocks(), kv_->block_size()));
   }
   KVS_RETURN_IF_ERROR(params.sampling.validate());
+  if (params.num_samples == 0) return Status::invalid_argument("the number of samples must be at least 1, got 0");
+  if (params.num_samples > 1 && params.max_new_tokens == 0) {
+    return Status::invalid_argument(
+        fmt::format("{} samples of a prompt need at least 1 new token each, got 0", params.num_samples));
+  }
+  if (params.num_samples > 1 && (params.recompute_history || params.all_logits || params.on_logits)) {
+    return Status::invalid_argument(
+        fmt::format("parallel sampling ({} samples) does not combine with per-token logits or the no-cache baseline",
+                    params.num_samples));
+  }
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
   request->prefix_namespace = kv_->name_space(request->params.cache_salt);
   request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
+  request->num_forks = request->params.num_samples - 1;
+  if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
   requests_.emplace(id.value, std::move(request));
@@ -100,15 +113,19 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
 }
 
 void Engine::abort(SeqId id) {
-  auto it = requests_.find(id.value);
-  if (it == requests_.end()) return;
-  RequestOutput out;
-  finish(*it->second, FinishReason::kAborted, out);
+  std::vector<Request*> samples;
+  for (const auto& [seq, r] : requests_)
+    if (r->request_id == id) samples.push_back(r.get());
+  for (Request* r : samples) {
+    RequestOutput out;
+    finish(*r, FinishReason::kAborted, out);
+  }
 }
 
 void Engine::abort_all() {
   std::vector<SeqId> ids;
-  for (const auto& [id, r] : requests_) ids.push_back(SeqId{id});
+  for (const auto& [seq, r] : requests_)
+    if (std::ranges::find(ids, r->request_id) == ids.end()) ids.push_back(r->request_id);
   for (SeqId id : ids) abort(id);
 }
 
@@ -116,7 +133,9 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   if (reason != FinishReason::kStopString && reason != FinishReason::kAborted) {
     out.text += r.stops.push(r.decoder.finish()).emit + r.stops.finish();
   }
-  out.id = r.id;
+  out.id = r.request_id;
+  out.sample = r.sample;
+  out.cumulative_logprob = r.cumulative_logprob;
   out.finished = true;
   out.finish_reason = reason;
   out.prompt_tokens = r.num_prompt_tokens;
@@ -131,30 +150,70 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
         kv_->pool().num_blocks(), kv_->usage().bytes_total);
   }
   scheduler_.remove(&r);  // blocks are freed the moment the request ends
-  ++(reason == FinishReason::kAborted ? recorder_.totals().requests_aborted_total
-                                      : recorder_.totals().requests_finished_total);
-  if (r.sink) r.sink(out);
+  // Samples never forked (the prompt did not finish) end with it, having generated nothing.
+  std::vector<RequestOutput> unforked(r.num_forks, out);
+  for (size_t i = 0; i < unforked.size(); ++i) {
+    unforked[i].sample = i + 1;
+    unforked[i].text.clear();
+    unforked[i].new_tokens.clear();
+    unforked[i].completion_tokens = 0;
+    unforked[i].cumulative_logprob = 0.0;
+  }
+  auto open = open_samples_.find(r.request_id.value);
+  const bool request_ends = open == open_samples_.end() || (open->second -= 1 + r.num_forks) == 0;
+  if (open != open_samples_.end() && request_ends) open_samples_.erase(open);
+  if (request_ends) {
+    ++(reason == FinishReason::kAborted ? recorder_.totals().requests_aborted_total
+                                        : recorder_.totals().requests_finished_total);
+  }
+  if (r.sink) {
+    r.sink(out);
+    for (const RequestOutput& o : unforked) r.sink(o);
+  }
   requests_.erase(r.id.value);
 }
 
-bool Engine::advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+void Engine::fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs) {
+  const size_t forks = std::exchange(first.num_forks, 0);
+  for (size_t i = 1; i <= forks; ++i) {
+    RequestParams params = first.params;
+    params.sampling.seed += i;
+    const SeqId id{next_id_++};
+    auto sample = std::make_unique<Request>(id, std::move(params), tokenizer_, first.sink, first.arrival);
+    sample->request_id = first.request_id;
+    sample->sample = i;
+    sample->prefix_namespace = first.prefix_namespace;
+    sample->use_prefix_cache = first.use_prefix_cache;
+    sample->num_cached_tokens = first.num_cached_tokens;
+    kv_->fork(first.id, id);
+    scheduler_.add_running(sample.get());
+    Request& forked = *sample;
+    requests_.emplace(id.value, std::move(sample));
+    advance(forked, logits, outputs);
+  }
+}
+
+bool Engine::advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs) {
   if (r.params.max_new_tokens == 0) {  // the prompt only
     RequestOutput out;
     finish(r, FinishReason::kLength, out);
     return true;
   }
+  if (r.num_forks > 0) fork_samples(r, logits, outputs);  // before r's own token: they share its prompt
   const TokenId token = r.sampler.sample(logits, r.tokens);
+  if (r.params.track_logprob) r.cumulative_logprob += token_logprob(logits, token);
   const auto now = std::chrono::steady_clock::now();
   EngineMetrics& m = recorder_.totals();
-  if (!r.has_first_token) {
-    m.time_to_first_token_seconds.observe(seconds_between(r.arrival, now));
+  if (!r.has_first_token) {  // a request's first token is its first sample's
+    if (r.sample == 0) m.time_to_first_token_seconds.observe(seconds_between(r.arrival, now));
     r.has_first_token = true;
   } else {
     m.inter_token_latency_seconds.observe(seconds_between(r.last_token_time, now));
   }
   r.last_token_time = now;
   RequestOutput out;
-  out.id = r.id;
+  out.id = r.request_id;
+  out.sample = r.sample;
   if (r.params.stop_at_eos && tokenizer_.is_end_of_generation(token)) {
     finish(r, FinishReason::kEos, out);
     return true;
@@ -164,6 +223,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Requ
   out.new_tokens.push_back(token);
   const auto matched = r.stops.push(r.decoder.push(token));
   out.text = matched.emit;
+  out.cumulative_logprob = r.cumulative_logprob;
   if (matched.stopped) {
     finish(r, FinishReason::kStopString, out);
   } else if (r.num_generated() >= r.params.max_new_tokens) {
@@ -172,7 +232,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Requ
     finish(r, FinishReason::kContextFull, out);
   } else {
     if (r.params.recompute_history) scheduler_.forget_computed(&r);  // the no-cache baseline
-    outputs.push_back(std::move(out));
+    outputs.push_back({r.id, std::move(out)});
     return false;
   }
   return true;
@@ -199,7 +259,7 @@ bool Engine::step() {
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
   for (const ScheduledChunk& chunk : plan.chunks) scheduler_.on_computed(chunk);
-  std::vector<RequestOutput> outputs;
+  std::vector<PendingOutput> outputs;
   for (size_t row = 0; row < input_.logits_rows.size(); ++row) {
     const ModelInput::LogitsRow& at = input_.logits_rows[row];
     Request& r = as_request(plan.chunks[at.chunk].seq);
@@ -207,9 +267,9 @@ bool Engine::step() {
     if (r.params.on_logits) r.params.on_logits(at.position, logits);
     if (at.samples) advance(r, logits, outputs);
   }
-  for (const RequestOutput& out : outputs) {
-    auto it = requests_.find(out.id.value);
-    if (it != requests_.end() && it->second->sink) it->second->sink(out);
+  for (const PendingOutput& pending : outputs) {
+    auto it = requests_.find(pending.seq.value);
+    if (it != requests_.end() && it->second->sink) it->second->sink(pending.output);
   }
   return true;
 }
@@ -221,6 +281,8 @@ EngineMetrics Engine::metrics() const {
   const KvUsage u = kv_->usage();
   m.kv_blocks_total = u.blocks_total;
   m.kv_blocks_used = u.blocks_used;
+  m.kv_blocks_used_peak = u.blocks_used_peak;
+  m.kv_copy_on_write_total = kv_->num_copy_on_write();
   m.kv_usage_ratio = u.blocks_total ? static_cast<double>(u.blocks_used) / static_cast<double>(u.blocks_total) : 0.0;
   m.preemptions_total = scheduler_.num_preemptions();
   m.kv_blocks_cached_idle = u.blocks_cached_idle;

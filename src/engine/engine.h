@@ -53,7 +53,8 @@ class Engine {
   // Validates and queues. Fails (invalid_argument / out_of_range / out_of_memory) when the request
   // can never run: empty prompt, prompt longer than the context, prompt larger than the whole pool.
   Expected<SeqId> add_request(RequestParams params, OutputSink sink);
-  // Ends a request now (client gone): its blocks are freed, a final output with kAborted follows.
+  // Ends a request now (client gone), every sample of it: their blocks are freed, a final output
+  // with kAborted follows for each.
   void abort(SeqId id);
   void abort_all();
   // One scheduling iteration; returns false when there was nothing to do.
@@ -68,8 +69,15 @@ class Engine {
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
          std::unique_ptr<KvCacheManager> kv);
+  struct PendingOutput {
+    SeqId seq;  // the sequence whose sink gets it
+    RequestOutput output;
+  };
   // Samples after a chunk that reached the end of its request's tokens; true when it finished.
-  bool advance(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
+  bool advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs);
+  // The other samples of `first`, whose prompt was just computed: each shares its blocks and draws
+  // its first token from the same logits.
+  void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
@@ -81,7 +89,8 @@ class Engine {
   KvStorage storage_;                   // the K/V bytes its blocks index
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id
+  std::unordered_map<uint64_t, size_t> open_samples_;  // request id -> its unfinished samples (num_samples > 1)
   uint64_t next_id_ = 1;
   MetricsRecorder recorder_;
   ModelInput input_;  // reused across steps

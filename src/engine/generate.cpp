@@ -6,6 +6,10 @@ namespace kvs {
 
 Expected<GenerationResult> generate(Engine& engine, RequestParams params, const TextSink& on_text) {
   KVS_ASSERT(!engine.has_work(), "generate() runs one request on an idle engine");
+  if (params.num_samples != 1) {
+    return Status::invalid_argument(
+        fmt::format("generate() runs one sample of a prompt, got {} samples", params.num_samples));
+  }
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();

@@ -70,6 +70,10 @@ std::string to_prometheus(const EngineMetrics& m) {
         static_cast<double>(m.requests_waiting));
   gauge(out, "kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
   gauge(out, "kv_blocks_used", "KV cache blocks held by requests.", static_cast<double>(m.kv_blocks_used));
+  gauge(out, "kv_blocks_used_peak", "The most KV cache blocks held at once since the start.",
+        static_cast<double>(m.kv_blocks_used_peak));
+  counter(out, "kv_copy_on_write_total", "Shared partial KV blocks of parallel samples copied when first written.",
+          m.kv_copy_on_write_total);
   gauge(out, "kv_usage_ratio", "Fraction of KV blocks in use.", m.kv_usage_ratio);
   gauge(out, "kv_blocks_cached_idle", "Free KV blocks that still hold cached prefixes (reused on a hit).",
         static_cast<double>(m.kv_blocks_cached_idle));

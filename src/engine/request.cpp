@@ -5,6 +5,7 @@ namespace kvs {
 Request::Request(SeqId id_, RequestParams params_, const Tokenizer& tokenizer, OutputSink sink_, SteadyTime arrival_)
     : SequenceState(id_, params_.prompt),
       params(std::move(params_)),
+      request_id(id_),
       sampler(params.sampling),
       // The continuation follows prompt text, so its first space is real (unless the prompt is only BOS).
       decoder(tokenizer, params.prompt.size() == 1 && params.prompt[0] == tokenizer.bos()),

@@ -40,12 +40,18 @@ struct RequestParams {
   bool all_logits = false;      // logits after every computed token (cached ones have none), not only the last
   LogitsSink on_logits = {};    // receives every logits row computed for this request, in order
   std::string cache_salt = {};  // requests with different salts never share cached K/V (tenants)
+  // Parallel sampling (OpenAI's n, best_of): this many independent samples of the prompt, each a
+  // sequence of its own that shares the prompt's KV blocks; sample i draws with seed + i. Their
+  // outputs carry the sample index; the request ends when every sample has finished.
+  size_t num_samples = 1;
+  bool track_logprob = false;  // outputs carry each sample's cumulative log-probability (best_of)
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the
 // finish reason and usage. An error (non-ok status) ends the request too.
 struct RequestOutput {
-  SeqId id;
+  SeqId id;                         // the request's (what add_request returned), for every sample
+  size_t sample = 0;                // which of the request's num_samples
   std::string text;                 // new text since the previous output (never a partial stop string)
   std::vector<TokenId> new_tokens;  // new generated ids
   bool finished = false;
@@ -56,6 +62,9 @@ struct RequestOutput {
   size_t kv_blocks_held = 0;  // at the end: the KV blocks the request held when it finished
   std::string finish_detail;  // at the end: why, when the reason needs words (kKvCacheFull)
   Status error;               // set when the request failed
+  // With track_logprob: the sum over the sample's generated tokens so far of log p(token), p the
+  // model's softmax (before temperature and penalties). EOS counts, though it is not among new_tokens.
+  double cumulative_logprob = 0.0;
 };
 using OutputSink = std::function<void(const RequestOutput&)>;
 
@@ -77,12 +86,16 @@ struct SequenceState {
   bool use_prefix_cache = true;   // look up cached prefixes when admitted
   uint32_t prefix_namespace = 0;  // the KV manager's namespace of its cache salt
   size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
+  size_t num_forks = 0;           // samples forked from it once its prompt is computed (seats held for them)
 };
 
 struct Request : SequenceState {
   Request(SeqId id, RequestParams params, const Tokenizer& tokenizer, OutputSink sink, SteadyTime arrival);
 
   RequestParams params;
+  SeqId request_id;   // the request it is a sample of: its own id for sample 0
+  size_t sample = 0;  // index among the request's samples
+  double cumulative_logprob = 0.0;
   Sampler sampler;
   StreamingDecoder decoder;
   StopMatcher stops;

@@ -48,6 +48,15 @@ float max_value(std::span<const float> values) {
 // The first index of the largest value, as std::max_element gives it (NaNs never win unless first), in two
 // passes that vectorize: the maximum, then where it first occurs. std::max_element's dependent chain took
 // ~30 us over 32,000 logits, once per sequence per step of a batch.
+double token_logprob(std::span<const float> logits, TokenId token) {
+  KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size(), "token {} outside {} logits", token,
+             logits.size());
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+  return static_cast<double>(logits[static_cast<size_t>(token)] - max_logit) - std::log(sum);
+}
+
 TokenId argmax(std::span<const float> logits) {
   if (logits.empty()) return 0;
   const float m = max_value(logits);

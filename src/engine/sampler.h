@@ -43,6 +43,9 @@ class Sampler {
   std::vector<float> weights_;                         // unnormalised softmax of a draw from all tokens
 };
 
+// log softmax(logits)[token], summed in double.
+double token_logprob(std::span<const float> logits, TokenId token);
+
 // Index of the largest value; ties go to the lowest index.
 TokenId argmax(std::span<const float> logits);
 

@@ -56,8 +56,12 @@ SchedulePlan Scheduler::schedule() {
   budget = config_.max_batch_tokens - plan.num_tokens;
 
   // 2. Admit waiting requests, unless this step had to preempt (memory is tight).
-  while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && running_.size() < config_.max_seqs) {
+  // Seats: a running sequence's, and those of the samples it has still to fork.
+  size_t seats = running_.size();
+  for (const SequenceState* r : running_) seats += r->num_forks;
+  while (plan.preempted.empty() && budget > 0 && !waiting_.empty()) {
     SequenceState* r = waiting_.front();
+    if (!running_.empty() && seats + 1 + r->num_forks > config_.max_seqs) break;
     KVS_ASSERT(!kv_.contains(r->id), "waiting sequence {} holds KV blocks", r->id.value);
     const PrefixMatch match = r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : PrefixMatch{};
     const size_t cached = match.num_tokens(kv_.block_size());
@@ -66,6 +70,7 @@ SchedulePlan Scheduler::schedule() {
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;
     waiting_.pop_front();
     running_.push_back(r);
+    seats += 1 + r->num_forks;
     plan.chunks.push_back({r, num_computed(*r), n});
     plan.num_tokens += n;
     budget -= n;

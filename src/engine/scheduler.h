@@ -2,10 +2,11 @@
 //   1. running sequences, oldest admission first, get min(uncomputed, budget) tokens; when the KV
 //      pool cannot hold them, the most recently admitted running sequence is preempted (its blocks
 //      freed, so its computed count is 0; it is recomputed when resumed);
-//   2. waiting sequences are admitted in arrival order while the token budget, max_seqs and the
-//      KV pool allow (a long prompt takes several steps: chunked prefill). A waiting sequence holds
-//      no blocks; it begins from the longest cached prefix of its tokens (prompt, and after a
-//      preemption what it generated) and computes only the rest. Cached idle blocks count as free.
+//   2. waiting sequences are admitted in arrival order while the token budget, max_seqs (counting
+//      the samples a sequence will fork, unless it would run alone) and the KV pool allow (a long prompt takes several
+//      steps: chunked prefill). A waiting sequence holds no blocks; it begins from the longest cached prefix of its
+//      tokens (prompt, and after a preemption what it generated) and computes only the rest. Cached idle blocks count
+//      as free.
 // A sequence's computed count is the KV manager's (tokens committed to its block table), never a
 // second counter here. The result is a plain-data plan; the engine runs it and reports back with
 // `on_computed`. Sees only SequenceState and KV accounting: testable with toy sequences.
@@ -43,6 +44,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
 
   void add(SequenceState* seq) { waiting_.push_back(seq); }
+  // Adds a sequence that already holds blocks (a sample forked from a running one) to the running set.
+  void add_running(SequenceState* seq) { running_.push_back(seq); }
   SchedulePlan schedule();
   // After the forward pass: the chunk's K/V are written (its tokens are committed to the KV manager).
   void on_computed(const ScheduledChunk& chunk);

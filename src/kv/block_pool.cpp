@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace kvs {
@@ -17,6 +18,7 @@ void BlockPool::unlink(uint32_t i) {
   (m.next_free == BlockMeta::kNone ? tail_ : meta_[m.next_free].prev_free) = m.prev_free;
   m.prev_free = m.next_free = BlockMeta::kNone;
   --num_free_;
+  peak_used_ = std::max(peak_used_, num_used_blocks());
   if (m.content_hash != 0) --num_cached_free_;
 }
 
@@ -143,6 +145,16 @@ void PinnedBlocks::append(PinnedBlocks&& other) {
   blocks_.insert(blocks_.end(), other.blocks_.begin(), other.blocks_.end());
   other.blocks_.clear();
   other.pool_ = nullptr;
+}
+
+void PinnedBlocks::replace(size_t index, PinnedBlocks&& single) {
+  KVS_ASSERT(index < blocks_.size() && single.size() == 1, "replace block {} of {} with {} blocks", index,
+             blocks_.size(), single.size());
+  KVS_ASSERT(pool_ == single.pool_, "blocks of two pools in one handle");
+  if (blocks_[index] != kNullBlock) pool_->release(blocks_[index]);
+  blocks_[index] = single.blocks_[0];
+  single.blocks_.clear();
+  single.pool_ = nullptr;
 }
 
 void PinnedBlocks::release() {

@@ -35,6 +35,7 @@ class BlockPool {
   size_t num_blocks() const { return meta_.size(); }
   size_t num_free_blocks() const { return num_free_; }
   size_t num_used_blocks() const { return num_blocks() - num_free_; }
+  size_t peak_used_blocks() const { return peak_used_; }  // the most blocks in use at once so far
   // Free blocks that still hold cached content (counted in num_free_blocks: taking one evicts it).
   size_t num_cached_free_blocks() const { return num_cached_free_; }
 
@@ -68,7 +69,8 @@ class BlockPool {
   uint32_t tail_ = BlockMeta::kNone;
   size_t num_free_ = 0;
   size_t num_cached_free_ = 0;  // free blocks with content_hash != 0
-  uint64_t clock_ = 0;          // logical time, advanced by every release
+  size_t peak_used_ = 0;
+  uint64_t clock_ = 0;  // logical time, advanced by every release
 };
 
 // References to blocks of a pool, dropped when the handle dies (or on release()), the last block first:
@@ -92,6 +94,9 @@ class PinnedBlocks {
   // Appends another handle's blocks (same pool), taking over its references.
   void append(PinnedBlocks&& other);
   void append_hole() { blocks_.push_back(kNullBlock); }
+  // Puts the one block of `single` (same pool) at `index`, taking over its reference and dropping
+  // this handle's reference to the block that was there.
+  void replace(size_t index, PinnedBlocks&& single);
   // Drops every reference, tail first, and empties the handle.
   void release();
 

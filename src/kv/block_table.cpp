@@ -11,6 +11,15 @@ void BlockTable::advance(std::span<const TokenId> tokens) {
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
+BlockTable BlockTable::fork(BlockPool& pool) const {
+  BlockTable child(block_size_, name_space_);
+  child.tokens_ = tokens_;
+  child.blocks_ = PinnedBlocks::retain(pool, blocks());
+  child.hashes_ = hashes_;
+  child.contents_ = contents_;
+  return child;
+}
+
 KvSlot BlockTable::slot_of(size_t position) const {
   KVS_ASSERT(position / block_size_ < blocks_.size(), "position {} beyond {} blocks of {}", position, blocks_.size(),
              block_size_);

@@ -31,6 +31,10 @@ class BlockTable {
     return total > blocks_.size() ? total - blocks_.size() : 0;
   }
   void add_blocks(PinnedBlocks blocks) { blocks_.append(std::move(blocks)); }
+  // Puts `single`'s block at index `block` (a private copy of a shared block), dropping the old one.
+  void replace_block(size_t block, PinnedBlocks single) { blocks_.replace(block, std::move(single)); }
+  // A table with the same tokens, hashes and blocks, each block shared (one more reference in `pool`).
+  BlockTable fork(BlockPool& pool) const;
   // Records that `tokens` were written at the next positions; their blocks must be in the table.
   void advance(std::span<const TokenId> tokens);
   KvSlot slot_of(size_t position) const;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -114,19 +115,52 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   return true;
 }
 
+void KvCacheManager::fork(SeqId parent, SeqId child) {
+  KVS_ASSERT(!contains(child), "sequence {} is forked into twice", child.value);
+  const BlockTable& p = table(parent);
+  KVS_ASSERT(p.blocks().size() == kv_blocks_for_tokens(p.num_tokens(), block_size()),
+             "sequence {} is forked with room reserved past its {} tokens", parent.value, p.num_tokens());
+  BlockTable forked = p.fork(pool_);
+  tables_.emplace(child.value, std::move(forked));
+}
+
+bool KvCacheManager::shares_partial_block(const BlockTable& t) const {
+  if (t.num_tokens() % block_size() == 0) return false;
+  const BlockId last = t.blocks()[t.num_tokens() / block_size()];
+  if (last == kNullBlock) return false;
+  // References beyond this table's: other tables, or the pin of a pending copy that reads it.
+  const auto pins = std::ranges::count(copy_sources_.blocks(), last);
+  return pool_.meta(last).ref_count - static_cast<uint32_t>(pins) > 1;
+}
+
+void KvCacheManager::copy_on_write(BlockTable& t, PinnedBlocks private_block) {
+  const size_t index = t.num_tokens() / block_size();
+  const BlockId shared = t.blocks()[index];
+  copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&shared, 1)));
+  pending_copies_.push_back(
+      {.source = shared, .destination = private_block.blocks()[0], .num_slots = t.num_tokens() % block_size()});
+  t.replace_block(index, std::move(private_block));
+  ++num_copy_on_write_;
+}
+
 bool KvCacheManager::can_reserve(SeqId seq, size_t n) const {
   auto it = tables_.find(seq.value);
-  const size_t needed = it == tables_.end() ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
-  return needed <= pool_.num_free_blocks();
+  if (it == tables_.end()) return kv_blocks_for_tokens(n, block_size()) <= pool_.num_free_blocks();
+  const bool copy = n > 0 && shares_partial_block(it->second);
+  return it->second.blocks_needed(n) + copy <= pool_.num_free_blocks();
 }
 
 bool KvCacheManager::reserve(SeqId seq, size_t n) {
   auto it = tables_.find(seq.value);
   const bool is_new = it == tables_.end();
+  const bool copy = n > 0 && !is_new && shares_partial_block(it->second);
   const size_t needed = is_new ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
+  if (needed + copy > pool_.num_free_blocks()) return false;
+  std::optional<PinnedBlocks> private_block = copy ? allocate(1) : std::nullopt;
   std::optional<PinnedBlocks> blocks = allocate(needed);
-  if (!blocks) return false;
+  KVS_ASSERT(blocks && (!copy || private_block), "{} blocks were free but allocation failed", needed + copy);
   if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size(), 0)).first;
+  if (copy) copy_on_write(it->second, std::move(*private_block));
   it->second.add_blocks(std::move(*blocks));
   return true;
 }
@@ -167,6 +201,9 @@ void KvCacheManager::free(SeqId seq) {
       pool_.set_content_hash(block, config_.hasher(parent_hash(t, last), partial).low | 1);
     }
   }
+  // Copies into its blocks that have not run yet are moot now.
+  std::erase_if(pending_copies_,
+                [&](const KvBlockCopy& c) { return std::ranges::find(t.blocks(), c.destination) != t.blocks().end(); });
   tables_.erase(it);  // the table's PinnedBlocks release tail first
 }
 
@@ -186,6 +223,7 @@ KvUsage KvCacheManager::usage() const {
   const size_t per_block = kv_bytes_per_block(config_.spec).total();
   return KvUsage{.blocks_total = pool_.num_blocks(),
                  .blocks_used = pool_.num_used_blocks(),
+                 .blocks_used_peak = pool_.peak_used_blocks(),
                  .blocks_cached_idle = pool_.num_cached_free_blocks(),
                  .bytes_total = pool_.num_blocks() * per_block,
                  .bytes_used = pool_.num_used_blocks() * per_block};
@@ -215,16 +253,22 @@ Status KvCacheManager::check_invariants() const {
       ++holders[b.value];
     }
   }
+  // A shared block is full in every holder, or a fork's partial last block with the same slots in each.
+  std::map<uint32_t, size_t> shared_partial;  // block -> slots written
   for (const auto& [id, t] : tables_) {
     for (size_t i = 0; i < t.blocks().size(); ++i) {
       const BlockId b = t.blocks()[i];
-      if (b != kNullBlock && holders[b.value] > 1 && (i + 1) * bs > t.num_tokens()) {
-        return Status::corrupt(fmt::format("block {} is shared by {} tables but sequence {} still writes into it",
-                                           b.value, holders[b.value], id));
+      if (b == kNullBlock || holders[b.value] < 2 || (i + 1) * bs <= t.num_tokens()) continue;
+      const size_t written = t.num_tokens() > i * bs ? t.num_tokens() - i * bs : 0;
+      const auto [seen, first] = shared_partial.try_emplace(b.value, written);
+      if (i + 1 != t.blocks().size() || written == 0 || seen->second != written) {
+        return Status::corrupt(fmt::format(
+            "block {} is shared by {} tables but sequence {} has {} of its slots written and {} blocks after it",
+            b.value, holders[b.value], id, written, t.blocks().size() - i - 1));
       }
     }
   }
-  for (const KvBlockCopy& c : pending_copies_) ++holders[c.source.value];
+  for (BlockId b : copy_sources_.blocks()) ++holders[b.value];  // pinned for a copy (pending, or dropped)
   for (const auto& [block, count] : holders) {
     const uint32_t refs = pool_.meta(BlockId{block}).ref_count;
     if (refs < count) {

@@ -9,6 +9,11 @@
 // block (shared, read-only: it writes only past them) and copies the matching slots of the best
 // partial match into a block of its own (the engine performs the copies: pending_copies()). Released
 // blocks keep their content until the pool needs them, least recently released first.
+//
+// Parallel sampling: fork() gives a new sequence every block of another (n samples of one prompt
+// hold the prompt once). A forked partial last block is shared until a holder first writes into it:
+// that holder gets a private copy (copy on write, through pending_copies()); the last holder writes
+// in place, so n forks of a prompt cost n - 1 block copies.
 #pragma once
 
 #include <optional>
@@ -41,6 +46,7 @@ struct KvCacheConfig {
 struct KvUsage {
   size_t blocks_total = 0;
   size_t blocks_used = 0;
+  size_t blocks_used_peak = 0;    // the most blocks in use at once since the start
   size_t blocks_cached_idle = 0;  // free blocks that still hold cached content
   size_t bytes_total = 0;         // what the pool allocated
   size_t bytes_used = 0;          // blocks_used x bytes per block
@@ -89,8 +95,12 @@ class KvCacheManager {
   // blocks count as free, except those the match itself takes).
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
                            size_t n);
+  // Starts `child` (which holds no blocks) as a copy of `parent`: the same tokens and blocks, each
+  // shared. `parent` must hold no room past its tokens (it was just committed).
+  void fork(SeqId parent, SeqId child);
   // Makes room for `n` more tokens of `seq` (created on first use, in namespace 0), allocating blocks
-  // as needed. Returns false, with nothing changed, when the pool cannot supply them.
+  // as needed, and a private copy of a shared partial last block (copy on write). Returns false, with
+  // nothing changed, when the pool cannot supply them.
   [[nodiscard]] bool reserve(SeqId seq, size_t n);
   // Would reserve(seq, n) succeed right now?
   bool can_reserve(SeqId seq, size_t n) const;
@@ -102,7 +112,7 @@ class KvCacheManager {
   // stays findable for partial matches until evicted). Unknown ids are ignored.
   void free(SeqId seq);
 
-  // Copies begin() asked for, to be done before the next forward pass; then copies_done().
+  // Copies begin() and reserve() asked for, to be done before the next forward pass; then copies_done().
   std::span<const KvBlockCopy> pending_copies() const { return pending_copies_; }
   void copies_done();
 
@@ -117,10 +127,12 @@ class KvCacheManager {
   const PrefixIndex& prefix_index() const { return index_; }
   KvUsage usage() const;
   PrefixCacheStats prefix_stats() const;
+  uint64_t num_copy_on_write() const { return num_copy_on_write_; }  // private copies of forked blocks
   // Pool and index invariants plus: each block in tables has a ref count of at least the tables
   // holding it (and the pending copies reading it); a block in several tables is full in each (shared
-  // blocks are never written); every block in use is held; each table has the blocks its committed
-  // tokens need; a block holds cached content in the pool iff the index has an entry for it.
+  // blocks are never written, except a forked partial last block: the last block of each holder,
+  // each with the same slots written, to be copied before a write); every block in use is held; each table has the
+  // blocks its committed tokens need; a block holds cached content in the pool iff the index has an entry for it.
   Status check_invariants() const;
 
  private:
@@ -128,6 +140,10 @@ class KvCacheManager {
   const BlockTable& table(SeqId seq) const;
   // Takes n blocks, dropping the index entries of cached blocks among them; all or nothing.
   std::optional<PinnedBlocks> allocate(size_t n);
+  // Is the table's partial last block shared with another table (so a write must copy it first)?
+  bool shares_partial_block(const BlockTable& table) const;
+  // Gives the table `private_block` in place of its shared partial last block, copied before the next pass.
+  void copy_on_write(BlockTable& table, PinnedBlocks private_block);
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
@@ -144,6 +160,7 @@ class KvCacheManager {
   std::vector<KvBlockCopy> pending_copies_;
   PinnedBlocks copy_sources_;  // the pending copies' sources, pinned until copies_done()
   PrefixCacheStats stats_;
+  uint64_t num_copy_on_write_ = 0;
   std::unordered_map<uint64_t, BlockTable> tables_;
 };
 

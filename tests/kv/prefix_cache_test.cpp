@@ -232,7 +232,7 @@ TEST(PrefixCache, OffMeansNoLookupAndNoIndex) {
   expect_invariants(kv);
 }
 
-// Random prompts drawn from a few shared prefixes, run, grown, freed and evicted under a small pool;
+// Random prompts drawn from a few shared prefixes, run, grown, forked, freed and evicted under a small pool;
 // every hit is checked against the tokens the sequence holds, and the invariants after every change.
 TEST(PrefixCache, RandomizedStressOfSharingAndEviction) {
   for (size_t block_size : {1u, 4u, 16u}) {
@@ -277,9 +277,16 @@ TEST(PrefixCache, RandomizedStressOfSharingAndEviction) {
         auto it = std::next(live.begin(), static_cast<long>(rng() % live.size()));
         const auto more = toy_tokens(1 + rng() % 3, static_cast<TokenId>(rng() % 50));
         if (kv.reserve(SeqId{it->first}, more.size())) {
+          ASSERT_TRUE(kv.check_invariants().is_ok()) << "step " << step << ": " << kv.check_invariants().message();
+          kv.copies_done();
           kv.commit(SeqId{it->first}, more);
           it->second.insert(it->second.end(), more.begin(), more.end());
         }
+      } else if (action == 7) {  // a parallel sample: shares every block, copies a partial one on write
+        auto it = std::next(live.begin(), static_cast<long>(rng() % live.size()));
+        const SeqId id{next_id++};
+        kv.fork(SeqId{it->first}, id);
+        live[id.value] = it->second;
       } else {
         auto it = std::next(live.begin(), static_cast<long>(rng() % live.size()));
         kv.free(SeqId{it->first});
@@ -294,6 +301,9 @@ TEST(PrefixCache, RandomizedStressOfSharingAndEviction) {
     }
     EXPECT_GT(hits, 1000u) << "shared prefixes should hit";
     EXPECT_GT(kv.prefix_stats().evictions, 0u) << "a pool of 48 blocks should evict";
+    if (block_size > 1) {
+      EXPECT_GT(kv.num_copy_on_write(), 0u) << "forks that grow copy their partial block";
+    }
     for (const auto& [id, tokens] : live) kv.free(SeqId{id});
     EXPECT_EQ(kv.usage().blocks_used, 0u);
     expect_invariants(kv);
