@@ -54,6 +54,8 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.stop_strings.insert(params.stop_strings.end(), request.stop.begin(), request.stop.end());
   params.stop_at_eos = !request.ignore_eos;
   params.cache_salt = request.cache_salt;
+  params.num_samples = request.best_of;
+  params.track_logprob = request.best_of > request.n;  // to rank the samples
   return params;
 }
 
@@ -77,7 +79,11 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
       .model = model_.id};
   const SeqId id = (*stream)->id();
-  PumpOptions options{.stream = request->stream, .include_usage = request->include_usage, .echo_text = echo_text};
+  PumpOptions options{.stream = request->stream,
+                      .include_usage = request->include_usage,
+                      .echo_text = echo_text,
+                      .num_samples = request->best_of,
+                      .num_choices = request->n};
   ++active_;
   auto on_close = [this, id, request_id = meta.id](const Usage* usage) {
     if (!usage) {

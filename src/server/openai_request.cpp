@@ -177,11 +177,7 @@ MaybeError parse_messages(const json& v, ApiRequest& r) {
 
 // Fields accepted only at a value that changes nothing.
 MaybeError check_neutral(const std::string& key, const json& v) {
-  if (key == "n" || key == "best_of") {
-    int64_t n = 0;
-    KVS_API_TRY(read_int(v, key, 0, std::numeric_limits<int64_t>::max(), n));
-    if (n != 1) return ApiError::invalid(key, fmt::format("'{}' must be 1 (one choice per request), got {}", key, n));
-  } else if (key == "frequency_penalty" || key == "presence_penalty") {
+  if (key == "frequency_penalty" || key == "presence_penalty") {
     double x = 0;
     KVS_API_TRY(read_number(v, key, -2.0, 2.0, x));
     if (x != 0.0) return unsupported(key, fmt::format("{} (only 0; use repetition_penalty)", shown(v)));
@@ -211,9 +207,8 @@ bool is_ignored(const std::string& key) {
 }
 
 bool is_neutral_only(const std::string& key) {
-  return key == "n" || key == "best_of" || key == "frequency_penalty" || key == "presence_penalty" ||
-         key == "logprobs" || key == "top_logprobs" || key == "logit_bias" || key == "suffix" || key == "tools" ||
-         key == "functions" || key == "response_format";
+  return key == "frequency_penalty" || key == "presence_penalty" || key == "logprobs" || key == "top_logprobs" ||
+         key == "logit_bias" || key == "suffix" || key == "tools" || key == "functions" || key == "response_format";
 }
 
 MaybeError parse_field(const std::string& key, const json& v, const RequestLimits& limits, ApiRequest& r) {
@@ -265,6 +260,9 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
     return read_bool(v, key, r.ignore_eos);
   } else if (key == "cache_salt") {
     return read_string(v, key, r.cache_salt);
+  } else if (key == "n" || key == "best_of") {
+    KVS_API_TRY(read_int(v, key, 1, static_cast<int64_t>(limits.max_samples), integer));
+    (key == "n" ? r.n : r.best_of) = static_cast<size_t>(integer);
   } else if (is_neutral_only(key)) {
     return check_neutral(key, v);
   } else if (!is_ignored(key)) {
@@ -332,6 +330,16 @@ ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view bo
     return ApiError::invalid("stream_options", "'stream_options' is only allowed when 'stream' is true");
   }
   if (Status s = r.sampling.validate(); !s) return ApiError::invalid("", s.message());
+  if (doc.value("best_of", json()).is_null()) {
+    r.best_of = r.n;
+  } else if (r.best_of < r.n) {
+    return ApiError::invalid("best_of", fmt::format("'best_of' must be at least 'n' ({}), got {}", r.n, r.best_of));
+  }
+  if (r.stream && r.best_of > r.n) {
+    return ApiError::invalid("best_of", fmt::format("'best_of' ({}) greater than 'n' ({}) cannot be streamed: the best "
+                                                    "samples are known only when all have finished",
+                                                    r.best_of, r.n));
+  }
   return r;
 }
 

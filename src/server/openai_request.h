@@ -3,8 +3,9 @@
 //
 // Sampling defaults follow OpenAI (temperature 1, top_p 1) with top_k and min_p off, so a
 // request that names none of them samples from the full distribution. Extras that map onto the
-// engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt. Accepted only at their neutral value
-// (else 400): n = 1, best_of = 1, frequency/presence_penalty = 0, logprobs off, logit_bias {},
+// engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt; n and best_of (parallel samples of
+// one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
+// Accepted only at their neutral value (else 400): frequency/presence_penalty = 0, logprobs off, logit_bias {},
 // suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
 // parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
 #pragma once
@@ -29,6 +30,7 @@ struct RequestLimits {
   size_t vocab_size = 0;      // token-id prompts must lie below it
   size_t max_stop_strings = 16;
   size_t max_json_depth = 64;
+  size_t max_samples = 64;  // n and best_of
 };
 
 struct ApiRequest {
@@ -48,6 +50,8 @@ struct ApiRequest {
   bool echo = false;           // completions: the prompt text comes first in the output
   bool ignore_eos = false;
   std::string cache_salt;  // requests with different salts never share cached prompt K/V (vLLM's field)
+  size_t n = 1;            // choices returned
+  size_t best_of = 1;      // samples generated (>= n): the n with the highest log-probability per token are returned
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

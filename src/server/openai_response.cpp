@@ -29,24 +29,26 @@ json Usage::to_json() const {
           {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
-json full_response(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
-                   const Usage& usage) {
+json full_response(const ResponseMeta& meta, std::span<const Choice> choices, const Usage& usage) {
   json body = envelope(meta, /*chunk=*/false);
-  json choice = {{"index", 0}, {"finish_reason", std::string(finish_reason)}, {"logprobs", nullptr}};
-  if (is_chat(meta)) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  body["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    json choice = {{"index", i}, {"finish_reason", std::string(choices[i].finish_reason)}, {"logprobs", nullptr}};
+    if (is_chat(meta)) {
+      choice["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+    } else {
+      choice["text"] = choices[i].text;
+    }
+    body["choices"].push_back(std::move(choice));
   }
-  body["choices"] = json::array({std::move(choice)});
   body["usage"] = usage.to_json();
   return body;
 }
 
-json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
+json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text, bool first,
                   std::optional<std::string_view> finish_reason, bool include_usage) {
   json body = envelope(meta, /*chunk=*/true);
-  json choice = {{"index", 0}, {"finish_reason", finish_value(finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", finish_value(finish_reason)}, {"logprobs", nullptr}};
   if (is_chat(meta)) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,12 +28,17 @@ struct ResponseMeta {
   std::string model;
 };
 
-nlohmann::json full_response(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
-                             const Usage& usage);
-// One streamed chunk: `text` as the choice's text (completions) or delta content (chat);
+struct Choice {
+  std::string text;
+  std::string_view finish_reason;
+};
+
+// The whole response; choice i gets index i.
+nlohmann::json full_response(const ResponseMeta& meta, std::span<const Choice> choices, const Usage& usage);
+// One streamed chunk of choice `index`: `text` as the choice's text (completions) or delta content (chat);
 // `first` adds the chat delta's role; finish_reason null unless given; usage null when
 // stream_options.include_usage asked for usage (it comes in its own last chunk), absent otherwise.
-nlohmann::json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
+nlohmann::json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text, bool first,
                             std::optional<std::string_view> finish_reason, bool include_usage);
 // The final chunk of stream_options.include_usage: no choices, only usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);

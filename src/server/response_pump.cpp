@@ -1,5 +1,6 @@
 #include "server/response_pump.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace kvs::server {
@@ -10,10 +11,15 @@ ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_c
       on_close_(std::move(on_close)),
       meta_(std::move(meta)),
       options_(std::move(options)),
-      last_write_(std::chrono::steady_clock::now()) {}
+      samples_(options_.num_samples),
+      last_write_(std::chrono::steady_clock::now()) {
+  KVS_ASSERT(options_.num_choices >= 1 && options_.num_choices <= options_.num_samples &&
+                 (!options_.stream || options_.num_choices == options_.num_samples),
+             "{} choices of {} samples (stream {})", options_.num_choices, options_.num_samples, options_.stream);
+}
 
 ResponsePump::~ResponsePump() {
-  if (on_close_) on_close_(finished_ ? &usage_ : nullptr);
+  if (on_close_) on_close_(num_finished_ == samples_.size() ? &usage_ : nullptr);
 }
 
 ResponsePump::Progress ResponsePump::pump(const ByteSink& write) {
@@ -22,10 +28,13 @@ ResponsePump::Progress ResponsePump::pump(const ByteSink& write) {
   if (!started_) {
     started_ = true;
     const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
-    if (options_.stream && (chat || !options_.echo_text.empty())) {
-      out += sse_event(stream_chunk(meta_, options_.echo_text, /*first=*/true, std::nullopt, options_.include_usage));
-    } else if (!options_.stream) {
-      text_ = options_.echo_text;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      if (options_.stream && (chat || !options_.echo_text.empty())) {
+        out +=
+            sse_event(stream_chunk(meta_, i, options_.echo_text, /*first=*/true, std::nullopt, options_.include_usage));
+      } else if (!options_.stream) {
+        samples_[i].text = options_.echo_text;
+      }
     }
   }
   // Wait for one output, then take whatever else is already there.
@@ -43,37 +52,67 @@ ResponsePump::Progress ResponsePump::pump(const ByteSink& write) {
 }
 
 void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
+  KVS_ASSERT(output.sample < samples_.size(), "output of sample {} of {}", output.sample, samples_.size());
+  if (!output.error.is_ok()) {
+    error_ = output.error;
+    finished_ = true;
+    finish_body(out);
+    return;
+  }
+  Sample& sample = samples_[output.sample];
   if (options_.stream) {
     if (!output.text.empty()) {
-      out += sse_event(stream_chunk(meta_, output.text, /*first=*/false, std::nullopt, options_.include_usage));
+      out += sse_event(
+          stream_chunk(meta_, output.sample, output.text, /*first=*/false, std::nullopt, options_.include_usage));
     }
   } else {
-    text_ += output.text;
+    sample.text += output.text;
   }
-  if (output.finished) {
+  if (!output.finished || sample.finished) return;
+  sample.finished = true;
+  sample.reason = output.finish_reason;
+  const size_t drawn = output.completion_tokens + (output.finish_reason == FinishReason::kEos ? 1 : 0);
+  sample.mean_logprob = drawn == 0 ? 0.0 : output.cumulative_logprob / static_cast<double>(drawn);
+  usage_.completion_tokens += output.completion_tokens;
+  usage_.prompt_tokens = output.prompt_tokens;
+  if (output.sample == 0) usage_.cached_tokens = output.cached_tokens;
+  if (options_.stream) {
+    out += sse_event(stream_chunk(meta_, output.sample, "", /*first=*/false, finish_reason_name(sample.reason),
+                                  options_.include_usage));
+  }
+  if (++num_finished_ == samples_.size()) {
     finished_ = true;
-    finish_body(output, out);
+    finish_body(out);
   }
 }
 
-void ResponsePump::finish_body(const RequestOutput& last, std::string& out) {
-  usage_ = {.prompt_tokens = last.prompt_tokens,
-            .completion_tokens = last.completion_tokens,
-            .cached_tokens = last.cached_tokens};
-  const Usage& usage = usage_;
-  if (!last.error.is_ok()) {
+std::vector<Choice> ResponsePump::choices() const {
+  std::vector<size_t> order(samples_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (options_.num_choices < samples_.size()) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return samples_[a].mean_logprob > samples_[b].mean_logprob; });
+  }
+  std::vector<Choice> out;
+  for (size_t i = 0; i < options_.num_choices; ++i) {
+    const Sample& s = samples_[order[i]];
+    out.push_back({.text = s.text, .finish_reason = finish_reason_name(s.reason)});
+  }
+  return out;
+}
+
+void ResponsePump::finish_body(std::string& out) {
+  if (!error_.is_ok()) {
     // The status line is long gone (200): the error travels in the body, as OpenAI streams do.
-    const nlohmann::json error = api_error_from_status(last.error, "").to_json();
+    const nlohmann::json error = api_error_from_status(error_, "").to_json();
     out += options_.stream ? sse_event(error) + std::string(kSseDone) : error.dump();
     return;
   }
-  const std::string_view reason = finish_reason_name(last.finish_reason);
   if (!options_.stream) {
-    out += full_response(meta_, text_, reason, usage).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += full_response(meta_, choices(), usage_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
-  out += sse_event(stream_chunk(meta_, "", /*first=*/false, reason, options_.include_usage));
-  if (options_.include_usage) out += sse_event(usage_chunk(meta_, usage));
+  if (options_.include_usage) out += sse_event(usage_chunk(meta_, usage_));
   out += kSseDone;
 }
 

@@ -1,9 +1,13 @@
 // Turns one request's RequestStream into the bytes of its HTTP response body, a little at a time,
 // so the transport can notice a client that went away between writes:
-//   stream = true:  server-sent events, one OpenAI chunk per engine output, then `data: [DONE]`;
+//   stream = true:  server-sent events, one OpenAI chunk per engine output (its choice's index = the
+//                   sample's), a chunk with each choice's finish reason as it ends, then `data: [DONE]`;
 //                   an SSE comment (": keep-alive") after `heartbeat` without output.
-//   stream = false: one JSON body at the end; while waiting, a space (JSON allows leading
-//                   whitespace) after each `heartbeat` without a write.
+//   stream = false: one JSON body when every sample has finished; while waiting, a space (JSON
+//                   allows leading whitespace) after each `heartbeat` without a write. With more
+//                   samples than choices (best_of > n), the choices are the samples with the highest
+//                   log-probability per generated token (EOS included), best first.
+// Usage: the prompt once, the completion tokens of every sample (the discarded ones too, as OpenAI bills).
 // A failed write means the client is gone. Destroying the pump before the request finished
 // cancels it, so the engine frees its KV blocks (RAII: no cancel call to forget).
 #pragma once
@@ -13,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/engine_loop.h"
 #include "server/openai_response.h"
@@ -23,6 +28,8 @@ struct PumpOptions {
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   std::string echo_text;                      // completions with echo: the prompt text, sent first
+  size_t num_samples = 1;                     // samples the engine generates (best_of)
+  size_t num_choices = 1;                     // choices returned (n <= num_samples; < only without stream)
   std::chrono::milliseconds poll{100};        // longest wait for engine output per round
   std::chrono::milliseconds heartbeat{1000};  // longest silence towards the client
 };
@@ -33,8 +40,8 @@ class ResponsePump {
   using ByteSink = std::function<bool(std::string_view bytes)>;
   enum class Progress { kMore, kDone, kClientGone };
 
-  // `on_close(usage)` runs in the destructor: with the request's usage when it finished, or with null,
-  // when it must cancel the request in the engine.
+  // `on_close(usage)` runs in the destructor: with the request's usage when every sample finished, or
+  // with null, when it must cancel the request in the engine.
   using CloseHook = std::function<void(const Usage* finished_usage)>;
   ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_close, ResponseMeta meta, PumpOptions options);
   ~ResponsePump();
@@ -46,9 +53,17 @@ class ResponsePump {
   bool finished() const { return finished_; }
 
  private:
+  struct Sample {
+    std::string text;  // stream = false: the whole completion so far
+    bool finished = false;
+    FinishReason reason = FinishReason::kLength;
+    double mean_logprob = 0.0;  // per generated token, when finished
+  };
   // Appends the body bytes for one engine output to `out` (stream mode) or collects it.
   void on_output(const RequestOutput& output, std::string& out);
-  void finish_body(const RequestOutput& last, std::string& out);
+  void finish_body(std::string& out);
+  // The samples returned, best first when there are more samples than choices.
+  std::vector<Choice> choices() const;
 
   std::shared_ptr<RequestStream> stream_;
   CloseHook on_close_;
@@ -56,8 +71,10 @@ class ResponsePump {
   PumpOptions options_;
   bool started_ = false;
   bool finished_ = false;
-  Usage usage_;       // set when finished
-  std::string text_;  // stream = false: the whole completion so far
+  Usage usage_;  // complete when every sample has finished
+  std::vector<Sample> samples_;
+  size_t num_finished_ = 0;
+  Status error_;  // an engine error ends the response
   std::chrono::steady_clock::time_point last_write_;
 };
 

@@ -150,12 +150,32 @@ test('seeded sampling is reproducible', async () => {
   assert.equal(a.choices[0].text, b.choices[0].text);
 });
 
+test('chat with n = 3 returns three choices, each what a request with seed + i draws, whole and streamed', async () => {
+  const request = {
+    model: 'stories260K', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 20,
+    temperature: 1.0, seed: 7,
+  };
+  const separate = [];
+  for (let i = 0; i < 3; ++i) {
+    separate.push((await client.chat.completions.create({ ...request, seed: 7 + i })).choices[0].message.content);
+  }
+  const r = await client.chat.completions.create({ ...request, n: 3 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  assert.deepEqual(r.choices.map((c) => c.message.content), separate);
+  const stream = await client.chat.completions.create({ ...request, n: 3, stream: true });
+  const streamed = ['', '', ''];
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) streamed[c.index] += c.delta.content ?? '';
+  }
+  assert.deepEqual(streamed, separate);
+});
+
 test('bad requests raise the client errors with the server message', async () => {
-  await assert.rejects(client.completions.create({ model: 'stories260K', prompt: PROMPT, n: 2 }), (e) => {
+  await assert.rejects(client.completions.create({ model: 'stories260K', prompt: PROMPT, n: 2, best_of: 1 }), (e) => {
     assert.equal(e.status, 400);
     assert.equal(e.constructor.name, 'BadRequestError');
-    assert.equal(e.param, 'n');
-    assert.match(e.message, /must be 1/);
+    assert.equal(e.param, 'best_of');
+    assert.match(e.message, /at least 'n'/);
     return true;
   });
   await assert.rejects(client.completions.create({ model: 'gpt-4o', prompt: PROMPT }), (e) => {

@@ -44,6 +44,26 @@ TEST(OpenAiRequest, CompletionWithEveryMappedField) {
   EXPECT_TRUE(r->stream && r->include_usage && r->ignore_eos && r->echo);
 }
 
+// n choices of best_of samples (best_of defaults to n), on both endpoints; n samples can be streamed.
+TEST(OpenAiRequest, ParallelSamples) {
+  auto defaults = completion(R"({"prompt":"x"})");
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->n, 1u);
+  EXPECT_EQ(defaults->best_of, 1u);
+  auto n = chat(R"({"messages":[{"role":"user","content":"x"}],"n":4,"stream":true})");
+  ASSERT_TRUE(n.has_value()) << n.error().message;
+  EXPECT_EQ(n->n, 4u);
+  EXPECT_EQ(n->best_of, 4u);
+  auto best = completion(R"({"prompt":"x","n":2,"best_of":5})");
+  ASSERT_TRUE(best.has_value()) << best.error().message;
+  EXPECT_EQ(best->n, 2u);
+  EXPECT_EQ(best->best_of, 5u);
+  auto best_chat = chat(R"({"messages":[{"role":"user","content":"x"}],"best_of":3})");
+  ASSERT_TRUE(best_chat.has_value()) << best_chat.error().message;
+  EXPECT_EQ(best_chat->n, 1u);
+  EXPECT_EQ(best_chat->best_of, 3u);
+}
+
 TEST(OpenAiRequest, OpenAiSamplingDefaults) {
   auto r = completion(R"({"prompt":"x"})");
   ASSERT_TRUE(r.has_value());
@@ -105,8 +125,10 @@ TEST(OpenAiRequest, RangesAndUnsupportedValues) {
   expect_error(completion(R"({"prompt":"x","max_tokens":100000})"), "max_tokens", "context length");
   expect_error(completion(R"({"prompt":"x","temperature":3})"), "temperature", "between 0 and 2");
   expect_error(completion(R"({"prompt":"x","top_p":0})"), "top_p", "greater than 0");
-  expect_error(completion(R"({"prompt":"x","n":3})"), "n", "must be 1");
-  expect_error(completion(R"({"prompt":"x","best_of":2})"), "best_of", "must be 1");
+  expect_error(completion(R"({"prompt":"x","n":0})"), "n", "between 1 and 64");
+  expect_error(completion(R"({"prompt":"x","n":65})"), "n", "between 1 and 64");
+  expect_error(completion(R"({"prompt":"x","n":3,"best_of":2})"), "best_of", "at least 'n' (3), got 2");
+  expect_error(completion(R"({"prompt":"x","best_of":2,"stream":true})"), "best_of", "cannot be streamed");
   expect_error(completion(R"({"prompt":"x","presence_penalty":1})"), "presence_penalty", "not supported");
   expect_error(completion(R"({"prompt":"x","logprobs":2})"), "logprobs", "not supported");
   expect_error(completion(R"({"prompt":"x","logit_bias":{"5":1}})"), "logit_bias", "not supported");

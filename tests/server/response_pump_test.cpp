@@ -30,6 +30,15 @@ PumpOptions options(bool stream, bool include_usage = false, std::string echo_te
   return o;
 }
 
+RequestOutput sample_output(size_t sample, std::string text, bool finished = false, size_t completion_tokens = 2,
+                            double logprob = 0.0, FinishReason reason = FinishReason::kLength) {
+  RequestOutput out = output(std::move(text), finished, reason);
+  out.sample = sample;
+  out.completion_tokens = completion_tokens;
+  out.cumulative_logprob = logprob;
+  return out;
+}
+
 struct Harness {
   explicit Harness(Endpoint endpoint, PumpOptions opts) {
     opts.poll = 10ms;
@@ -85,6 +94,74 @@ TEST(ResponsePump, ChatStreamWithUsage) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
   EXPECT_EQ(events[5], "[DONE]");
+}
+
+// Three samples streamed as choices 0..2, interleaved; each gets its own finish chunk; usage counts the
+// prompt once and every sample's tokens; the body ends only when the last sample has.
+TEST(ResponsePump, SamplesStreamAsChoicesWithTheirIndex) {
+  PumpOptions o = options(true, true);
+  o.num_samples = o.num_choices = 3;
+  Harness h(Endpoint::kChatCompletions, o);
+  h.stream->push(sample_output(1, "b"));
+  h.stream->push(sample_output(0, "a", true, 1));
+  h.stream->push(sample_output(2, "c", true, 4));
+  std::string body = h.run(3);
+  EXPECT_EQ(body.find("[DONE]"), std::string::npos) << "sample 1 is still running";
+  h.stream->push(sample_output(1, "", true, 2, 0.0, FinishReason::kEos));
+  body += h.run();
+  const auto events = SseParser().feed(body);
+  std::vector<std::string> text(3), reasons(3);
+  size_t roles = 0;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const auto chunk = nlohmann::json::parse(events[i]);
+    ASSERT_EQ(chunk["choices"].size(), 1u);
+    const auto& choice = chunk["choices"][0];
+    const size_t index = choice["index"].get<size_t>();
+    ASSERT_LT(index, 3u);
+    roles += choice["delta"].contains("role");
+    text[index] += choice["delta"].value("content", "");
+    if (!choice["finish_reason"].is_null()) reasons[index] = choice["finish_reason"];
+  }
+  EXPECT_EQ(roles, 3u) << "each choice opens with the assistant role";
+  EXPECT_EQ(text, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(reasons, (std::vector<std::string>{"length", "stop", "length"}));
+  const auto usage = nlohmann::json::parse(events[events.size() - 2]);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 1 + 2 + 4);
+  EXPECT_EQ(events.back(), "[DONE]");
+  h.pump.reset();
+  EXPECT_EQ(h.closed_finished, 1);
+}
+
+// best_of 3, n 2: the two samples with the highest log-probability per drawn token, best first (an
+// EOS is drawn though it is no completion token).
+TEST(ResponsePump, BestOfReturnsTheSamplesMostLikelyPerToken) {
+  PumpOptions o = options(false, false, "Q:");
+  o.num_samples = 3;
+  o.num_choices = 2;
+  Harness h(Endpoint::kCompletions, o);
+  h.stream->push(sample_output(0, "low", true, 2, -4.0));                      // -2 per token
+  h.stream->push(sample_output(1, "high", true, 4, -4.0));                     // -1
+  h.stream->push(sample_output(2, "mid", true, 2, -4.5, FinishReason::kEos));  // -1.5 over 3 draws
+  const auto body = nlohmann::json::parse(h.run());
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["text"], "Q:high");
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["text"], "Q:mid");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 2 + 4 + 2) << "every sample generated is counted";
+}
+
+// A sample still running when the pump goes (client gone) means the request must be cancelled.
+TEST(ResponsePump, AnUnfinishedSampleCancelsTheRequest) {
+  PumpOptions o = options(false);
+  o.num_samples = o.num_choices = 2;
+  Harness h(Endpoint::kCompletions, o);
+  h.stream->push(sample_output(0, "a", true));
+  h.run(2);
+  h.pump.reset();
+  EXPECT_EQ(h.closed_finished, 0);
 }
 
 TEST(ResponsePump, EngineErrorEndsTheStreamWithAnErrorEvent) {

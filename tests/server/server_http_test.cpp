@@ -166,6 +166,48 @@ TEST_F(ServerHttp, StreamingMatchesNonStreamingAndEndsWithDone) {
   EXPECT_EQ(usage["prompt_tokens"], 5);
 }
 
+// n = 3 with a seed: choice i is what a request with seed + i draws, whole or streamed (chunks carry
+// their choice's index); usage counts the prompt once. best_of = 3, n = 1: the one choice is one of them.
+TEST_F(ServerHttp, ParallelSamplesEqualSeparateSeededRequests) {
+  auto client = server_->client();
+  const auto body = [](int seed, int n, int best_of, bool stream) {
+    json r = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 1.0}, {"seed", seed}, {"n", n},
+              {"best_of", best_of},           {"stream", stream}, {"ignore_eos", true}};
+    return r.dump();
+  };
+  std::vector<std::string> separate;
+  for (int i = 0; i < 3; ++i)
+    separate.push_back(completion_text(post_json(client, "/v1/completions", body(40 + i, 1, 1, false))));
+  EXPECT_TRUE(separate[0] != separate[1] || separate[1] != separate[2]) << "different seeds should differ";
+
+  const auto whole = post_json(client, "/v1/completions", body(40, 3, 3, false));
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json j = whole.json();
+  ASSERT_EQ(j["choices"].size(), 3u) << whole.body;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], separate[i]) << "choice " << i;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3 * 24);
+
+  const auto streamed = post_json(client, "/v1/completions", body(40, 3, 3, true));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::vector<std::string> texts(3);
+  for (const std::string& event : sse_events(streamed.body)) {
+    if (event == "[DONE]") continue;
+    const json chunk = json::parse(event);
+    for (const json& c : chunk["choices"]) texts.at(c["index"].get<size_t>()) += c["text"].get<std::string>();
+  }
+  EXPECT_EQ(texts, separate);
+
+  const auto best = post_json(client, "/v1/completions", body(40, 1, 3, false));
+  ASSERT_EQ(best.status, 200) << best.body;
+  ASSERT_EQ(best.json()["choices"].size(), 1u);
+  EXPECT_NE(std::find(separate.begin(), separate.end(), completion_text(best)), separate.end());
+  EXPECT_EQ(best.json()["usage"]["completion_tokens"], 3 * 24) << "the discarded samples are counted too";
+}
+
 TEST_F(ServerHttp, ChatCompletionWithThePlainTemplate) {
   auto client = server_->client();
   auto r = post_json(client, "/v1/chat/completions",
