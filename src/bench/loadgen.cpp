@@ -162,8 +162,7 @@ Status LoadgenConfig::validate() const {
     return Status::invalid_argument(fmt::format("--rounds must be 1..--requests ({}), got {}", requests, rounds));
   }
   if (max_tokens == 0) return Status::invalid_argument("--max-tokens must be at least 1, got 0");
-  if (shared_prefix_tokens > 0 && question_tokens == 0)
-    return Status::invalid_argument("--question-tokens must be at least 1 with --shared-prefix, got 0");
+  if (n == 0 || n > 64) return Status::invalid_argument(fmt::format("--n must be 1..64, got {}", n));
   if (!(duration_limit_s > 0)) {
     return Status::invalid_argument(fmt::format("--duration-limit must be positive, got {}", duration_limit_s));
   }
@@ -187,6 +186,7 @@ std::vector<LevelResult> run_loadgen(const LoadgenConfig& config,
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!config.model.empty()) body["model"] = config.model;
+  if (config.n > 1) body["n"] = config.n;
   const std::vector<TokenId> document = pseudo_random_tokens(config.shared_prefix_tokens, 0x9E3779B97F4A7C15ull);
   size_t sent = 0;  // requests of earlier passes: every request of the run gets its own index
   // Rounds interleave the levels (1 2 4 .. 32, then again), so a drift of the host's speed over the
@@ -239,6 +239,7 @@ nlohmann::json to_json(const LoadgenConfig& config, const std::vector<LevelResul
                         {"shared_prefix_tokens", config.shared_prefix_tokens},
                         {"question_tokens", config.shared_prefix_tokens ? config.question_tokens : 0},
                         {"max_tokens", config.max_tokens},
+                        {"n", config.n},
                         {"requests_per_level", config.requests},
                         {"rounds", config.rounds},
                         {"duration_limit_s", config.duration_limit_s},

@@ -4,7 +4,8 @@
 //   throughput    generated tokens (from each stream's usage) / wall time of the level
 //   TTFT          request sent -> first chunk with text
 //   inter-token   gaps between consecutive chunks with text (the server sends one chunk per
-//                 generated token, unless a token ends mid-character or inside a possible stop string)
+//                 generated token, unless a token ends mid-character or inside a possible stop string;
+//                 with n > 1, chunks of any choice)
 // Only loopback URLs are accepted: it is a benchmark of this machine, not a tool to load others.
 #pragma once
 
@@ -38,7 +39,8 @@ struct LoadgenConfig {
   // RAG-like workload instead of `prompt`: every request's prompt is one shared document of this many
   // token ids followed by a question of question_tokens ids of its own (no two requests alike).
   size_t shared_prefix_tokens = 0;
-  size_t question_tokens = 16;
+  size_t question_tokens = 16;     // 0: every request's prompt is the document alone
+  size_t n = 1;                    // samples per request (OpenAI's n): throughput counts every sample's tokens
   double duration_limit_s = 60.0;  // per level: no new request after it, open streams are cut
   double temperature = 0.0;
   bool ignore_eos = true;  // every request generates max_tokens tokens

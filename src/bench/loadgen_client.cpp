@@ -42,7 +42,7 @@ bool on_event(const std::string& data, Clock::time_point start, Clock::time_poin
       choices[0]["text"].get_ref<const std::string&>().empty()) {
     return true;
   }
-  timing.text += choices[0]["text"].get_ref<const std::string&>();
+  if (choices[0].value("index", 0) == 0) timing.text += choices[0]["text"].get_ref<const std::string&>();
   const Clock::time_point now = Clock::now();
   if (text_chunks == 0) {
     timing.ttft_s = seconds(now - start);

@@ -18,7 +18,7 @@ struct StreamTiming {
   size_t completion_tokens = 0;  // from the usage chunk (else the number of text chunks)
   size_t prompt_tokens = 0;      // from the usage chunk
   size_t cached_tokens = 0;      // usage.prompt_tokens_details.cached_tokens: prompt tokens the server reused
-  std::string text;              // the completion's text, all chunks together
+  std::string text;              // the completion's text (choice 0's), all chunks together
 };
 
 // GET /v1/models once: fails (naming the URL and the reason) when no kvserve answers there.

@@ -75,14 +75,16 @@ void loadgen(const LoadgenOptions& options) {
   config.ignore_eos = !options.respect_eos;
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   if (Status s = bench::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
-  const std::string workload = config.shared_prefix_tokens > 0
-                                   ? fmt::format("a shared {}-token document + a {}-token question of its own",
-                                                 config.shared_prefix_tokens, config.question_tokens)
-                                   : fmt::format("prompt \"{}\"", config.prompt);
+  std::string workload = fmt::format("prompt \"{}\"", config.prompt);
+  if (config.shared_prefix_tokens > 0) {
+    workload = config.question_tokens == 0 ? fmt::format("one {}-token prompt for all", config.shared_prefix_tokens)
+                                           : fmt::format("a shared {}-token document + a {}-token question of its own",
+                                                         config.shared_prefix_tokens, config.question_tokens);
+  }
   std::fprintf(stderr,
-               "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each, %s, limit %.0f s "
-               "per level\n",
-               options.url.c_str(), config.requests, config.rounds, config.max_tokens, workload.c_str(),
+               "kvserve loadgen: %s, %zu requests per level in %zu rounds, %zu tokens each (x %zu samples), %s, "
+               "limit %.0f s per level\n",
+               options.url.c_str(), config.requests, config.rounds, config.max_tokens, config.n, workload.c_str(),
                config.duration_limit_s);
   // The server and this client share the machine: its memory bandwidth, which drifts on shared hosts,
   // bounds one stream's speed, so each round records it (the ratios between levels depend on it).
@@ -136,7 +138,10 @@ void register_loadgen(CLI::App& app) {
   cmd->add_option("--shared-prefix", c.shared_prefix_tokens,
                   "RAG-like workload: every prompt is one shared document of this many tokens, then a question of "
                   "its own (instead of --prompt)");
-  cmd->add_option("--question-tokens", c.question_tokens, "Tokens of each request's question (with --shared-prefix)")
+  cmd->add_option("--n", c.n, "Samples per request (OpenAI's n; they share the prompt's KV blocks)")
+      ->capture_default_str();
+  cmd->add_option("--question-tokens", c.question_tokens,
+                  "Tokens of each request's question (with --shared-prefix; 0: every prompt is the document)")
       ->capture_default_str();
   cmd->add_option("--chat-turns", options->chat_turns,
                   "Multi-turn chat workload: conversations of this many turns, each prompt the whole conversation "

@@ -87,6 +87,28 @@ TEST(LoadgenServer, SharedPrefixRequestsHitThePrefixCache) {
 
 // The multi-turn chat workload: every turn of every conversation completes, each turn's prompt is longer
 // than the last, and from the second turn on most of it (the conversation so far) comes from the cache.
+// --n 3 with --question-tokens 0: every request is the same prompt sampled three times; throughput
+// counts the tokens of every sample (the usage the server reports), and the prompt is counted once.
+TEST(LoadgenServer, ParallelSamplesCountEverySamplesTokens) {
+  TempDir dir("loadgen_n");
+  ServerProcess server(dir, {});
+  ASSERT_TRUE(server.started());
+  bench::LoadgenConfig config = config_for(server);
+  config.concurrency = {2};
+  config.requests = 2;
+  config.max_tokens = 5;
+  config.shared_prefix_tokens = 40;
+  config.question_tokens = 0;
+  config.n = 3;
+  const auto levels = bench::run_loadgen(config);
+  ASSERT_EQ(levels.size(), 1u);
+  const bench::LevelResult& r = levels[0];
+  EXPECT_EQ(r.requests_ok, 2u) << r.first_error;
+  EXPECT_EQ(r.completion_tokens, 2u * 3 * 5);
+  EXPECT_EQ(r.prompt_tokens, 2u * 40);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 TEST(LoadgenServer, ChatTurnsReuseTheConversationSoFar) {
   TempDir dir("loadgen_chat");
   ServerProcess server(dir, {});
