@@ -235,7 +235,8 @@ TEST_F(ServerHttp, BadRequestsGetOpenAiErrors) {
   expect_api_error(completions(R"({"prompt":"x","max_tokens":"ten"})"), 400, "max_tokens", "must be an integer");
   expect_api_error(completions(R"({"prompt":"x","max_tokens":0})"), 400, "max_tokens", "between 1 and 512");
   expect_api_error(completions(R"({"prompt":"x","max_tokens":9999})"), 400, "max_tokens", "context length");
-  expect_api_error(completions(R"({"prompt":"x","n":2})"), 400, "n", "must be 1");
+  expect_api_error(completions(R"({"prompt":"x","n":2,"best_of":3,"stream":true})"), 400, "best_of",
+                   "cannot be streamed");
   expect_api_error(completions(R"({"prompt":"x","colour":"red"})"), 400, "colour", "Unrecognized");
   expect_api_error(completions(R"({"prompt":"x","model":"gpt-4"})"), 404, "model", "gpt-4");
   std::string long_prompt;
