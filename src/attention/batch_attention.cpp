@@ -55,7 +55,8 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
       KVS_ASSERT(visible >= 1 && visible <= seq.num_cached, "token {} sees {} slots of a sequence holding {}", t,
                  visible, seq.num_cached);
       const size_t rows = (g_end - g_begin) * group;  // query heads of the call
-      if (scores.size() < rows * visible) scores.resize(std::max(shape_.num_heads * visible, 2 * scores.size()));
+      const size_t per_row = visible + (kv.format().k.rotated ? shape_.head_dim : 0);
+      if (scores.size() < rows * per_row) scores.resize(std::max(shape_.num_heads * per_row, 2 * scores.size()));
       paged_attention(kv, layer, {.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass}, shape_,
                       &q[t * q_width], &out[t * out_width], g_begin, g_end, scores);
       item += g_end - g_begin;

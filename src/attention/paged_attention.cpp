@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "tensor/attention_ops.h"
+#include "tensor/kv_quant.h"
 #include "tensor/ops.h"
 
 namespace kvs {
@@ -52,6 +53,17 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
              kv.format().k.width, kv.has_values() ? kv.format().v->width : 0);
   const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = kv.format().v->head_block_bytes();
   const size_t first_real = next_real_block(blocks, SIZE_MAX, num_blocks);  // SIZE_MAX + 1 == 0
+  // Keys stored rotated (H k) are read with rotated queries: (H q) . (H k) = q . k. The rotated rows of
+  // the range's query heads go after the scores in the scratch.
+  if (kv.format().k.rotated) {
+    const size_t rows = heads * group;
+    KVS_ASSERT(scores.size() >= rows * (n_ctx + hd), "score scratch {} < {} rows x (context {} + head dim {})",
+               scores.size(), rows, n_ctx, hd);
+    float* rotated = scores.data() + rows * n_ctx;
+    std::copy_n(q + kv_head_begin * group * hd, rows * hd, rotated);
+    for (size_t r = 0; r < rows; ++r) hadamard_transform(rotated + r * hd, hd);
+    q = rotated - kv_head_begin * group * hd;  // indexed by absolute query head below
+  }
   KVS_ASSERT(first_real < num_blocks, "all {} blocks of a {}-slot context are holes", num_blocks, n_ctx);
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool

@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "tensor/attention_ops.h"
+#include "tensor/kv_quant.h"
 
 namespace kvs {
 
@@ -26,6 +27,31 @@ std::vector<KvWriteRun> kv_write_runs(std::span<const KvSlot> slots, size_t bloc
   return runs;
 }
 
+namespace {
+
+// Stores x as row `row` of a head-block of format `f`: floats as they are, quantized rows with their
+// scales (per channel: widening the group's ranges). Rotated keys are stored as H x (`scratch`: width floats).
+void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const float* x, std::vector<float>& scratch,
+               Isa isa) {
+  if (f.rotated) {
+    scratch.assign(x, x + f.width);
+    hadamard_transform(scratch.data(), f.width);
+    x = scratch.data();
+  }
+  auto* data = reinterpret_cast<uint8_t*>(head_block);
+  auto* scales = reinterpret_cast<uint16_t*>(head_block + f.data_bytes());
+  switch (f.scale_axis) {
+    case KvScaleAxis::kNone: return store_kv_row(f.element, x, data + row * f.row_bytes(), f.width, isa);
+    case KvScaleAxis::kPerToken:
+      return quantize_row_per_token(f.element, x, f.width, f.group_size, data + row * f.row_bytes(),
+                                    scales + row * 2 * (f.width / f.group_size));
+    case KvScaleAxis::kPerChannel:
+      return append_row_per_channel(f.element, x, f.width, f.group_size, row, data, scales);
+  }
+}
+
+}  // namespace
+
 void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, std::span<const float> k,
                   std::span<const float> v, Isa isa) {
   const KvFormat& format = kv.format();
@@ -35,13 +61,19 @@ void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, 
   KVS_ASSERT(k.size() == count * heads * kw && v.size() == count * heads * vw,
              "K/V of {} tokens must have {} and {} floats, got {} and {}", count, count * heads * kw,
              count * heads * vw, k.size(), v.size());
-  KVS_ASSERT(count == 0 || first_slot.value % kv.block_size() + count <= kv.block_size(),
-             "a run of {} slots from slot {} leaves its block of {}", count, first_slot.value, kv.block_size());
-  for (size_t t = 0; t < count; ++t) {
-    const KvSlot slot{first_slot.value + t};
-    for (size_t h = 0; h < heads; ++h) {
-      store_kv_row(format.k.element, &k[(t * heads + h) * kw], kv.key_row(layer, slot, h), kw, isa);
-      store_kv_row(format.v->element, &v[(t * heads + h) * vw], kv.value_row(layer, slot, h), vw, isa);
+  const size_t bs = kv.block_size();
+  KVS_ASSERT(count == 0 || first_slot.value % bs + count <= bs, "a run of {} slots from slot {} leaves its block of {}",
+             count, first_slot.value, bs);
+  if (count == 0) return;
+  const BlockId block{static_cast<uint32_t>(first_slot.value / bs)};
+  std::vector<float> scratch;
+  for (size_t h = 0; h < heads; ++h) {
+    std::byte* keys = kv.key_head_block(layer, block, h);
+    std::byte* values = kv.value_head_block(layer, block, h);
+    for (size_t t = 0; t < count; ++t) {
+      const size_t row = first_slot.value % bs + t;
+      store_row(format.k, keys, row, &k[(t * heads + h) * kw], scratch, isa);
+      store_row(*format.v, values, row, &v[(t * heads + h) * vw], scratch, isa);
     }
   }
 }

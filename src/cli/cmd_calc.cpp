@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/kv_dtype_option.h"
 #include "core/byte_size.h"
 #include "kv/kv_presets.h"
 #include "kv/kv_sizing.h"
@@ -20,7 +21,7 @@ struct CalcOptions {
   size_t layers = 0, kv_heads = 0, head_dim = 0;
   size_t tokens = 0;  // 0: the model's context length
   size_t seqs = 1;
-  std::string kv_dtype = "f16";
+  KvPrecisionOptions kv{.both = "f16"};
   size_t block_size = 16;
   std::string budget;
   bool json = false;
@@ -66,9 +67,10 @@ std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& 
 void run(const CalcOptions& o) {
   std::string label;
   auto [spec, context] = resolve_shape(o, label);
-  const auto dtype = kv_dtype_from_name(o.kv_dtype);
-  if (!dtype) throw CommandError(fmt::format("unknown --kv-dtype '{}' (f32, f16, bf16, int8, int4)", o.kv_dtype));
-  spec.dtype = *dtype;
+  const KvPrecision kv = parse_kv_precision(o.kv);
+  spec.dtype = kv.dtype;
+  spec.key_scale_axis = kv.key_scale_axis;
+  spec.rotate_keys = kv.rotate_keys;
   spec.block_size = o.block_size;
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   const size_t tokens = o.tokens ? o.tokens : context;
@@ -137,7 +139,7 @@ void register_calc(CLI::App& app) {
   cmd->add_option("--head-dim", o->head_dim, "Head dimension (explicit shape)");
   cmd->add_option("--tokens", o->tokens, "Tokens per sequence (default: the model's context length)");
   cmd->add_option("--seqs", o->seqs, "Sequences")->check(CLI::Range(size_t{1}, size_t{1} << 30))->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV element type: f32, f16, bf16, int8, int4")->capture_default_str();
+  add_kv_precision_options(*cmd, o->kv);
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block (power of two, 1..256)")->capture_default_str();
   cmd->add_option("--budget", o->budget, "Memory budget (e.g. 24GiB): how many sequences fit");
   cmd->add_flag("--json", o->json, "Print JSON (bytes_per_token, total_bytes, max_seqs_in_budget, ...)");

@@ -16,12 +16,15 @@ struct PerplexityCliOptions {
   std::string text_path;
   size_t max_bytes = 0;
   PerplexityOptions eval;
-  std::string kv_dtype = "f32";
+  KvPrecisionOptions kv{.both = "f32"};
 };
 
 void run(const PerplexityCliOptions& options) {
   PerplexityOptions eval = options.eval;
-  eval.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
+  const KvPrecision kv = parse_kv_precision(options.kv);
+  eval.kv_dtype = kv.dtype;
+  eval.kv_key_scales = kv.key_scale_axis;
+  eval.kv_rotate_keys = kv.rotate_keys;
   std::ifstream in(options.text_path, std::ios::binary);
   if (!in) throw CommandError(fmt::format("cannot read text file '{}'", options.text_path));
   std::ostringstream buffer;
@@ -40,6 +43,13 @@ void run(const PerplexityCliOptions& options) {
   }
   std::printf("text tokens %zu, chunks %zu x %zu tokens, mean nll %.8f, perplexity %.6f\n", result->text_tokens,
               result->chunk_mean_nll.size(), options.eval.chunk_tokens, result->mean_nll, result->perplexity);
+  if (const auto& d = result->divergence) {
+    std::printf(
+        "kv %s against f32: perplexity %.6f vs %.6f (%+.3f%%), mean KL divergence %.3e nats, max %.3e, "
+        "top-1 agreement %.2f%%\n",
+        kv_dtypes_name(eval.kv_dtype).c_str(), result->perplexity, d->f32_perplexity,
+        100.0 * (result->perplexity / d->f32_perplexity - 1.0), d->mean_kld, d->max_kld, 100.0 * d->top1_agreement);
+  }
 }
 
 }  // namespace
@@ -57,7 +67,9 @@ void register_perplexity(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bytes", options->max_bytes, "Use only the first N bytes of the file; 0 = all")
       ->capture_default_str();
-  add_kv_dtype_option(*cmd, options->kv_dtype);
+  add_kv_precision_options(*cmd, options->kv);
+  cmd->add_flag("--kld", options->eval.compare_with_f32,
+                "Also run every chunk with an f32 KV cache: KL divergence and top-1 agreement against it");
   cmd->callback([options] { run(*options); });
 }
 

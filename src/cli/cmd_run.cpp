@@ -25,19 +25,24 @@ struct RunOptions {
   size_t max_batch_tokens = 512;
   std::string kv_memory;  // byte budget for the KV pool, e.g. 512MiB
   size_t kv_blocks = 0;
-  std::string kv_dtype = "f32";
+  KvPrecisionOptions kv{.both = "f32"};
 };
 
 // One sequence on the engine. --block-size with --kv-blocks or --kv-memory (at most one) fix the pool;
 // by default it holds exactly what prompt + max tokens need.
 EngineConfig engine_config(const RunOptions& options, const Model& model, size_t prompt_tokens) {
+  const KvPrecision kv = parse_kv_precision(options.kv);
   EngineConfig config{.max_batch_tokens = options.max_batch_tokens,
                       .max_seqs = 1,
                       .block_size = options.block_size,
-                      .kv_dtype = parse_engine_kv_dtype(options.kv_dtype),
+                      .kv_dtype = kv.dtype,
+                      .kv_key_scales = kv.key_scale_axis,
+                      .kv_rotate_keys = kv.rotate_keys,
                       .prefix_caching = !options.no_prefix_cache};
-  const KvCacheSpec spec = model.kv_spec(config.kv_dtype, config.block_size);
-  if (Status s = spec.validate(); !s) throw CommandError("--block-size: " + s.message());
+  KvCacheSpec spec = model.kv_spec(config.kv_dtype, config.block_size);
+  spec.key_scale_axis = config.kv_key_scales;
+  spec.rotate_keys = config.kv_rotate_keys;
+  if (Status s = spec.validate(); !s) throw CommandError(s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
   config.kv_blocks = options.kv_blocks;
   if (!options.kv_memory.empty()) {
@@ -138,7 +143,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--kv-memory", options->kv_memory,
                   "KV pool budget, e.g. 512MiB or 2GiB (default: what the request needs)");
   cmd->add_option("--kv-blocks", options->kv_blocks, "KV pool size in blocks (instead of --kv-memory)");
-  add_kv_dtype_option(*cmd, options->kv_dtype);
+  add_kv_precision_options(*cmd, options->kv);
   cmd->add_option("--batch", options->max_batch_tokens, "Prefill chunk size in tokens")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -28,8 +28,8 @@ struct ServeOptions {
   ModelOptions model;
   server::HttpServerConfig http;
   EngineConfig engine;
-  std::string kv_memory;         // e.g. 512MiB
-  std::string kv_dtype = "f16";  // as llama.cpp serves: half the KV memory, perplexity within 1e-5
+  std::string kv_memory;                 // e.g. 512MiB
+  KvPrecisionOptions kv{.both = "f16"};  // as llama.cpp serves: half the KV memory, perplexity within 1e-5
   size_t completion_max_tokens = 16;
 };
 
@@ -81,7 +81,10 @@ class ShutdownSignals {
 
 EngineConfig engine_config(const ServeOptions& options) {
   EngineConfig config = options.engine;
-  config.kv_dtype = parse_engine_kv_dtype(options.kv_dtype);
+  const KvPrecision kv = parse_kv_precision(options.kv);
+  config.kv_dtype = kv.dtype;
+  config.kv_key_scales = kv.key_scale_axis;
+  config.kv_rotate_keys = kv.rotate_keys;
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
@@ -177,7 +180,7 @@ void register_serve(CLI::App& app) {
       ->excludes(kv_memory);
   cmd->add_flag("!--no-prefix-cache", engine.prefix_caching,
                 "Do not share cached prompt prefixes across requests (each request computes its whole prompt)");
-  add_kv_dtype_option(*cmd, options->kv_dtype);
+  add_kv_precision_options(*cmd, options->kv);
   cmd->add_option("--default-max-tokens", options->completion_max_tokens,
                   "max_tokens of /v1/completions requests that give none")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))

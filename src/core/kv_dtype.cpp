@@ -42,4 +42,19 @@ std::string kv_dtypes_name(KvDTypes t) {
   return name;
 }
 
+std::optional<KvScaleAxis> kv_scale_axis_from_name(std::string_view name) {
+  if (name == "channel") return KvScaleAxis::kPerChannel;
+  if (name == "token") return KvScaleAxis::kPerToken;
+  return std::nullopt;
+}
+
+std::string_view kv_scale_axis_name(KvScaleAxis axis) {
+  switch (axis) {
+    case KvScaleAxis::kNone: return "none";
+    case KvScaleAxis::kPerChannel: return "channel";
+    case KvScaleAxis::kPerToken: return "token";
+  }
+  return "unknown";
+}
+
 }  // namespace kvs

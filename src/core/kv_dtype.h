@@ -35,4 +35,13 @@ struct KvDTypes {
 // "f16" when K and V agree, else "k int8 / v int4".
 std::string kv_dtypes_name(KvDTypes types);
 
+// Which elements of a quantized K or V share a scale and minimum (x = min + scale * q).
+enum class KvScaleAxis {
+  kNone,        // floating elements carry their own exponent
+  kPerChannel,  // one pair per channel for each group of rows: groups run along tokens (K, as in KIVI)
+  kPerToken,    // one pair per row for each group of channels: groups run along the row (V; K optionally)
+};
+std::optional<KvScaleAxis> kv_scale_axis_from_name(std::string_view name);  // "channel" / "token"
+std::string_view kv_scale_axis_name(KvScaleAxis axis);
+
 }  // namespace kvs

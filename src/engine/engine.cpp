@@ -27,6 +27,8 @@ Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig&
   const ModelConfig& c = model.config();
   KvCacheSpec spec = model.kv_spec(config.kv_dtype, engine_block_size(model, config));
   spec.contiguous = config.kv_layout == KvLayout::kContiguous;
+  spec.key_scale_axis = config.kv_key_scales;
+  spec.rotate_keys = config.kv_rotate_keys;
   KVS_RETURN_IF_ERROR(spec.validate());
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {

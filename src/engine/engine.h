@@ -33,8 +33,10 @@ struct EngineConfig {
   KvLayout kv_layout = KvLayout::kPaged;
   size_t kv_memory_bytes = 0;         // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
   size_t kv_blocks = 0;               // --kv-blocks (instead of kv_memory_bytes)
-  KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype: f32, f16 or bf16 K and V elements
-  bool prefix_caching = true;         // share cached prompt prefixes across requests (--no-prefix-cache)
+  KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype (-k, -v): K and V element types
+  KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;  // --kv-key-scales: grouping of quantized keys
+  bool kv_rotate_keys = false;                           // --kv-rotate-keys
+  bool prefix_caching = true;  // share cached prompt prefixes across requests (--no-prefix-cache)
 
   Status validate() const;
 };

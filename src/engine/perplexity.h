@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -18,7 +19,20 @@ namespace kvs {
 struct PerplexityOptions {
   size_t chunk_tokens = 512;          // L
   size_t max_chunks = 0;              // 0 = every full chunk of the text
-  KvDTypes kv_dtype = KvDType::kF32;  // element type of the KV cache the chunks are evaluated with
+  KvDTypes kv_dtype = KvDType::kF32;  // element types of the KV cache the chunks are evaluated with
+  KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;
+  bool kv_rotate_keys = false;
+  // Also evaluate each chunk with an f32 KV cache and compare the two distributions at every scored
+  // token (what a cache's precision costs, beyond the perplexity: KL divergence and top-1 agreement).
+  bool compare_with_f32 = false;
+};
+
+// The distributions of the evaluated cache against those of an f32 cache, over every scored token.
+struct KvDivergence {
+  double mean_kld = 0.0;        // mean KL(P_f32 || P), nats
+  double max_kld = 0.0;         // the largest at one token
+  double top1_agreement = 0.0;  // share of tokens whose most likely next token is the same
+  double f32_perplexity = 0.0;  // the perplexity with the f32 cache
 };
 
 struct PerplexityResult {
@@ -26,6 +40,7 @@ struct PerplexityResult {
   std::vector<double> chunk_mean_nll;
   double mean_nll = 0.0;
   double perplexity = 0.0;
+  std::optional<KvDivergence> divergence = {};  // with compare_with_f32
 };
 
 // progress(chunks_done, chunks_total) after each chunk.

@@ -12,11 +12,6 @@ Status KvCacheConfig::validate() const {
   KVS_RETURN_IF_ERROR(spec.validate());
   if (spec.mla)
     return Status::unimplemented("the engine's KV storage holds K and V; an MLA latent is sized by calc only");
-  if (kv_dtype_quantized(spec.dtype.k) || kv_dtype_quantized(spec.dtype.v)) {
-    return Status::unimplemented(
-        fmt::format("the engine's attention reads f32, f16 or bf16 K/V elements; KV dtype {} is sized by calc only",
-                    kv_dtypes_name(spec.dtype)));
-  }
   if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
   return Status::ok();
 }

@@ -32,6 +32,12 @@ Status KvCacheSpec::validate() const {
         fmt::format("kv heads ({}) and head dim ({}) must be positive", num_kv_heads, head_dim));
   }
   KVS_RETURN_IF_ERROR(check_int4_width(dtype.k, head_dim, "head dim"));
+  if (key_scale_axis == KvScaleAxis::kNone)
+    return Status::invalid_argument("the key scale axis must be per channel or per token");
+  if (rotate_keys && !std::has_single_bit(head_dim)) {
+    return Status::invalid_argument(
+        fmt::format("the Hadamard rotation of keys needs a power-of-two head dim, got {}", head_dim));
+  }
   return check_int4_width(dtype.v, value_width(), "value head dim");
 }
 

@@ -19,8 +19,11 @@ struct KvCacheSpec {
   size_t kv_lora_rank = 0;  // MLA latent width
   size_t rope_dim = 0;      // MLA decoupled RoPE key width
   KvDTypes dtype = {};      // element types of K and V (an MLA latent: dtype.k)
-  size_t block_size = 16;   // tokens per block, a power of two in [1, 256] (any size when contiguous)
-  bool contiguous = false;  // one block per sequence: the reference layout paged attention is tested against
+  // Quantized K: scales per channel (groups along tokens) or per token (groups along the row).
+  KvScaleAxis key_scale_axis = KvScaleAxis::kPerChannel;
+  bool rotate_keys = false;  // store keys as H k, H the Hadamard transform (queries are rotated alike)
+  size_t block_size = 16;    // tokens per block, a power of two in [1, 256] (any size when contiguous)
+  bool contiguous = false;   // one block per sequence: the reference layout paged attention is tested against
 
   size_t value_width() const { return v_head_dim == 0 ? head_dim : v_head_dim; }
   Status validate() const;

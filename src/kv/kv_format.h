@@ -5,36 +5,42 @@
 //
 // Each tensor of a layer is a pool of blocks; a block holds one head-block per head, back to back:
 //   pool  [block][head] head-block
-//   head-block = data:   [block_size rows][width elements]  (int4: two elements a byte, low nibble first)
-//                scales: [scale_count] entries of scale_bytes, right after the data (none for floats)
+//   head-block = data:   [block_size rows][width elements]  (int4: two elements a byte, core/kv_rows.h)
+//                scales: [scale_count] fp16 scales and as many mins (core/kv_rows.h), right after the
+//                        data padded to 4 bytes (none for floats)
 // so everything attention reads for one head of one block is one contiguous run of bytes.
+//
+// Quantized grouping: K per channel over groups of up to 16 rows of a block (KIVI), or per token like
+// V; V per token over groups of 32 elements of a row (the whole row when its width is not a multiple
+// of 32). Keys may be stored rotated by a Hadamard transform (spreads outlier channels over all).
 #pragma once
 
 #include <cstddef>
 #include <optional>
 
+#include "core/kv_rows.h"
 #include "kv/kv_cache_spec.h"
 
 namespace kvs {
 
-// Which elements share a quantization scale.
-enum class KvScaleAxis {
-  kNone,        // floating elements carry their own exponent
-  kPerChannel,  // one scale per channel for each group of group_size rows: groups run along tokens (K: KIVI)
-  kPerToken,    // one scale per row for each group of group_size channels: groups run along the row (V)
-};
-
 struct KvTensorFormat {
   KvDType element = KvDType::kF32;
   KvScaleAxis scale_axis = KvScaleAxis::kNone;
-  size_t group_size = 0;   // elements sharing one scale, along the axis; 0 without scales
-  size_t scale_bytes = 0;  // bytes of one group's scale (fp16: 2); 0 without scales
+  size_t group_size = 0;   // rows (per channel) or elements of a row (per token) sharing a pair; 0 without
+  size_t scale_bytes = 0;  // bytes of one group's (scale, min) pair (two fp16: 4); 0 without scales
   size_t width = 0;        // elements of one row: a head's key or value, or the latent
   size_t rows = 0;         // rows of a head-block: the block size in tokens
+  bool rotated = false;    // stored as H x (keys under --kv-rotate-keys)
 
   size_t row_bytes() const { return width * kv_dtype_bits(element) / 8; }
-  size_t data_bytes() const { return rows * row_bytes(); }
-  size_t scale_count() const { return group_size == 0 ? 0 : rows * width / group_size; }
+  // The rows, padded to 4 bytes when scales follow (so they lie aligned).
+  size_t data_bytes() const {
+    return scale_axis == KvScaleAxis::kNone ? rows * row_bytes() : (rows * row_bytes() + 3) / 4 * 4;
+  }
+  size_t scale_count() const {
+    if (scale_axis == KvScaleAxis::kPerChannel) return (rows + group_size - 1) / group_size * width;
+    return scale_axis == KvScaleAxis::kPerToken ? rows * width / group_size : 0;
+  }
   size_t scales_bytes() const { return scale_count() * scale_bytes; }
   // Everything of one head in one block; head-blocks lie this far apart.
   size_t head_block_bytes() const { return data_bytes() + scales_bytes(); }
@@ -52,8 +58,8 @@ struct KvFormat {
   size_t scales_bytes_per_block() const;  // all layers and tensors, scales only
 };
 
-// The layout of `spec`, which must be valid. Quantized K is grouped per channel over the rows of a
-// block, quantized V (and a latent) per token over the whole row, each group with one fp16 scale.
+// The layout of `spec`, which must be valid: quantized K grouped along spec.key_scale_axis, quantized
+// V (and a latent) per token.
 KvFormat kv_format(const KvCacheSpec& spec);
 
 }  // namespace kvs

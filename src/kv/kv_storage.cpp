@@ -70,6 +70,17 @@ std::byte* KvStorage::head_block(const Pools& pools, size_t layer, BlockId block
   return pools.base[layer] + (block.value * format_.num_heads + kv_head) * pools.format.head_block_bytes();
 }
 
+KvRows KvStorage::rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const {
+  const KvTensorFormat& f = pools.format;
+  const std::byte* data = head_block(pools, layer, block, kv_head);
+  return {.data = data,
+          .type = f.element,
+          .scales = f.scale_count() ? reinterpret_cast<const uint16_t*>(data + f.data_bytes()) : nullptr,
+          .axis = f.scale_axis,
+          .group_size = f.group_size,
+          .rotated = f.rotated};
+}
+
 std::byte* KvStorage::row(Pools& pools, size_t layer, KvSlot slot, size_t kv_head) {
   KVS_ASSERT(slot.value < token_capacity(), "slot {} beyond capacity {}", slot.value, token_capacity());
   KVS_ASSERT(kv_head < format_.num_heads, "kv head {} of {}", kv_head, format_.num_heads);

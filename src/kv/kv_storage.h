@@ -42,6 +42,13 @@ class KvStorage {
   // The bytes of one head's key (or value) row at `slot` of `layer`: format().k.row_bytes().
   std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) { return row(keys_, layer, slot, kv_head); }
   std::byte* value_row(size_t layer, KvSlot slot, size_t kv_head) { return row(values_, layer, slot, kv_head); }
+  // One head's whole head-block (rows, then scales) in `block`, for the write path of quantized rows.
+  std::byte* key_head_block(size_t layer, BlockId block, size_t kv_head) {
+    return head_block(keys_, layer, block, kv_head);
+  }
+  std::byte* value_head_block(size_t layer, BlockId block, size_t kv_head) {
+    return head_block(values_, layer, block, kv_head);
+  }
 
   // Copies slots [0, num_slots) of `source` into `destination`, every layer, K and V (quantized
   // formats: the head-blocks' scales too): a prefix hit's partial block. Not while a forward pass runs.
@@ -61,9 +68,7 @@ class KvStorage {
   Pools allocate(const KvTensorFormat& format, KvAllocator& allocator) const;
   std::byte* head_block(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const;
   std::byte* row(Pools& pools, size_t layer, KvSlot slot, size_t kv_head);
-  KvRows rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const {
-    return {head_block(pools, layer, block, kv_head), pools.format.element};
-  }
+  KvRows rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const;
 
   KvCacheSpec spec_;
   KvFormat format_;

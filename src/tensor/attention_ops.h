@@ -1,9 +1,12 @@
 // The inner loops of attention, one KV block at a time: the query heads that share a KV head (GQA group,
 // or one head for MHA) against that head's cached keys and values. A block holds `count` positions whose
 // key (or value) rows are `head_dim` elements each, back to back: keys, values [count][head_dim], stored
-// as f32, f16 or bf16 (the floating KV element types; int8/int4 blocks are not read here). Queries,
-// scores, products and sums are fp32.
-// Isa::kScalar is the reference; SIMD paths agree with it to about 1e-6 relative (sums are reordered).
+// as f32, f16, bf16, or int8 / int4 with their scales (core/kv_rows.h), read in place: quantized
+// elements are dequantized in registers, never into a copy of the block. Queries, scores, products and
+// sums are fp32.
+// Isa::kScalar is the reference (tensor/kv_quant.h's kv_element for every load); SIMD paths agree with
+// it to about 1e-6 relative (sums are reordered; quantized blocks fold the scales into the query or the
+// probabilities). Quantized rows whose width is not a multiple of 32 are read by the reference on every isa.
 #pragma once
 
 #include <cstddef>

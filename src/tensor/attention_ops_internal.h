@@ -26,6 +26,16 @@ void attention_block_values_avx2(const float* probs, size_t stride, size_t nq, K
                                  size_t head_dim, float* out);
 void store_kv_row_avx2(KvDType type, const float* src, void* dst, size_t n);  // type: kF16 or kBF16
 
+// The fused int8 / int4 kernels (attention_quant_impl.h): rows a multiple of 32 elements.
+void quant_block_scores_avx2(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
+                             float* scores, size_t stride);
+void quant_block_values_avx2(const float* probs, size_t stride, size_t nq, KvRows values, size_t count, size_t head_dim,
+                             float* out);
+void quant_block_scores_avx512(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
+                               float* scores, size_t stride);
+void quant_block_values_avx512(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,
+                               size_t head_dim, float* out);
+
 void attention_block_scores_avx512(const float* q, size_t nq, KvRows keys, size_t count, size_t head_dim, float scale,
                                    float* scores, size_t stride);
 void attention_block_values_avx512(const float* probs, size_t stride, size_t nq, KvRows values, size_t count,

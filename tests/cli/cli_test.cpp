@@ -181,8 +181,9 @@ TEST(CliKv, HalfPrecisionKvHoldsTwiceTheBlocksAndKeepsTheStory) {
     EXPECT_EQ(half.out, f32.out) << type;  // the greedy story is unchanged
   }
   expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-dtype", "f8"}, dir), "'f8'");
-  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-dtype", "int8"}, dir), "sized by calc only");
-  expect_clean_error(run_kvserve({"serve", "--kv-dtype", "int4"}, dir), "int4");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-dtype-k", "int9"}, dir), "--kv-dtype-k 'int9'");
+  expect_clean_error(run_kvserve({"serve", "--kv-dtype-v", "int3"}, dir), "--kv-dtype-v 'int3'");
+  expect_clean_error(run_kvserve({"run", "-p", "hi", "--kv-key-scales", "row"}, dir), "--kv-key-scales 'row'");
   expect_clean_error(run_kvserve({"perplexity", "-f", "x.txt", "--kv-dtype", "f64"}, dir), "'f64'");
 }
 

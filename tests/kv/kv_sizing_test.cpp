@@ -46,10 +46,16 @@ TEST(KvSizing, MlaCachesOneLatentPerToken) {
 TEST(KvSizing, QuantizedTypesCountTheirScales) {
   KvCacheSpec s{.num_layers = 1, .num_kv_heads = 2, .head_dim = 64, .dtype = KvDType::kInt8, .block_size = 16};
   const KvBlockBytes b = kv_bytes_per_block(s);
-  EXPECT_EQ(b.data, 2u * 16 * 2 * 64);             // K and V, one byte each
-  EXPECT_EQ(b.scales, 2u * 64 * 2 + 16u * 2 * 2);  // K per channel per block, V per token per head (fp16)
+  EXPECT_EQ(b.data, 2u * 16 * 2 * 64);  // K and V, one byte each
+  // An fp16 scale and min: K per channel for the block's 16 rows, V per token for each 32 elements.
+  EXPECT_EQ(b.scales, 2u * (64 * 4 + 16 * 2 * 4));
   s.dtype = KvDType::kInt4;
   EXPECT_EQ(kv_bytes_per_block(s).data, 2u * 16 * 2 * 64 / 2);
+  s.key_scale_axis = KvScaleAxis::kPerToken;  // K like V
+  EXPECT_EQ(kv_bytes_per_block(s).scales, 2u * 2 * 16 * 2 * 4);
+  s.block_size = 64;  // per-channel groups stay at 16 rows
+  s.key_scale_axis = KvScaleAxis::kPerChannel;
+  EXPECT_EQ(kv_bytes_per_block(s).scales, 2u * (4 * 64 * 4 + 64 * 2 * 4));
 }
 
 // K and V each their own: K int8 (per-channel scales) with V f16 (none), and a value row narrower than a key row.
@@ -62,7 +68,7 @@ TEST(KvSizing, KeysAndValuesAreSizedApart) {
                 .block_size = 16};
   const KvBlockBytes b = kv_bytes_per_block(s);
   EXPECT_EQ(b.data, 3u * 2 * 16 * (64 * 1 + 32 * 2));
-  EXPECT_EQ(b.scales, 3u * 2 * 64 * 2);
+  EXPECT_EQ(b.scales, 3u * 2 * 64 * 4);
   EXPECT_EQ(kv_dtypes_name(s.dtype), "k int8 / v f16");
   s.dtype = {KvDType::kF16, KvDType::kInt4};
   s.v_head_dim = 31;

@@ -10,21 +10,23 @@
 namespace kvs {
 namespace {
 
-TEST(KvStorage, TheManagerRejectsTypesOnlyTheCalculatorSizes) {
+// Every K/V element type the calculator sizes is stored, K and V each their own; an MLA latent is
+// sized by the calculator only.
+TEST(KvStorage, TheManagerTakesEveryTypeAndRejectsAnMlaLatent) {
   for (const KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4), {KvDType::kF16, KvDType::kInt8}}) {
     auto m = KvCacheManager::create(
         {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = type, .block_size = 16},
          .num_blocks = 4});
-    ASSERT_FALSE(m);
-    EXPECT_NE(m.status().message().find(kv_dtypes_name(type)), std::string::npos) << m.status().message();
+    ASSERT_TRUE(m) << m.status().message();
+    const KvStorage kv((*m)->config().spec, (*m)->config().num_blocks);
+    EXPECT_EQ(kv.format().k.element, type.k);
+    EXPECT_EQ(kv.format().v->element, type.v);
+    EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block((*m)->config().spec).total());
   }
-  auto f16 = KvCacheManager::create(
-      {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = KvDType::kF16, .block_size = 16},
-       .num_blocks = 4});
-  ASSERT_TRUE(f16) << f16.status().message();
-  const KvStorage kv((*f16)->config().spec, (*f16)->config().num_blocks);
-  EXPECT_EQ(kv.format().k.element, KvDType::kF16);
-  EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block((*f16)->config().spec).total());
+  auto mla = KvCacheManager::create(
+      {.spec = {.num_layers = 1, .mla = true, .kv_lora_rank = 16, .rope_dim = 8, .block_size = 16}, .num_blocks = 4});
+  ASSERT_FALSE(mla);
+  EXPECT_NE(mla.status().message().find("MLA"), std::string::npos) << mla.status().message();
 }
 
 // A real allocator that records what it hands out: the storage asks for one region per layer and tensor,
@@ -74,10 +76,19 @@ TEST(KvStorage, RowsAndHeadBlocksLieWhereTheFormatSays) {
     ASSERT_TRUE(f.v.has_value());
     EXPECT_EQ(f.k.row_bytes(), 32 * kv_dtype_bits(dtype.k) / 8);
     EXPECT_EQ(f.v->row_bytes(), 16 * kv_dtype_bits(dtype.v) / 8);
-    // Quantized K: one fp16 scale per channel per block; quantized V: one per token.
-    EXPECT_EQ(f.k.scales_bytes(), kv_dtype_quantized(dtype.k) ? 32u * 2 : 0u) << kv_dtypes_name(dtype);
-    EXPECT_EQ(f.v->scales_bytes(), kv_dtype_quantized(dtype.v) ? 16u * 2 : 0u) << kv_dtypes_name(dtype);
+    // Quantized K: an fp16 scale and min per channel for each group of 16 rows; quantized V: per row,
+    // one pair for each group of 32 elements (here the whole 16-element row).
+    EXPECT_EQ(f.k.scales_bytes(), kv_dtype_quantized(dtype.k) ? 32u * 4 : 0u) << kv_dtypes_name(dtype);
+    EXPECT_EQ(f.v->scales_bytes(), kv_dtype_quantized(dtype.v) ? 16u * 4 : 0u) << kv_dtypes_name(dtype);
     EXPECT_EQ(f.k.head_block_bytes(), 16 * f.k.row_bytes() + f.k.scales_bytes());
+    if (kv_dtype_quantized(dtype.k)) {
+      const KvRows keys = kv.keys(1, BlockId{2}, 1);
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(keys.scales) - static_cast<const std::byte*>(keys.data),
+                static_cast<ptrdiff_t>(16 * f.k.row_bytes()))
+          << "the scales follow the rows";
+      EXPECT_EQ(keys.axis, KvScaleAxis::kPerChannel);
+      EXPECT_EQ(keys.group_size, 16u);
+    }
     const auto* base = static_cast<const std::byte*>(kv.keys(1, BlockId{0}, 0).data);
     EXPECT_EQ(static_cast<const std::byte*>(kv.keys(1, BlockId{2}, 1).data) - base,
               static_cast<ptrdiff_t>((2 * 3 + 1) * f.k.head_block_bytes()));

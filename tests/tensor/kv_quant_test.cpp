@@ -1,0 +1,242 @@
+// int8 / int4 K/V rows (tensor/kv_quant.h, layout core/kv_rows.h): the (scale, min) pair bounds its
+// range, the int4 nibble layout, round trips within scale / 2 per token and within the widening bound
+// per channel (odd widths, every tail, outlier channels), the Hadamard transform, and every fused kernel
+// against f32 attention over the dequantized block, on every isa this CPU runs.
+#include "tensor/kv_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "tensor/attention_ops.h"
+
+namespace kvs {
+namespace {
+
+constexpr double kUnit = 1.0 / (1 << 24);  // fp32 unit roundoff
+
+// A head-block of `rows` rows of `width` elements: data padded to 4 bytes, then the scales.
+struct Block {
+  KvDType type;
+  KvScaleAxis axis;
+  size_t width, rows, group;
+  std::vector<uint8_t> bytes;
+
+  Block(KvDType t, KvScaleAxis a, size_t w, size_t r)
+      : type(t),
+        axis(a),
+        width(w),
+        rows(r),
+        group(a == KvScaleAxis::kPerChannel ? std::min<size_t>(r, 16) : (w % 32 ? w : 32)) {
+    const size_t pairs = axis == KvScaleAxis::kPerChannel ? (rows + group - 1) / group * width : rows * width / group;
+    bytes.assign(data_bytes() + pairs * 4, 0);
+  }
+  size_t row_bytes() const { return width * kv_dtype_bits(type) / 8; }
+  size_t data_bytes() const { return (rows * row_bytes() + 3) / 4 * 4; }
+  uint16_t* scales() { return reinterpret_cast<uint16_t*>(bytes.data() + data_bytes()); }
+  KvRows view() { return {.data = bytes.data(), .type = type, .scales = scales(), .axis = axis, .group_size = group}; }
+  void write(size_t row, const float* x) {
+    if (axis == KvScaleAxis::kPerChannel) {
+      append_row_per_channel(type, x, width, group, row, bytes.data(), scales());
+    } else {
+      quantize_row_per_token(type, x, width, group, bytes.data() + row * row_bytes(),
+                             scales() + row * 2 * (width / group));
+    }
+  }
+  float at(size_t s, size_t i) { return kv_element(view(), width, s, i); }
+  // |min| + |scale q| of element (s, i): the size of the terms a kernel sums for it.
+  double magnitude(size_t s, size_t i) {
+    const bool per_channel = axis == KvScaleAxis::kPerChannel;
+    const size_t set = per_channel ? width : width / group;
+    const uint16_t* pairs = scales() + (per_channel ? s / group : s) * 2 * set;
+    const float min = fp16_to_fp32(pairs[set + (per_channel ? i : i / group)]);
+    return std::fabs(min) + std::fabs(at(s, i) - min);
+  }
+};
+
+// Rows like real keys: unit noise, one outlier channel 20x larger, one channel offset by 5.
+std::vector<float> key_like_rows(size_t rows, size_t width, std::mt19937& rng) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(rows * width);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < width; ++c) {
+      float v = n(rng);
+      if (c == 3 % width) v *= 20.0f;
+      if (c == 5 % width) v += 5.0f;
+      x[r * width + c] = v;
+    }
+  }
+  return x;
+}
+
+TEST(KvQuant, PairsCoverTheirRange) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-300.0f, 300.0f);
+  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    const uint32_t levels = kv_quant_levels(type);
+    for (int i = 0; i < 2000; ++i) {
+      float lo = u(rng), hi = u(rng);
+      if (i % 7 == 0) hi = lo;           // a point
+      if (i % 11 == 0) hi = lo + 1e-4f;  // a tiny range
+      if (lo > hi) std::swap(lo, hi);
+      const KvQuantPair p = kv_quant_pair(lo, hi, levels);
+      const float min = fp16_to_fp32(p.min), scale = fp16_to_fp32(p.scale);
+      ASSERT_LE(min, lo);
+      ASSERT_GE(min + scale * static_cast<float>(levels), hi) << lo << " " << hi;
+      ASSERT_LE(kv_quantize(hi, p, levels), levels);
+    }
+  }
+}
+
+TEST(KvQuant, Int4PairsElementJWithJPlusHalfOfItsChunk) {
+  for (size_t width : {2u, 8u, 40u, 64u}) {
+    std::vector<uint8_t> row(width / 2, 0);
+    for (size_t i = 0; i < width; ++i) kv_set_q(KvDType::kInt4, row.data(), width, i, static_cast<uint32_t>(i % 16));
+    for (size_t i = 0; i < width; ++i) ASSERT_EQ(kv_get_q(KvDType::kInt4, row.data(), width, i), i % 16) << width;
+    // Chunk 0 of a 40-wide row has 32 elements (byte 0: elements 0 and 16); chunk 1 has 8 (byte 16: 32 and 36).
+    if (width == 40) {
+      EXPECT_EQ(row[0], (16 % 16) << 4 | 0);
+      EXPECT_EQ(row[1], (17 % 16) << 4 | 1);
+      EXPECT_EQ(row[16], (36 % 16) << 4 | (32 % 16));
+    }
+  }
+}
+
+TEST(KvQuant, PerTokenRoundTripsWithinHalfAScale) {
+  std::mt19937 rng(5);
+  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    for (size_t width : {2u, 8u, 40u, 64u, 96u, 128u}) {
+      Block b(type, KvScaleAxis::kPerToken, width, 16);
+      const auto x = key_like_rows(16, width, rng);
+      for (size_t r = 0; r < 16; ++r) b.write(r, &x[r * width]);
+      for (size_t r = 0; r < 16; ++r) {
+        for (size_t i = 0; i < width; ++i) {
+          const size_t g = i / b.group, set = width / b.group;
+          const float scale = fp16_to_fp32(b.scales()[r * 2 * set + g]);
+          ASSERT_LE(std::fabs(b.at(r, i) - x[r * width + i]), scale / 2 * (1 + 1e-5) + 1e-6)
+              << kv_dtype_name(type) << " width " << width << " row " << r << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// Rows appended one at a time: each element is within scale / 2 of its value when written, plus
+// scale / 2 for every later widening of its channel's range (scales only grow within a group).
+TEST(KvQuant, PerChannelAppendsWithinTheWideningBound) {
+  std::mt19937 rng(7);
+  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    for (size_t width : {2u, 8u, 40u, 64u}) {
+      for (size_t rows : {1u, 5u, 16u, 64u}) {
+        Block b(type, KvScaleAxis::kPerChannel, width, rows);
+        const auto x = key_like_rows(rows, width, rng);
+        std::vector<size_t> widenings_after(rows * width, 0);
+        std::vector<uint16_t> last_scale(width, 0);
+        for (size_t r = 0; r < rows; ++r) {
+          b.write(r, &x[r * width]);
+          const uint16_t* pairs = b.scales() + r / b.group * 2 * width;
+          for (size_t c = 0; c < width; ++c) {
+            if (r % b.group != 0 && pairs[c] != last_scale[c]) {
+              for (size_t e = r - r % b.group; e < r; ++e) ++widenings_after[e * width + c];
+            }
+            last_scale[c] = pairs[c];
+          }
+        }
+        for (size_t r = 0; r < rows; ++r) {
+          const uint16_t* pairs = b.scales() + r / b.group * 2 * width;
+          for (size_t c = 0; c < width; ++c) {
+            const float scale = fp16_to_fp32(pairs[c]);
+            const double bound = (1 + widenings_after[r * width + c]) * scale / 2 * (1 + 1e-5) + 1e-6;
+            ASSERT_LE(std::fabs(b.at(r, c) - x[r * width + c]), bound)
+                << kv_dtype_name(type) << " width " << width << " rows " << rows << " row " << r << " channel " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KvQuant, HadamardIsOrthogonalAndItsOwnInverse) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (size_t order : {1u, 2u, 8u, 64u, 128u, 256u}) {
+    std::vector<float> a(order), b(order);
+    for (size_t i = 0; i < order; ++i) a[i] = n(rng), b[i] = n(rng);
+    double dot = 0, norm = 0;
+    for (size_t i = 0; i < order; ++i) dot += a[i] * b[i], norm += std::fabs(a[i] * b[i]);
+    std::vector<float> ha = a, hb = b;
+    hadamard_transform(ha.data(), order);
+    hadamard_transform(hb.data(), order);
+    double rotated = 0;
+    for (size_t i = 0; i < order; ++i) rotated += ha[i] * hb[i];
+    EXPECT_NEAR(rotated, dot, 1e-5 * (norm + 1)) << order;
+    hadamard_transform(ha.data(), order);
+    for (size_t i = 0; i < order; ++i) ASSERT_NEAR(ha[i], a[i], 1e-5 * (std::fabs(a[i]) + 1)) << order;
+  }
+}
+
+// Every fused kernel against f32 attention over the block dequantized by kv_element, within the error
+// of reordered fp32 sums: (terms + 8) unit roundoffs of the sum of absolute terms (scales folded into
+// the query or the probabilities add a few roundings a term).
+TEST(KvQuant, FusedKernelsEqualF32AttentionOverTheDequantizedBlock) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    for (KvScaleAxis axis : {KvScaleAxis::kPerChannel, KvScaleAxis::kPerToken}) {
+      for (size_t width : {8u, 40u, 64u, 128u}) {
+        for (size_t rows : {16u, 64u}) {
+          for (size_t count : {size_t{1}, size_t{5}, size_t{16}, rows}) {
+            Block b(type, axis, width, rows);
+            const auto x = key_like_rows(rows, width, rng);
+            for (size_t r = 0; r < count; ++r) b.write(r, &x[r * width]);
+            std::vector<float> dq(count * width);
+            for (size_t r = 0; r < count; ++r)
+              for (size_t i = 0; i < width; ++i) dq[r * width + i] = b.at(r, i);
+            const size_t nq = 3, stride = count + 1;
+            std::vector<float> q(nq * width), probs(nq * stride);
+            for (float& v : q) v = u(rng);
+            for (float& v : probs) v = std::fabs(u(rng)) / static_cast<float>(count);
+            const float scale = 0.125f;
+            for (Isa isa : supported_isas()) {
+              SCOPED_TRACE(testing::Message()
+                           << isa_name(isa) << " " << kv_dtype_name(type) << " " << kv_scale_axis_name(axis)
+                           << " width " << width << " rows " << rows << " count " << count);
+              std::vector<float> scores(nq * stride, -7.0f);
+              attention_block_scores(q.data(), nq, b.view(), count, width, scale, scores.data(), stride, isa);
+              for (size_t h = 0; h < nq; ++h) {
+                for (size_t s = 0; s < count; ++s) {
+                  double exact = 0, abs = 0;
+                  for (size_t i = 0; i < width; ++i) {
+                    exact += static_cast<double>(q[h * width + i]) * dq[s * width + i];
+                    abs += std::fabs(q[h * width + i]) * b.magnitude(s, i);
+                  }
+                  ASSERT_NEAR(scores[h * stride + s], scale * exact, (width + 8) * kUnit * scale * abs * 4);
+                }
+                ASSERT_EQ(scores[h * stride + count], -7.0f) << "past the block";
+              }
+              if (axis != KvScaleAxis::kPerToken) continue;  // values are grouped per token only
+              std::vector<float> out(nq * width, 0.5f);
+              attention_block_values(probs.data(), stride, nq, b.view(), count, width, out.data(), isa);
+              for (size_t h = 0; h < nq; ++h) {
+                for (size_t i = 0; i < width; ++i) {
+                  double exact = 0.5, abs = 0.5;
+                  for (size_t s = 0; s < count; ++s) {
+                    exact += static_cast<double>(probs[h * stride + s]) * dq[s * width + i];
+                    abs += probs[h * stride + s] * b.magnitude(s, i);
+                  }
+                  ASSERT_NEAR(out[h * width + i], exact, (count + 8) * kUnit * abs * 4);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
