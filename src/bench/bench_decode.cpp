@@ -22,34 +22,10 @@ double decode_bytes_per_token(const BenchModelInfo& info, size_t depth, size_t t
   return static_cast<double>(info.matrix_bytes) + mean_context * static_cast<double>(info.kv_bytes_per_token);
 }
 
-// One repetition's rates: tokens / total time, and 1 / median step time.
-struct Rates {
-  double tok_s = 0.0;
-  double median_tok_s = 0.0;
-};
-
-Rates rates(std::span<const double> steps) {
-  double total = 0.0;
-  for (double s : steps) total += s;
-  return {.tok_s = static_cast<double>(steps.size()) / total, .median_tok_s = 1.0 / median(steps)};
-}
-
 // Per layout (0 paged, 1 contiguous), the samples of one depth.
 struct DepthSamples {
   std::vector<double> tok_s[2], median_tok_s[2], cost, median_cost;
 };
-
-// Repetition `rep` of one layout at `depth`: a prompt of max(depth, 1) tokens (depth - 1 context tokens and
-// `first`) computed untimed (which also pages in every weight, so a probe that just ran is not billed to the
-// layout), then `tokens` timed steps: positions depth .. depth + tokens - 1, as a cache filled to `depth`.
-Expected<Rates> decode_rep(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first, size_t tokens,
-                           const BenchClock& now) {
-  std::vector<TokenId> prompt(context.begin(), context.begin() + static_cast<long>(depth > 0 ? depth - 1 : 0));
-  prompt.push_back(first);
-  auto run = timed_run(engine, prompt, 0, tokens, now);
-  if (!run) return run.status();
-  return rates(run->step_seconds);
-}
 
 }  // namespace
 
@@ -77,14 +53,14 @@ Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModel
     DepthSamples d;
     for (size_t rep = 0; rep < plan.reps; ++rep) {
       if (roofline) probe();
-      Rates r[2];
+      DecodeRates r[2];
       for (size_t k = 0; k < 2; ++k) {
         const size_t which = rep % 2 == 0 ? k : 1 - k;  // A B, then B A: cancels a linear drift
         const Layout& layout = layouts[which];
         env.progress.step(fmt::format("decode {} tokens at depth {}, {}, rep {}/{}{}", plan.decode_tokens, depth,
                                       layout.name, rep + 1, plan.reps,
                                       roofline && k == 0 ? " (after a bandwidth probe)" : ""));
-        auto rate = decode_rep(*layout.engine, context, depth, first, plan.decode_tokens, env.now);
+        auto rate = decode_at_depth(*layout.engine, context, depth, first, plan.decode_tokens, env.now);
         if (!rate) return rate.status();
         r[which] = *rate;
         d.tok_s[which].push_back(rate->tok_s);

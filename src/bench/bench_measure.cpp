@@ -97,15 +97,28 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
   return run;
 }
 
+Expected<DecodeRates> decode_at_depth(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first,
+                                      size_t tokens, const BenchClock& now) {
+  std::vector<TokenId> prompt(context.begin(), context.begin() + static_cast<long>(depth > 0 ? depth - 1 : 0));
+  prompt.push_back(first);
+  auto run = timed_run(engine, prompt, 0, tokens, now);
+  if (!run) return run.status();
+  double total = 0.0;
+  for (double s : run->step_seconds) total += s;
+  return DecodeRates{.tok_s = static_cast<double>(run->step_seconds.size()) / total,
+                     .median_tok_s = 1.0 / median(run->step_seconds)};
+}
+
 Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan) {
+                                   const BenchPlan& plan, KvDTypes kv_dtype) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
   EngineConfig config{.max_batch_tokens = plan.max_batch_tokens,
                       .max_seqs = 1,
                       .block_size = plan.paging_block_size,
-                      .kv_layout = layout};
+                      .kv_layout = layout,
+                      .kv_dtype = kv_dtype};
   config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
   auto engine = Engine::create(model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();

@@ -45,13 +45,24 @@ struct TimedRun {
 Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
                              const BenchClock& now, bool recompute_history = false);
 
+// One repetition of decode at `depth`: a prompt of max(depth, 1) tokens (depth - 1 context tokens and
+// `first`) computed untimed (which also pages in every weight, so a probe that just ran is not billed to
+// the run), then `tokens` timed steps: positions depth .. depth + tokens - 1, as a cache filled to `depth`.
+// Its rates: tokens / total time, and 1 / the median step time.
+struct DecodeRates {
+  double tok_s = 0.0;
+  double median_tok_s = 0.0;
+};
+Expected<DecodeRates> decode_at_depth(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first,
+                                      size_t tokens, const BenchClock& now);
+
 // An engine for one sequence of up to `capacity` tokens in `layout`, for the benchmark's model.
 struct BenchEngine {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
 };
 Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan);
+                                   const BenchPlan& plan, KvDTypes kv_dtype = KvDType::kF32);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "bench/bench_kv_types.h"
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/bench_svg.h"
@@ -36,6 +37,9 @@ struct BenchOptions {
   bool no_repack = false;
   std::string json_path;
   std::string plot_path;
+  std::vector<std::string> kv_types;  // --kv-types: only the KV type section
+  std::vector<size_t> kv_depths = {0, 1024, 4096};
+  size_t kv_tokens = 64;
 };
 
 std::filesystem::path default_model_dir() {
@@ -103,9 +107,43 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out.flush()) throw CommandError(fmt::format("cannot write {}", path));
 }
 
+// "int8" (K and V) or "int8/int4" (K / V).
+KvDTypes parse_kv_types_item(const std::string& item) {
+  const size_t slash = item.find('/');
+  const auto k = kv_dtype_from_name(item.substr(0, slash));
+  const auto v = slash == std::string::npos ? k : kv_dtype_from_name(item.substr(slash + 1));
+  if (!k || !v)
+    throw CommandError(
+        fmt::format("--kv-types: unknown KV type '{}' (f32, f16, bf16, int8, int4, or K/V as int8/int4)", item));
+  return {*k, *v};
+}
+
+void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t threads) {
+  KvTypesPlan plan{.types = {}, .depths = o.kv_depths, .decode_tokens = o.kv_tokens, .reps = o.reps};
+  for (const std::string& item : o.kv_types) plan.types.push_back(parse_kv_types_item(item));
+  if (Status s = plan.validate(); !s) throw CommandError(s.message());
+  const std::unique_ptr<LlamaModel> model = load(model_path, o.no_repack);
+  ThreadPool pool(threads);
+  const BenchClock now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  BenchProgress progress(stderr, isatty(fileno(stderr)) != 0, plan.depths.size() * plan.reps * plan.types.size(), now);
+  BenchEnv env{.pool = pool, .now = now, .progress = progress};
+  fmt::print(stderr, "kvserve bench: {} on {}, {} threads, load {}\n", utc_now(), model_path, threads, load_average());
+  auto figures = measure_kv_types(*model, plan, env);
+  progress.finish();
+  if (!figures) throw CommandError(figures.status().message());
+  fmt::print("{}", kv_types_table(plan, *figures));
+  std::fflush(stdout);
+  if (!o.json_path.empty()) write_text(o.json_path, kv_types_json(plan, *figures).dump(2) + "\n");
+}
+
 void run(const BenchOptions& o, bool reps_given) {
   const std::filesystem::path dir = o.model_dir.empty() ? default_model_dir() : std::filesystem::path(o.model_dir);
   const std::string model_path = o.model_path.empty() ? synthetic_model(dir, DType::kQ8_0) : o.model_path;
+  if (!o.kv_types.empty()) {
+    return run_kv_types(o, model_path, o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency()));
+  }
   std::string extra_path = o.prefill_model;
   if (extra_path.empty() && o.model_path.empty() && !o.quick) extra_path = synthetic_model(dir, DType::kBF16);
   if (extra_path == "none") extra_path.clear();
@@ -167,6 +205,12 @@ void register_bench(CLI::App& app) {
                 "prefill");
   add_no_repack_flag(*cmd, o->no_repack);
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
+  cmd->add_option("--kv-types", o->kv_types,
+                  "Only measure decode per KV type, interleaved: e.g. f16,int8,int4,int8/int4 (K/V); the first is "
+                  "the baseline")
+      ->delimiter(',');
+  cmd->add_option("--kv-depths", o->kv_depths, "Depths of --kv-types")->delimiter(',')->capture_default_str();
+  cmd->add_option("--kv-tokens", o->kv_tokens, "Tokens decoded per repetition with --kv-types")->capture_default_str();
   cmd->add_option("--plot", o->plot_path,
                   "Write an SVG: ms/token vs context with and without the KV cache, decode "
                   "tok/s vs depth");

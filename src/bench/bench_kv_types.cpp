@@ -1,0 +1,108 @@
+#include "bench/bench_kv_types.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kv/kv_sizing.h"
+
+namespace kvs {
+
+Status KvTypesPlan::validate() const {
+  if (types.empty()) return Status::invalid_argument("--kv-types needs at least one KV type");
+  if (depths.empty()) return Status::invalid_argument("--kv-depths needs at least one depth");
+  if (reps == 0 || decode_tokens == 0) return Status::invalid_argument("reps and decode tokens must be positive");
+  return Status::ok();
+}
+
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const LlamaModel& model, const KvTypesPlan& plan, BenchEnv& env) {
+  KVS_RETURN_IF_ERROR(plan.validate());
+  const size_t deepest = *std::max_element(plan.depths.begin(), plan.depths.end());
+  const size_t capacity = std::max<size_t>(deepest, 1) + plan.decode_tokens;
+  if (capacity > model.config().context_length) {
+    return Status::out_of_range(fmt::format("depth {} + {} decode tokens exceeds the model's context of {}", deepest,
+                                            plan.decode_tokens, model.config().context_length));
+  }
+  BenchPlan engine_plan;
+  engine_plan.max_batch_tokens = plan.max_batch_tokens;
+  engine_plan.paging_block_size = plan.block_size;
+  std::vector<BenchEngine> engines;
+  std::vector<KvTypeFigures> figures;
+  for (KvDTypes type : plan.types) {
+    auto e = bench_engine(model, env.pool, capacity, KvLayout::kPaged, engine_plan, type);
+    if (!e) return e.status();
+    const KvCacheSpec& spec = e->engine->kv().config().spec;
+    figures.push_back({.type = type,
+                       .bytes_per_token = kv_bytes_per_token(spec),
+                       .seqs_in_budget = kv_max_seqs_in_budget(spec, plan.budget_tokens, plan.budget_bytes)});
+    engines.push_back(std::move(e).value());
+  }
+  const size_t vocab = model.config().vocab_size;
+  const std::vector<TokenId> context = bench_tokens(deepest, vocab, plan.seed + 1);
+  const TokenId first = bench_tokens(1, vocab, plan.seed + 3).front();
+  const size_t n = plan.types.size();
+  for (size_t depth : plan.depths) {
+    std::vector<std::vector<double>> tok_s(n), speedup(n);
+    for (size_t rep = 0; rep < plan.reps; ++rep) {
+      std::vector<double> rate(n);
+      for (size_t k = 0; k < n; ++k) {
+        const size_t t = rep % 2 == 0 ? k : n - 1 - k;
+        env.progress.step(fmt::format("decode {} tokens at depth {}, kv {}, rep {}/{}", plan.decode_tokens, depth,
+                                      kv_dtypes_name(plan.types[t]), rep + 1, plan.reps));
+        auto r = decode_at_depth(*engines[t].engine, context, depth, first, plan.decode_tokens, env.now);
+        if (!r) return r.status();
+        rate[t] = r->tok_s;
+      }
+      for (size_t t = 0; t < n; ++t) {
+        tok_s[t].push_back(rate[t]);
+        speedup[t].push_back(rate[t] / rate[0]);
+      }
+    }
+    for (size_t t = 0; t < n; ++t) {
+      figures[t].tok_s.push_back(summarize(tok_s[t]));
+      figures[t].speedup.push_back(summarize(speedup[t]));
+    }
+  }
+  return figures;
+}
+
+std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures) {
+  std::string out = fmt::format("{:<18} {:>14} {:>10}", "kv type", "bytes/token", "seqs");
+  for (size_t depth : plan.depths)
+    out += fmt::format(" {:>24}", fmt::format("tok/s @{} (vs {})", depth, kv_dtypes_name(plan.types[0])));
+  out += "\n";
+  for (const KvTypeFigures& f : figures) {
+    out += fmt::format("{:<18} {:>14.1f} {:>10}", kv_dtypes_name(f.type), f.bytes_per_token, f.seqs_in_budget);
+    for (size_t d = 0; d < f.tok_s.size(); ++d) {
+      out += fmt::format(" {:>24}", fmt::format("{:.2f} ({:.3f}x)", f.tok_s[d].mean, f.speedup[d].mean));
+    }
+    out += "\n";
+  }
+  out += fmt::format(
+      "seqs: sequences of {} tokens that fit in {} bytes; speed-ups are per repetition, {} reps of {} tokens\n",
+      plan.budget_tokens, plan.budget_bytes, plan.reps, plan.decode_tokens);
+  return out;
+}
+
+nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures) {
+  const auto summary = [](const Summary& s) {
+    return nlohmann::json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"count", s.count}};
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const KvTypeFigures& f : figures) {
+    nlohmann::json depths = nlohmann::json::array();
+    for (size_t d = 0; d < f.tok_s.size(); ++d) {
+      depths.push_back({{"depth", plan.depths[d]}, {"tok_s", summary(f.tok_s[d])}, {"speedup", summary(f.speedup[d])}});
+    }
+    rows.push_back({{"kv_type", kv_dtypes_name(f.type)},
+                    {"bytes_per_token", f.bytes_per_token},
+                    {"seqs_in_budget", f.seqs_in_budget},
+                    {"decode", depths}});
+  }
+  return {{"budget_bytes", plan.budget_bytes},   {"budget_tokens", plan.budget_tokens},
+          {"decode_tokens", plan.decode_tokens}, {"reps", plan.reps},
+          {"block_size", plan.block_size},       {"types", rows}};
+}
+
+}  // namespace kvs

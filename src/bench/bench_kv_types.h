@@ -1,0 +1,42 @@
+// `kvserve bench --kv-types`: decode speed at several depths for each KV element type on one model,
+// the types interleaved within every repetition (A B C, then C B A: a drift of the host's bandwidth
+// reaches all alike), with each type's bytes per token and how many sequences of a given length fit a
+// memory budget. The first type is the baseline the others' speed is a ratio of.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench_measure.h"
+
+namespace kvs {
+
+struct KvTypesPlan {
+  std::vector<KvDTypes> types = {KvDType::kF16, KvDType::kInt8, KvDType::kInt4};
+  std::vector<size_t> depths = {0, 1024, 4096};
+  size_t decode_tokens = 64;
+  size_t reps = 3;
+  size_t budget_bytes = size_t{1} << 30;  // how many sequences of budget_tokens fit in this
+  size_t budget_tokens = 4096;
+  size_t block_size = 16;
+  size_t max_batch_tokens = 512;
+  uint64_t seed = 1234;
+
+  Status validate() const;
+};
+
+struct KvTypeFigures {
+  KvDTypes type = {};
+  double bytes_per_token = 0.0;       // K/V of one position, all layers, scales included
+  size_t seqs_in_budget = 0;          // sequences of plan.budget_tokens in plan.budget_bytes
+  std::vector<Summary> tok_s = {};    // [depth]: tokens / time of each repetition
+  std::vector<Summary> speedup = {};  // [depth]: per repetition, tok/s over the first type's in the same repetition
+};
+
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const LlamaModel& model, const KvTypesPlan& plan, BenchEnv& env);
+
+std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
+nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
+
+}  // namespace kvs
