@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "kv/kv_format.h"
+
 namespace kvs {
 
 Status KvCacheConfig::validate() const {
@@ -65,9 +67,13 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   const size_t next = m.blocks.size() * bs;
   const PrefixIndex::PartialMatch partial =
       index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
-  if (partial.num_tokens > 0) {
+  // Keys quantized per channel share scales over groups of rows, which the source's later rows may have
+  // widened: only whole groups are copied, so a hit holds the very bits a miss would compute.
+  const size_t unit = partial_copy_unit();
+  const size_t copied = partial.num_tokens / unit * unit;
+  if (copied > 0) {
     m.partial_source = partial.block;
-    m.partial_tokens = partial.num_tokens;
+    m.partial_tokens = copied;
   }
   return m;
 }
@@ -117,6 +123,13 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
              "sequence {} is forked with room reserved past its {} tokens", parent.value, p.num_tokens());
   BlockTable forked = p.fork(pool_);
   tables_.emplace(child.value, std::move(forked));
+}
+
+size_t KvCacheManager::partial_copy_unit() const {
+  if (config_.spec.mla || !kv_dtype_quantized(config_.spec.dtype.k) ||
+      config_.spec.key_scale_axis != KvScaleAxis::kPerChannel)
+    return 1;
+  return kv_format(config_.spec).k.group_size;
 }
 
 bool KvCacheManager::shares_partial_block(const BlockTable& t) const {

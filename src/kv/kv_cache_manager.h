@@ -7,7 +7,8 @@
 // Prefix caching: when a block fills, it is hashed (chained from its parent, in the sequence's
 // namespace) and indexed; a sequence that begins looks up its tokens and takes every cached full
 // block (shared, read-only: it writes only past them) and copies the matching slots of the best
-// partial match into a block of its own (the engine performs the copies: pending_copies()). Released
+// partial match into a block of its own (the engine performs the copies: pending_copies(); with keys
+// quantized per channel, whole row groups only, so that a hit equals a miss bit for bit). Released
 // blocks keep their content until the pool needs them, least recently released first.
 //
 // Parallel sampling: fork() gives a new sequence every block of another (n samples of one prompt
@@ -140,6 +141,8 @@ class KvCacheManager {
   const BlockTable& table(SeqId seq) const;
   // Takes n blocks, dropping the index entries of cached blocks among them; all or nothing.
   std::optional<PinnedBlocks> allocate(size_t n);
+  // Slots a partial match copies in multiples of: 1, or the row group of per-channel quantized keys.
+  size_t partial_copy_unit() const;
   // Is the table's partial last block shared with another table (so a write must copy it first)?
   bool shares_partial_block(const BlockTable& table) const;
   // Gives the table `private_block` in place of its shared partial last block, copied before the next pass.

@@ -10,9 +10,9 @@
 //                        data padded to 4 bytes (none for floats)
 // so everything attention reads for one head of one block is one contiguous run of bytes.
 //
-// Quantized grouping: K per channel over groups of up to 16 rows of a block (KIVI), or per token like
-// V; V per token over groups of 32 elements of a row (the whole row when its width is not a multiple
-// of 32). Keys may be stored rotated by a Hadamard transform (spreads outlier channels over all).
+// Quantized grouping: V per token over groups of 32 elements of a row (the whole row when its width is
+// not a multiple of 32); K per channel over groups of up to 16 rows of a block (KIVI, the default), or
+// per token as V. Keys may be stored rotated by a Hadamard transform (spreads outlier channels over all).
 #pragma once
 
 #include <cstddef>

@@ -84,16 +84,19 @@ TEST(Engine, BatchedGreedyEqualsAlone) {
   }
 }
 
-TEST(Engine, BatchedGreedyEqualsAloneWithHalfPrecisionKv) {
+// Every K/V element type: a row's stored bits do not depend on the batch (per-token quantization rows
+// on their own), so neither does any output.
+TEST(Engine, BatchedGreedyEqualsAloneWithEveryKvType) {
   Fixture f;
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < 12; ++i) requests.push_back(greedy(*f.tokenizer, kPrompts[i % kPrompts.size()], 24 + i * 3));
-  for (KvDType type : {KvDType::kF16, KvDType::kBF16}) {
+  for (KvDTypes type : {KvDTypes(KvDType::kF16), KvDTypes(KvDType::kBF16), KvDTypes(KvDType::kInt8),
+                        KvDTypes(KvDType::kInt4), KvDTypes(KvDType::kInt8, KvDType::kInt4)}) {
     std::vector<Collected> alone;
     for (const auto& r : requests) alone.push_back(run_all(f, {.kv_dtype = type}, {r})[0]);
     const auto together = run_all(f, {.max_batch_tokens = 128, .max_seqs = 12, .kv_dtype = type}, requests);
     for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_EQ(together[i].tokens, alone[i].tokens) << kv_dtype_name(type) << " request " << i;
+      EXPECT_EQ(together[i].tokens, alone[i].tokens) << kv_dtypes_name(type) << " request " << i;
       EXPECT_EQ(together[i].tokens.size(), requests[i].max_new_tokens);
     }
   }

@@ -53,8 +53,8 @@ TEST(KvSizing, QuantizedTypesCountTheirScales) {
   EXPECT_EQ(kv_bytes_per_block(s).data, 2u * 16 * 2 * 64 / 2);
   s.key_scale_axis = KvScaleAxis::kPerToken;  // K like V
   EXPECT_EQ(kv_bytes_per_block(s).scales, 2u * 2 * 16 * 2 * 4);
-  s.block_size = 64;  // per-channel groups stay at 16 rows
   s.key_scale_axis = KvScaleAxis::kPerChannel;
+  s.block_size = 64;  // per-channel groups stay at 16 rows
   EXPECT_EQ(kv_bytes_per_block(s).scales, 2u * (4 * 64 * 4 + 64 * 2 * 4));
 }
 
@@ -65,6 +65,7 @@ TEST(KvSizing, KeysAndValuesAreSizedApart) {
                 .head_dim = 64,
                 .v_head_dim = 32,
                 .dtype = {KvDType::kInt8, KvDType::kF16},
+                .key_scale_axis = KvScaleAxis::kPerChannel,
                 .block_size = 16};
   const KvBlockBytes b = kv_bytes_per_block(s);
   EXPECT_EQ(b.data, 3u * 2 * 16 * (64 * 1 + 32 * 2));

@@ -69,8 +69,13 @@ TEST(KvStorage, RowsAndHeadBlocksLieWhereTheFormatSays) {
                             {KvDType::kInt8, KvDType::kInt4},
                             {KvDType::kF16, KvDType::kInt8}};
   for (const KvDTypes dtype : types) {
-    const KvCacheSpec spec{
-        .num_layers = 2, .num_kv_heads = 3, .head_dim = 32, .v_head_dim = 16, .dtype = dtype, .block_size = 16};
+    const KvCacheSpec spec{.num_layers = 2,
+                           .num_kv_heads = 3,
+                           .head_dim = 32,
+                           .v_head_dim = 16,
+                           .dtype = dtype,
+                           .key_scale_axis = KvScaleAxis::kPerChannel,
+                           .block_size = 16};
     KvStorage kv(spec, 4);
     const KvFormat& f = kv.format();
     ASSERT_TRUE(f.v.has_value());
