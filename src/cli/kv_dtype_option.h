@@ -12,11 +12,11 @@
 namespace kvs::cli {
 
 struct KvPrecisionOptions {
-  std::string both = "f32";          // --kv-dtype (each command sets its default)
-  std::string k = {};                // --kv-dtype-k: "" = as --kv-dtype
-  std::string v = {};                // --kv-dtype-v: "" = as --kv-dtype
-  std::string key_scales = "token";  // --kv-key-scales
-  bool rotate_keys = false;          // --kv-rotate-keys
+  std::string both = "f32";            // --kv-dtype (each command sets its default)
+  std::string k = {};                  // --kv-dtype-k: "" = as --kv-dtype
+  std::string v = {};                  // --kv-dtype-v: "" = as --kv-dtype
+  std::string key_scales = "channel";  // --kv-key-scales
+  bool rotate_keys = false;            // --kv-rotate-keys
 };
 
 struct KvPrecision {
