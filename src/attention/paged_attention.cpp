@@ -53,18 +53,18 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
              kv.format().k.width, kv.has_values() ? kv.format().v->width : 0);
   const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = kv.format().v->head_block_bytes();
   const size_t first_real = next_real_block(blocks, SIZE_MAX, num_blocks);  // SIZE_MAX + 1 == 0
-  // Keys stored rotated (H k) are read with rotated queries: (H q) . (H k) = q . k. The rotated rows of
-  // the range's query heads go after the scores in the scratch.
+  // The range's query rows: q's, or for keys stored rotated (H k) rotated alike ((H q) . (H k) = q . k),
+  // in the scratch after the scores.
+  const float* q_range = q + kv_head_begin * group * hd;
   if (kv.format().k.rotated) {
     const size_t rows = heads * group;
     KVS_ASSERT(scores.size() >= rows * (n_ctx + hd), "score scratch {} < {} rows x (context {} + head dim {})",
                scores.size(), rows, n_ctx, hd);
     float* rotated = scores.data() + rows * n_ctx;
-    std::copy_n(q + kv_head_begin * group * hd, rows * hd, rotated);
+    std::copy_n(q_range, rows * hd, rotated);
     for (size_t r = 0; r < rows; ++r) hadamard_transform(rotated + r * hd, hd);
-    q = rotated - kv_head_begin * group * hd;  // indexed by absolute query head below
+    q_range = rotated;
   }
-  KVS_ASSERT(first_real < num_blocks, "all {} blocks of a {}-slot context are holes", num_blocks, n_ctx);
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool
   // ([block][kv_head][slot][head_dim]), so each block is read as one sequential stream rather than one
@@ -86,8 +86,8 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       // cannot find the next one.
       if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, key_bytes);
       prefetch_l2(kv.values(layer, blocks[b], g).data, value_bytes);
-      attention_block_scores(q + g * group * hd, group, kv.keys(layer, blocks[b], g), count, hd, scale,
-                             &scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, isa);
+      attention_block_scores(q_range + (g - kv_head_begin) * group * hd, group, kv.keys(layer, blocks[b], g), count, hd,
+                             scale, &scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, isa);
     }
   }
   for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);

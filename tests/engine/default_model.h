@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "model/llama_model.h"
@@ -25,6 +27,14 @@ struct DefaultModel {
     auto t = Tokenizer::from_gguf(model->file());
     EXPECT_TRUE(t) << t.status().message();
     tokenizer = std::make_unique<Tokenizer>(std::move(t).value());
+  }
+
+  // `n` ids drawn from `seed`: ordinary tokens (no BOS, EOS or unknown).
+  std::vector<TokenId> random_tokens(size_t n, uint64_t seed) const {
+    std::mt19937_64 rng(seed);
+    std::vector<TokenId> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(3 + rng() % (model->config().vocab_size - 3)));
+    return out;
   }
 };
 

@@ -25,12 +25,6 @@ struct SampleRun {
 };
 
 struct Fixture : test::DefaultModel {
-  std::vector<TokenId> random_tokens(size_t n, uint64_t seed) const {
-    std::mt19937_64 rng(seed);
-    std::vector<TokenId> out;
-    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(3 + rng() % (model->config().vocab_size - 3)));
-    return out;
-  }
   std::unique_ptr<Engine> engine(const EngineConfig& config) {
     auto e = Engine::create(*model, *tokenizer, pool, config);
     EXPECT_TRUE(e) << e.status().message();
@@ -77,11 +71,8 @@ std::vector<std::vector<SampleRun>> run_all(Engine& engine, std::vector<RequestP
   return runs;
 }
 
-// The samples of one request against separate requests with seeds seed + i on an engine of the same
-// config without a prefix cache.
-void expect_samples_equal_separate_requests(Fixture& f, EngineConfig config, const RequestParams& request) {
-  const auto together = run_all(*f.engine(config), {request});
-  config.prefix_caching = false;
+// Sample i of `request` as a request of its own: one sample, seed + i.
+std::vector<RequestParams> separate_requests(const RequestParams& request) {
   std::vector<RequestParams> separate;
   for (size_t i = 0; i < request.num_samples; ++i) {
     RequestParams p = request;
@@ -89,6 +80,15 @@ void expect_samples_equal_separate_requests(Fixture& f, EngineConfig config, con
     p.sampling.seed += i;
     separate.push_back(std::move(p));
   }
+  return separate;
+}
+
+// The samples of one request against separate requests with seeds seed + i on an engine of the same
+// config without a prefix cache.
+void expect_samples_equal_separate_requests(Fixture& f, EngineConfig config, const RequestParams& request) {
+  const auto together = run_all(*f.engine(config), {request});
+  config.prefix_caching = false;
+  const std::vector<RequestParams> separate = separate_requests(request);
   const auto alone = run_all(*f.engine(config), separate);
   ASSERT_EQ(together[0].size(), request.num_samples);
   for (size_t i = 0; i < request.num_samples; ++i) {
@@ -129,13 +129,7 @@ TEST(ParallelSampling, PreemptedSamplesResumeWithTheSameOutput) {
   auto engine = f.engine(config);
   const auto together = run_all(*engine, {request});
   EXPECT_GT(engine->metrics().preemptions_total, 0u) << "the pool should force preemptions";
-  std::vector<RequestParams> separate;
-  for (size_t i = 0; i < request.num_samples; ++i) {
-    RequestParams p = request;
-    p.num_samples = 1;
-    p.sampling.seed += i;
-    separate.push_back(std::move(p));
-  }
+  const std::vector<RequestParams> separate = separate_requests(request);
   const auto alone = run_all(*f.engine({.block_size = 16, .prefix_caching = false}), separate);
   for (size_t i = 0; i < request.num_samples; ++i) {
     EXPECT_EQ(together[0][i].finals, 1u);

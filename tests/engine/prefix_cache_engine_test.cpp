@@ -19,15 +19,7 @@ namespace {
 
 constexpr float kLogitBound = 1e-5f;
 
-struct Fixture : test::DefaultModel {
-  // `n` ids drawn from `seed`: ordinary tokens (no BOS, EOS or unknown).
-  std::vector<TokenId> random_tokens(size_t n, uint64_t seed) const {
-    std::mt19937_64 rng(seed);
-    std::vector<TokenId> out;
-    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(3 + rng() % (model->config().vocab_size - 3)));
-    return out;
-  }
-};
+using Fixture = test::DefaultModel;
 
 std::vector<TokenId> concat(std::vector<TokenId> a, std::span<const TokenId> b) {
   a.insert(a.end(), b.begin(), b.end());
