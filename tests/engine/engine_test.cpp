@@ -126,6 +126,29 @@ TEST(Engine, PreemptionAndResumptionGiveTheSameOutputs) {
   }
 }
 
+// The same under quantized K/V with rows quantized on their own (keys per token): a resumed request
+// recomputes its tokens in chunks and stores the very bits it stored one token at a time. (Keys per
+// channel requantize a filling group as it widens, so a chunk sees its group's final range: close,
+// not bit for bit.)
+TEST(Engine, PreemptionAndResumptionGiveTheSameOutputsWithQuantizedKv) {
+  Fixture f;
+  std::vector<RequestParams> requests;
+  for (size_t i = 0; i < 8; ++i) requests.push_back(greedy(*f.tokenizer, kPrompts[i], 80));
+  for (KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4)}) {
+    const EngineConfig roomy_config{.kv_dtype = type, .kv_key_scales = KvScaleAxis::kPerToken};
+    const auto roomy = run_all(f, roomy_config, requests);
+    EngineConfig tight_config = roomy_config;
+    tight_config.max_batch_tokens = 64;
+    tight_config.max_seqs = 8;
+    tight_config.kv_blocks = 12;
+    size_t preemptions = 0;
+    const auto tight = run_all(f, tight_config, requests, &preemptions);
+    EXPECT_GT(preemptions, 0u);
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(tight[i].tokens, roomy[i].tokens) << kv_dtypes_name(type) << " request " << i;
+  }
+}
+
 TEST(Engine, RequestThatCanNeverFitIsRejectedWithNumbers) {
   Fixture f;
   auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.block_size = 16, .kv_blocks = 2});

@@ -1,7 +1,7 @@
-// int8 / int4 K/V through the engine, on the default model (head dim 8: the reference kernels) and on a
-// synthetic GQA model of head dim 64 (the fused SIMD kernels): paged equals contiguous, a prefix hit
-// equals a miss, and the perplexity stays within the bounds of the f32 cache's (int8 0.5%,
-// int4 5%), for K and V alike, mixed pairs, keys per channel and rotated keys.
+// int8 / int4 K/V through the engine, on the default model (GQA, head dim 8: the reference kernels) and
+// on synthetic GQA, MQA and MHA models of head dim 64 (the fused SIMD kernels): paged equals contiguous,
+// a prefix hit equals a miss, and the perplexity stays within the bounds of the f32 cache's
+// (int8 0.5%, int4 5%), for K and V alike, mixed pairs, keys per channel or per token, rotated keys.
 //
 // Bounds: the same rows are quantized to the same bits whatever the layout or the cache hit (per-token
 // rows on their own; per-channel groups of 16 rows align with the blocks and are copied whole), so what
@@ -62,7 +62,10 @@ class QuantizedKv : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(model) << model.status().message();
       model_ = std::move(model).value();
     } else {
-      const SynthSpec spec{.layers = 2, .dim = 256, .heads = 4, .kv_heads = 2, .ffn = 256, .vocab = 512, .ctx = 512};
+      // Head dim 64 (the fused kernels), as GQA (4 query heads on 2 KV heads), MQA (1) or MHA (4).
+      const uint32_t kv_heads = GetParam() == "mqa_head_dim_64" ? 1 : GetParam() == "mha_head_dim_64" ? 4 : 2;
+      const SynthSpec spec{
+          .layers = 2, .dim = 256, .heads = 4, .kv_heads = kv_heads, .ffn = 256, .vocab = 512, .ctx = 512};
       ASSERT_TRUE(write_synth_model(spec, dir_.file("m.gguf")).is_ok());
       auto model = LlamaModel::load(dir_.file("m.gguf"));
       ASSERT_TRUE(model) << model.status().message();
@@ -133,7 +136,9 @@ TEST_P(QuantizedKv, APrefixHitEqualsAMiss) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, QuantizedKv, ::testing::Values("default", "synthetic_head_dim_64"));
+INSTANTIATE_TEST_SUITE_P(Models, QuantizedKv,
+                         ::testing::Values("default", "gqa_head_dim_64", "mqa_head_dim_64", "mha_head_dim_64"),
+                         [](const auto& info) { return info.param; });
 
 // The quality bounds on the trained default model: the perplexity of 8 chunks of 256 held-out
 // tokens with int8 K/V within 0.5% of the f32 cache's, int4 (keys per channel) within 5%; the other
