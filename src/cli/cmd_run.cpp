@@ -39,9 +39,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
                       .kv_key_scales = kv.key_scale_axis,
                       .kv_rotate_keys = kv.rotate_keys,
                       .prefix_caching = !options.no_prefix_cache};
-  KvCacheSpec spec = model.kv_spec(config.kv_dtype, config.block_size);
-  spec.key_scale_axis = config.kv_key_scales;
-  spec.rotate_keys = config.kv_rotate_keys;
+  const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
   config.kv_blocks = options.kv_blocks;

@@ -22,13 +22,18 @@ size_t engine_block_size(const Model& model, const EngineConfig& config) {
   return config.kv_layout == KvLayout::kContiguous ? model.config().context_length : config.block_size;
 }
 
-Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config) {
-  KVS_RETURN_IF_ERROR(config.validate());
-  const ModelConfig& c = model.config();
+KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
   KvCacheSpec spec = model.kv_spec(config.kv_dtype, engine_block_size(model, config));
   spec.contiguous = config.kv_layout == KvLayout::kContiguous;
   spec.key_scale_axis = config.kv_key_scales;
   spec.rotate_keys = config.kv_rotate_keys;
+  return spec;
+}
+
+Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config) {
+  KVS_RETURN_IF_ERROR(config.validate());
+  const ModelConfig& c = model.config();
+  const KvCacheSpec spec = engine_kv_spec(model, config);
   KVS_RETURN_IF_ERROR(spec.validate());
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {

@@ -43,6 +43,8 @@ struct EngineConfig {
 
 // Tokens per KV block under `config`: its block size when paged, the model's context when contiguous.
 size_t engine_block_size(const Model& model, const EngineConfig& config);
+// What the KV cache of an engine of `config` over `model` holds (not yet validated).
+KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config);
 // The KV pool an engine of `config` would allocate for `model`: its spec and block count. The
 // calculator's sizing function, so what `run` and `serve` report is what they allocate.
 Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config);

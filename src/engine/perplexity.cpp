@@ -6,26 +6,14 @@
 #include <vector>
 
 #include "engine/generate.h"
+#include "engine/sampler.h"
 
 namespace kvs {
 namespace {
 
-// -log softmax(logits)[target], in double for a stable sum over thousands of tokens.
-double negative_log_likelihood(std::span<const float> logits, TokenId target) {
-  double max = logits[0];
-  for (float v : logits) max = std::max(max, static_cast<double>(v));
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  return std::log(sum) + max - static_cast<double>(logits[target]);
-}
-
 // log softmax(logits), in double.
 void log_softmax(std::span<const float> logits, std::vector<double>& out) {
-  double max = logits[0];
-  for (float v : logits) max = std::max(max, static_cast<double>(v));
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  const double shift = max + std::log(sum);
+  const double shift = log_sum_exp(logits);
   out.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - shift;
 }
@@ -102,13 +90,13 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
       reference_logits.resize(L * vocab);
       KVS_RETURN_IF_ERROR(run_chunk(*reference, tokenizer.bos(), chunk, [&](size_t position, std::span<const float> l) {
         std::copy(l.begin(), l.end(), reference_logits.begin() + static_cast<std::ptrdiff_t>(position * vocab));
-        reference_nll += negative_log_likelihood(l, chunk[position]);
+        reference_nll += -token_logprob(l, chunk[position]);
       }));
     }
     double chunk_nll = 0.0;
     // The logits after position i predict chunk token i.
     KVS_RETURN_IF_ERROR(run_chunk(**engine, tokenizer.bos(), chunk, [&](size_t position, std::span<const float> l) {
-      chunk_nll += negative_log_likelihood(l, chunk[position]);
+      chunk_nll += -token_logprob(l, chunk[position]);
       if (!reference) return;
       const std::span<const float> ref(reference_logits.data() + position * vocab, vocab);
       log_softmax(ref, log_p);

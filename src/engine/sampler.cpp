@@ -45,18 +45,23 @@ float max_value(std::span<const float> values) {
 }
 }  // namespace
 
-// The first index of the largest value, as std::max_element gives it (NaNs never win unless first), in two
-// passes that vectorize: the maximum, then where it first occurs. std::max_element's dependent chain took
-// ~30 us over 32,000 logits, once per sequence per step of a batch.
+double log_sum_exp(std::span<const float> logits) {
+  double max = logits[0];
+  for (float v : logits) max = std::max(max, static_cast<double>(v));
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  return max + std::log(sum);
+}
+
 double token_logprob(std::span<const float> logits, TokenId token) {
   KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size(), "token {} outside {} logits", token,
              logits.size());
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
-  return static_cast<double>(logits[static_cast<size_t>(token)] - max_logit) - std::log(sum);
+  return static_cast<double>(logits[static_cast<size_t>(token)]) - log_sum_exp(logits);
 }
 
+// The first index of the largest value, as std::max_element gives it (NaNs never win unless first), in two
+// passes that vectorize: the maximum, then where it first occurs. std::max_element's dependent chain took
+// ~30 us over 32,000 logits, once per sequence per step of a batch.
 TokenId argmax(std::span<const float> logits) {
   if (logits.empty()) return 0;
   const float m = max_value(logits);

@@ -43,7 +43,9 @@ class Sampler {
   std::vector<float> weights_;                         // unnormalised softmax of a draw from all tokens
 };
 
-// log softmax(logits)[token], summed in double.
+// log(sum over i of exp(logits[i])), in double (shifted by the maximum): softmax's log normalizer.
+double log_sum_exp(std::span<const float> logits);
+// log softmax(logits)[token] = logits[token] - log_sum_exp(logits).
 double token_logprob(std::span<const float> logits, TokenId token);
 
 // Index of the largest value; ties go to the lowest index.

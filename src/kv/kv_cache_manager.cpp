@@ -23,8 +23,22 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
   return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
 }
 
+namespace {
+
+// Slots a partial match copies in multiples of: 1, or the row group of keys quantized per channel.
+size_t partial_copy_unit(const KvCacheSpec& spec) {
+  const bool channel_keys =
+      !spec.mla && kv_dtype_quantized(spec.dtype.k) && spec.key_scale_axis == KvScaleAxis::kPerChannel;
+  return channel_keys ? kv_format(spec).k.group_size : 1;
+}
+
+}  // namespace
+
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : config_(config), pool_(config.num_blocks), index_(config.num_blocks) {
+    : config_(config),
+      partial_copy_unit_(partial_copy_unit(config.spec)),
+      pool_(config.num_blocks),
+      index_(config.num_blocks) {
   name_space("");  // namespace 0: no salt
 }
 
@@ -69,8 +83,7 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
       index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
   // Keys quantized per channel share scales over groups of rows, which the source's later rows may have
   // widened: only whole groups are copied, so a hit holds the very bits a miss would compute.
-  const size_t unit = partial_copy_unit();
-  const size_t copied = partial.num_tokens / unit * unit;
+  const size_t copied = partial.num_tokens / partial_copy_unit_ * partial_copy_unit_;
   if (copied > 0) {
     m.partial_source = partial.block;
     m.partial_tokens = copied;
@@ -123,13 +136,6 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
              "sequence {} is forked with room reserved past its {} tokens", parent.value, p.num_tokens());
   BlockTable forked = p.fork(pool_);
   tables_.emplace(child.value, std::move(forked));
-}
-
-size_t KvCacheManager::partial_copy_unit() const {
-  if (config_.spec.mla || !kv_dtype_quantized(config_.spec.dtype.k) ||
-      config_.spec.key_scale_axis != KvScaleAxis::kPerChannel)
-    return 1;
-  return kv_format(config_.spec).k.group_size;
 }
 
 bool KvCacheManager::shares_partial_block(const BlockTable& t) const {

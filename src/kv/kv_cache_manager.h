@@ -141,8 +141,6 @@ class KvCacheManager {
   const BlockTable& table(SeqId seq) const;
   // Takes n blocks, dropping the index entries of cached blocks among them; all or nothing.
   std::optional<PinnedBlocks> allocate(size_t n);
-  // Slots a partial match copies in multiples of: 1, or the row group of per-channel quantized keys.
-  size_t partial_copy_unit() const;
   // Is the table's partial last block shared with another table (so a write must copy it first)?
   bool shares_partial_block(const BlockTable& table) const;
   // Gives the table `private_block` in place of its shared partial last block, copied before the next pass.
@@ -156,7 +154,8 @@ class KvCacheManager {
   }
 
   KvCacheConfig config_;
-  BlockPool pool_;  // declared before the tables, whose references it must outlive
+  size_t partial_copy_unit_;  // a partial match copies slots in multiples of it (row groups of per-channel keys)
+  BlockPool pool_;            // declared before the tables, whose references it must outlive
   PrefixIndex index_;
   std::unordered_map<std::string, uint32_t> name_spaces_;
   std::vector<BlockHash> roots_;  // [namespace]: the parent hash of its first blocks
