@@ -24,6 +24,9 @@ struct AttentionBatch {
   // [n] token t attends over slots [0, visible_slots[t]) of its sequence (at most num_cached): causal
   // order is the caller's to state; for a chunk of new tokens it is cached + index + 1.
   std::span<const uint32_t> visible_slots;
+  // [block id] -> its key tail or kNoKeyTail (the KV manager's): where keys quantized per channel of a
+  // filling group wait (kv/key_tail_table.h). Empty when the keys have no tails.
+  std::span<const uint32_t> key_tails = {};
 };
 
 }  // namespace kvs

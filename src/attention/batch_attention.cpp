@@ -57,8 +57,15 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
       const size_t rows = (g_end - g_begin) * group;  // query heads of the call
       const size_t per_row = visible + (kv.format().k.rotated ? shape_.head_dim : 0);
       if (scores.size() < rows * per_row) scores.resize(std::max(shape_.num_heads * per_row, 2 * scores.size()));
-      paged_attention(kv, layer, {.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass}, shape_,
-                      &q[t * q_width], &out[t * out_width], g_begin, g_end, scores);
+      PagedContext context{.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass};
+      if (const size_t tail_rows = kv.format().k.tail_rows(seq.num_cached); tail_rows > 0) {
+        const BlockId block = seq.blocks[seq.num_cached / kv.block_size()];
+        KVS_ASSERT(!batch.key_tails.empty() && batch.key_tails[block.value] != kNoKeyTail,
+                   "the filling key group of {} rows in block {} has no key tail", tail_rows, block.value);
+        context.key_tail = batch.key_tails[block.value];
+        context.key_tail_first = seq.num_cached - tail_rows;
+      }
+      paged_attention(kv, layer, context, shape_, &q[t * q_width], &out[t * out_width], g_begin, g_end, scores);
       item += g_end - g_begin;
     }
   });

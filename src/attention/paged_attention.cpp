@@ -80,14 +80,24 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       continue;
     }
     const size_t next = next_real_block(blocks, b, num_blocks);
+    // Rows [0, quantized) of the block are read from it, the rest (a filling group) from the key tail.
+    const size_t quantized =
+        context.key_tail == kNoKeyTail ? count : std::clamp(context.key_tail_first, first, first + count) - first;
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       // Ahead of use, into L2: this head's keys of the next block and its values of this block (read
       // after the softmax). The blocks of a context lie anywhere in the pool, so the hardware prefetcher
       // cannot find the next one.
       if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, key_bytes);
       prefetch_l2(kv.values(layer, blocks[b], g).data, value_bytes);
-      attention_block_scores(q_range + (g - kv_head_begin) * group * hd, group, kv.keys(layer, blocks[b], g), count, hd,
-                             scale, &scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, isa);
+      const float* qg = q_range + (g - kv_head_begin) * group * hd;
+      float* sg = &scores[(g - kv_head_begin) * group * n_ctx];
+      if (quantized > 0)
+        attention_block_scores(qg, group, kv.keys(layer, blocks[b], g), quantized, hd, scale, sg + first, n_ctx, isa);
+      if (quantized < count) {  // the filling group's rows, from the key tail
+        KvRows tail = kv.key_tail_rows(context.key_tail, layer, g);
+        tail.data = static_cast<const uint16_t*>(tail.data) + (first + quantized - context.key_tail_first) * hd;
+        attention_block_scores(qg, group, tail, count - quantized, hd, scale, sg + first + quantized, n_ctx, isa);
+      }
     }
   }
   for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);

@@ -26,6 +26,10 @@ struct PagedContext {
   std::span<const BlockId> blocks;
   size_t num_slots = 0;
   std::span<float> slot_mass = {};  // empty, or at least num_slots: += each slot's probability, over query heads
+  // Keys quantized per channel: slots from key_tail_first on (in the last block) are read from key
+  // tail `key_tail` (fp16) in place of their block's rows; kNoKeyTail when no group is filling.
+  uint32_t key_tail = kNoKeyTail;
+  size_t key_tail_first = 0;
 };
 
 // For every query head of KV heads [kv_head_begin, kv_head_end):

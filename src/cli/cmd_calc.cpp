@@ -87,6 +87,7 @@ void run(const CalcOptions& o) {
   const size_t total = kv_bytes_for_sequences(spec, tokens, o.seqs);
   const double per_token = kv_bytes_per_token(spec);
   const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
+  const size_t tails_per_seq = kv_key_tails_for_sequences(spec, 1), tail_bytes = kv_key_tail_bytes(spec);
   if (o.json) {
     nlohmann::json j = {{"model", label},
                         {"kv_dtype", kv_dtypes_name(spec.dtype)},
@@ -100,6 +101,8 @@ void run(const CalcOptions& o) {
                         {"scale_bytes_per_block", block.scales},
                         {"blocks_per_seq", blocks_per_seq},
                         {"bytes_per_seq", per_seq},
+                        {"key_tails_per_seq", tails_per_seq},
+                        {"key_tail_bytes", tail_bytes},
                         {"total_bytes", total},
                         {"total_gib", total / double(1ull << 30)}};
     if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
@@ -115,8 +118,10 @@ void run(const CalcOptions& o) {
   std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
-  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens (%s)\n", per_seq, blocks_per_seq,
-              tokens, gib(per_seq).c_str());
+  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens%s (%s)\n", per_seq, blocks_per_seq,
+              tokens,
+              tails_per_seq ? fmt::format(" + {} key tails of {} bytes", tails_per_seq, tail_bytes).c_str() : "",
+              gib(per_seq).c_str());
   std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", total,
               gib(total).c_str());
   if (budget) {

@@ -46,7 +46,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
-    if (kv_blocks_in_budget(spec, *budget) == 0) {
+    if (kv_blocks_in_budget(spec, *budget, kv_key_tails_for_sequences(spec, config.max_seqs)) == 0) {
       throw CommandError(fmt::format("--kv-memory {} ({} bytes) is smaller than one KV block of {} bytes",
                                      options.kv_memory, *budget, kv_bytes_per_block(spec).total()));
     }

@@ -19,6 +19,9 @@ struct BlockId {
 // past them, evicted tokens). Never allocated by a pool.
 inline constexpr BlockId kNullBlock{UINT32_MAX};
 
+// A block without a key tail (kv/key_tail_table.h).
+inline constexpr uint32_t kNoKeyTail = UINT32_MAX;
+
 // Where one token's K/V lie in a KV pool: block id * block_size + offset within the block.
 struct KvSlot {
   size_t value = 0;

@@ -11,6 +11,7 @@ void build_model_input(std::span<const ScheduledChunk> chunks, const KvCacheMana
   in.slots.clear();
   in.sequences.clear();
   in.logits_rows.clear();
+  in.key_tails = kv.key_tails();
   for (size_t c = 0; c < chunks.size(); ++c) {
     const ScheduledChunk& chunk = chunks[c];
     const SequenceState& seq = *chunk.seq;

@@ -17,6 +17,7 @@ struct ModelInput {
   std::vector<uint32_t> positions, sequence_of_token, visible_slots, logits_for;
   std::vector<KvSlot> slots;
   std::vector<SequenceAttention> sequences;
+  std::span<const uint32_t> key_tails;  // the KV manager's [block] -> key tail
   // For logits row i: the chunk (index into the plan), the position of the token it follows, and whether
   // the next token is sampled from it (the last token of a chunk that completes its sequence).
   struct LogitsRow {
@@ -27,12 +28,14 @@ struct ModelInput {
   std::vector<LogitsRow> logits_rows;
 
   ForwardBatch view() const {
-    return {
-        .tokens = tokens,
-        .positions = positions,
-        .kv_slots = slots,
-        .attention = {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible_slots},
-        .logits_for = logits_for};
+    return {.tokens = tokens,
+            .positions = positions,
+            .kv_slots = slots,
+            .attention = {.sequences = sequences,
+                          .sequence_of_token = sequence_of_token,
+                          .visible_slots = visible_slots,
+                          .key_tails = key_tails},
+            .logits_for = logits_for};
   }
 };
 

@@ -35,12 +35,13 @@ Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig&
   const ModelConfig& c = model.config();
   const KvCacheSpec spec = engine_kv_spec(model, config);
   KVS_RETURN_IF_ERROR(spec.validate());
+  const size_t tails = kv_key_tails_for_sequences(spec, config.max_seqs);
   size_t blocks = config.kv_blocks;
   if (blocks == 0) {
     size_t budget = config.kv_memory_bytes;
     if (budget == 0)
       budget = std::min<size_t>(size_t{1} << 30, kv_bytes_for_sequences(spec, c.context_length, config.max_seqs));
-    blocks = kv_blocks_in_budget(spec, budget);
+    blocks = kv_blocks_in_budget(spec, budget, tails);
     if (blocks == 0) {
       return Status::out_of_memory(fmt::format("a KV budget of {} bytes is smaller than one block of {} bytes", budget,
                                                kv_bytes_per_block(spec).total()));
@@ -51,7 +52,8 @@ Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig&
       .spec = spec,
       .num_blocks = blocks,
       .prefix_caching = config.prefix_caching && config.kv_layout == KvLayout::kPaged,
-      .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size)};
+      .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size),
+      .num_key_tails = tails};
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
@@ -69,7 +71,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       tokenizer_(tokenizer),
       config_(config),
       kv_(std::move(kv)),
-      storage_(kv_->config().spec, kv_->config().num_blocks),
+      storage_(kv_->config().spec, kv_->config().num_blocks, kv_->config().num_key_tails),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
       runner_(model.make_runner(pool)) {}
 
@@ -100,6 +102,12 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   if (params.num_samples > 1 && params.max_new_tokens == 0) {
     return Status::invalid_argument(
         fmt::format("{} samples of a prompt need at least 1 new token each, got 0", params.num_samples));
+  }
+  const size_t tails = kv_->key_tail_table().num_tails();
+  if (tails > 0 && params.num_samples > tails) {
+    return Status::invalid_argument(fmt::format(
+        "{} samples of a prompt need as many key tails for their quantized keys, but there are {} (2 per --max-seqs)",
+        params.num_samples, tails));
   }
   if (params.num_samples > 1 && (params.recompute_history || params.all_logits || params.on_logits)) {
     return Status::invalid_argument(
@@ -256,7 +264,10 @@ bool Engine::step() {
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
   // Partial prefix hits: their matching slots are copied into the sequences' own blocks first.
-  for (const KvBlockCopy& c : kv_->pending_copies()) storage_.copy_slots(c.source, c.destination, c.num_slots);
+  for (const KvBlockCopy& c : kv_->pending_copies()) {
+    storage_.copy_slots(c.source, c.destination, c.num_slots);
+    if (c.source_tail != kNoKeyTail) storage_.copy_key_tail(c.source_tail, c.destination_tail);
+  }
   kv_->copies_done();
   build_model_input(plan.chunks, *kv_, input_);
   const size_t vocab = model_.config().vocab_size;

@@ -15,6 +15,10 @@ Status KvCacheConfig::validate() const {
   if (spec.mla)
     return Status::unimplemented("the engine's KV storage holds K and V; an MLA latent is sized by calc only");
   if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
+  if (kv_format(spec).has_key_tails() && num_key_tails == 0) {
+    return Status::invalid_argument(
+        "keys quantized per channel need key tails for their filling groups: num_key_tails is 0");
+  }
   return Status::ok();
 }
 
@@ -36,9 +40,11 @@ size_t partial_copy_unit(const KvCacheSpec& spec) {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
+      key_format_(kv_format(config.spec).k),
       partial_copy_unit_(partial_copy_unit(config.spec)),
       pool_(config.num_blocks),
-      index_(config.num_blocks) {
+      index_(config.num_blocks),
+      tails_(kv_format(config.spec).has_key_tails() ? config.num_key_tails : 0, config.num_blocks) {
   name_space("");  // namespace 0: no salt
 }
 
@@ -106,6 +112,8 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
   if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
+  const std::optional<size_t> tail = tail_block(cached + n);  // a fresh block: the match's are whole groups
+  if (tail && tails_.num_free() == 0) return false;
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, match.blocks);
   // The copy's source is pinned before the allocation, which could otherwise evict it.
@@ -121,6 +129,7 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   t.add_blocks(std::move(*fresh));
   t.advance(tokens.first(cached));
   for (size_t i = 0; i < match.blocks.size(); ++i) t.push_hash(match.hashes[i], content_of(match.blocks[i]));
+  if (tail) KVS_ASSERT(tails_.assign(t.blocks()[*tail]), "a key tail was free but assignment failed");
   if (config_.prefix_caching) {
     stats_.queried_tokens += tokens.size();
     stats_.hit_tokens += cached;
@@ -151,17 +160,48 @@ void KvCacheManager::copy_on_write(BlockTable& t, PinnedBlocks private_block) {
   const size_t index = t.num_tokens() / block_size();
   const BlockId shared = t.blocks()[index];
   copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&shared, 1)));
-  pending_copies_.push_back(
-      {.source = shared, .destination = private_block.blocks()[0], .num_slots = t.num_tokens() % block_size()});
+  const BlockId destination = private_block.blocks()[0];
+  const uint32_t source_tail = tails_.tail_of(shared);
+  if (source_tail != kNoKeyTail) KVS_ASSERT(tails_.assign(destination), "no key tail for a copy on write");
+  pending_copies_.push_back({.source = shared,
+                             .destination = destination,
+                             .num_slots = t.num_tokens() % block_size(),
+                             .source_tail = source_tail,
+                             .destination_tail = tails_.tail_of(destination)});
   t.replace_block(index, std::move(private_block));
   ++num_copy_on_write_;
 }
 
+std::optional<size_t> KvCacheManager::tail_block(size_t end) const {
+  if (key_format_.tail_rows(end) == 0) return std::nullopt;
+  return end / block_size();
+}
+
+size_t KvCacheManager::tails_needed(const BlockTable* t, size_t n) const {
+  const std::optional<size_t> at = tail_block((t ? t->num_tokens() : 0) + n);
+  const bool copy = t && n > 0 && shares_partial_block(*t);
+  const size_t copied = t ? t->num_tokens() / block_size() : 0;  // the block a copy on write replaces
+  const bool copy_tail = copy && tails_.tail_of(t->blocks()[copied]) != kNoKeyTail;
+  if (!at) return copy_tail;
+  // The block where the group fills: new, the private copy (a tail iff the copy's source has one), or held.
+  bool has_tail = false;
+  if (t && *at < t->blocks().size() && t->blocks()[*at] != kNullBlock)
+    has_tail = copy && *at == copied ? copy_tail : tails_.tail_of(t->blocks()[*at]) != kNoKeyTail;
+  return copy_tail + !has_tail;
+}
+
+void KvCacheManager::release_tails_of_unheld(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks)
+    if (b != kNullBlock && pool_.meta(b).ref_count == 0) tails_.release(b);
+}
+
 bool KvCacheManager::can_reserve(SeqId seq, size_t n) const {
   auto it = tables_.find(seq.value);
-  if (it == tables_.end()) return kv_blocks_for_tokens(n, block_size()) <= pool_.num_free_blocks();
-  const bool copy = n > 0 && shares_partial_block(it->second);
-  return it->second.blocks_needed(n) + copy <= pool_.num_free_blocks();
+  const BlockTable* t = it == tables_.end() ? nullptr : &it->second;
+  if (tails_needed(t, n) > tails_.num_free()) return false;
+  if (!t) return kv_blocks_for_tokens(n, block_size()) <= pool_.num_free_blocks();
+  const bool copy = n > 0 && shares_partial_block(*t);
+  return t->blocks_needed(n) + copy <= pool_.num_free_blocks();
 }
 
 bool KvCacheManager::reserve(SeqId seq, size_t n) {
@@ -170,12 +210,15 @@ bool KvCacheManager::reserve(SeqId seq, size_t n) {
   const bool copy = n > 0 && !is_new && shares_partial_block(it->second);
   const size_t needed = is_new ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
   if (needed + copy > pool_.num_free_blocks()) return false;
+  if (tails_needed(is_new ? nullptr : &it->second, n) > tails_.num_free()) return false;
   std::optional<PinnedBlocks> private_block = copy ? allocate(1) : std::nullopt;
   std::optional<PinnedBlocks> blocks = allocate(needed);
   KVS_ASSERT(blocks && (!copy || private_block), "{} blocks were free but allocation failed", needed + copy);
   if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size(), 0)).first;
   if (copy) copy_on_write(it->second, std::move(*private_block));
   it->second.add_blocks(std::move(*blocks));
+  if (const std::optional<size_t> at = tail_block(it->second.num_tokens() + n))
+    KVS_ASSERT(tails_.assign(it->second.blocks()[*at]), "a key tail was free but assignment failed");
   return true;
 }
 
@@ -197,8 +240,15 @@ void KvCacheManager::index_full_blocks(BlockTable& t) {
 void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   auto it = tables_.find(seq.value);
   KVS_ASSERT(it != tables_.end(), "commit to unknown sequence {}", seq.value);
-  it->second.advance(tokens);
-  if (config_.prefix_caching) index_full_blocks(it->second);
+  BlockTable& t = it->second;
+  const size_t before = t.num_tokens() / block_size();
+  t.advance(tokens);
+  // Groups completed by these tokens are quantized: their blocks' tails go back (the blocks were
+  // written, so they are this table's alone), all but the one where a group still fills.
+  const std::optional<size_t> filling = tail_block(t.num_tokens());
+  for (size_t i = before; i < t.blocks().size(); ++i)
+    if (i != filling && t.blocks()[i] != kNullBlock) tails_.release(t.blocks()[i]);
+  if (config_.prefix_caching) index_full_blocks(t);
 }
 
 void KvCacheManager::free(SeqId seq) {
@@ -218,12 +268,16 @@ void KvCacheManager::free(SeqId seq) {
   // Copies into its blocks that have not run yet are moot now.
   std::erase_if(pending_copies_,
                 [&](const KvBlockCopy& c) { return std::ranges::find(t.blocks(), c.destination) != t.blocks().end(); });
+  const std::vector<BlockId> blocks(t.blocks().begin(), t.blocks().end());
   tables_.erase(it);  // the table's PinnedBlocks release tail first
+  release_tails_of_unheld(blocks);
 }
 
 void KvCacheManager::copies_done() {
   pending_copies_.clear();
+  const std::vector<BlockId> sources(copy_sources_.blocks().begin(), copy_sources_.blocks().end());
   copy_sources_.release();
+  release_tails_of_unheld(sources);
 }
 
 size_t KvCacheManager::num_tokens(SeqId seq) const {
@@ -234,13 +288,15 @@ std::span<const TokenId> KvCacheManager::tokens(SeqId seq) const { return table(
 std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const { return table(seq).blocks(); }
 
 KvUsage KvCacheManager::usage() const {
-  const size_t per_block = kv_bytes_per_block(config_.spec).total();
+  const size_t per_block = kv_bytes_per_block(config_.spec).total(), per_tail = kv_key_tail_bytes(config_.spec);
   return KvUsage{.blocks_total = pool_.num_blocks(),
                  .blocks_used = pool_.num_used_blocks(),
                  .blocks_used_peak = pool_.peak_used_blocks(),
                  .blocks_cached_idle = pool_.num_cached_free_blocks(),
-                 .bytes_total = pool_.num_blocks() * per_block,
-                 .bytes_used = pool_.num_used_blocks() * per_block};
+                 .key_tails_total = tails_.num_tails(),
+                 .key_tails_used = tails_.num_used(),
+                 .bytes_total = pool_.num_blocks() * per_block + tails_.num_tails() * per_tail,
+                 .bytes_used = pool_.num_used_blocks() * per_block + tails_.num_used() * per_tail};
 }
 
 PrefixCacheStats KvCacheManager::prefix_stats() const {
@@ -252,7 +308,19 @@ PrefixCacheStats KvCacheManager::prefix_stats() const {
 Status KvCacheManager::check_invariants() const {
   KVS_RETURN_IF_ERROR(pool_.check_invariants());
   KVS_RETURN_IF_ERROR(index_.check_invariants());
+  KVS_RETURN_IF_ERROR(tails_.check_invariants());
   const size_t bs = block_size();
+  for (uint32_t b = 0; b < pool_.num_blocks(); ++b) {
+    if (tails_.tail_of(BlockId{b}) != kNoKeyTail && pool_.meta(BlockId{b}).ref_count == 0)
+      return Status::corrupt(fmt::format("free block {} holds key tail {}", b, tails_.tail_of(BlockId{b})));
+  }
+  for (const auto& [id, t] : tables_) {
+    const std::optional<size_t> filling = tail_block(t.num_tokens());
+    if (filling && t.blocks()[*filling] != kNullBlock && tails_.tail_of(t.blocks()[*filling]) == kNoKeyTail) {
+      return Status::corrupt(
+          fmt::format("sequence {} fills a key group in block {} without a key tail", id, t.blocks()[*filling].value));
+    }
+  }
   std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
   for (const auto& [id, t] : tables_) {
     if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), bs)) {

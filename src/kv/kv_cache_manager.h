@@ -15,6 +15,11 @@
 // hold the prompt once). A forked partial last block is shared until a holder first writes into it:
 // that holder gets a private copy (copy on write, through pending_copies()); the last holder writes
 // in place, so n forks of a prompt cost n - 1 block copies.
+//
+// Key tails (keys quantized per channel, kv/key_tail_table.h): the block where a sequence's row group
+// is still filling, after a reserve and until the commit that completes the group, holds a key tail;
+// the tail goes back when the group completes or the block is released. A copy on write copies the
+// tail too. Running out of tails is running out of memory, as for blocks.
 #pragma once
 
 #include <optional>
@@ -28,6 +33,8 @@
 #include "core/status.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
+#include "kv/key_tail_table.h"
+#include "kv/kv_format.h"
 #include "kv/kv_sizing.h"
 #include "kv/prefix_hash.h"
 #include "kv/prefix_index.h"
@@ -40,6 +47,9 @@ struct KvCacheConfig {
   bool prefix_caching = true;             // --no-prefix-cache turns it off
   std::string model_identity = {};        // part of every prefix hash: caches of different models never match
   BlockHasher hasher = chain_block_hash;  // a test may force collisions
+  // Keys quantized per channel: key tails for filling groups, kv_key_tails_for_sequences of the most
+  // sequences held at once (at least 1; ignored for other formats).
+  size_t num_key_tails = 0;
 
   Status validate() const;
 };
@@ -49,8 +59,10 @@ struct KvUsage {
   size_t blocks_used = 0;
   size_t blocks_used_peak = 0;    // the most blocks in use at once since the start
   size_t blocks_cached_idle = 0;  // free blocks that still hold cached content
-  size_t bytes_total = 0;         // what the pool allocated
-  size_t bytes_used = 0;          // blocks_used x bytes per block
+  size_t key_tails_total = 0;
+  size_t key_tails_used = 0;
+  size_t bytes_total = 0;  // what the pool and the key tails allocated
+  size_t bytes_used = 0;   // blocks_used x bytes per block
 };
 
 struct PrefixCacheStats {
@@ -76,6 +88,8 @@ struct KvBlockCopy {
   BlockId source;
   BlockId destination;
   size_t num_slots = 0;
+  uint32_t source_tail = kNoKeyTail;  // a copy on write of a block with a key tail: copy it too
+  uint32_t destination_tail = kNoKeyTail;
 };
 
 class KvCacheManager {
@@ -125,6 +139,9 @@ class KvCacheManager {
   size_t num_sequences() const { return tables_.size(); }
 
   const BlockPool& pool() const { return pool_; }
+  // [block id] -> its key tail, or kNoKeyTail: for the write path and attention.
+  std::span<const uint32_t> key_tails() const { return tails_.by_block(); }
+  const KeyTailTable& key_tail_table() const { return tails_; }
   const PrefixIndex& prefix_index() const { return index_; }
   KvUsage usage() const;
   PrefixCacheStats prefix_stats() const;
@@ -133,7 +150,8 @@ class KvCacheManager {
   // holding it (and the pending copies reading it); a block in several tables is full in each (shared
   // blocks are never written, except a forked partial last block: the last block of each holder,
   // each with the same slots written, to be copied before a write); every block in use is held; each table has the
-  // blocks its committed tokens need; a block holds cached content in the pool iff the index has an entry for it.
+  // blocks its committed tokens need; a block holds cached content in the pool iff the index has an entry for it;
+  // a block with a key tail is held, and the block where a table's group fills has one.
   Status check_invariants() const;
 
  private:
@@ -145,6 +163,13 @@ class KvCacheManager {
   bool shares_partial_block(const BlockTable& table) const;
   // Gives the table `private_block` in place of its shared partial last block, copied before the next pass.
   void copy_on_write(BlockTable& table, PinnedBlocks private_block);
+  // The index in a table of the block whose row group fills when `end` of its positions are written,
+  // if that group waits in a key tail.
+  std::optional<size_t> tail_block(size_t end) const;
+  // Key tails reserve(table, n) takes (table null: a new sequence).
+  size_t tails_needed(const BlockTable* table, size_t n) const;
+  // Returns the tails of those of `blocks` that nothing holds any more.
+  void release_tails_of_unheld(std::span<const BlockId> blocks);
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
@@ -154,9 +179,11 @@ class KvCacheManager {
   }
 
   KvCacheConfig config_;
+  KvTensorFormat key_format_;
   size_t partial_copy_unit_;  // a partial match copies slots in multiples of it (row groups of per-channel keys)
   BlockPool pool_;            // declared before the tables, whose references it must outlive
   PrefixIndex index_;
+  KeyTailTable tails_;
   std::unordered_map<std::string, uint32_t> name_spaces_;
   std::vector<BlockHash> roots_;  // [namespace]: the parent hash of its first blocks
   std::vector<KvBlockCopy> pending_copies_;

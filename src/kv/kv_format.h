@@ -13,6 +13,11 @@
 // Quantized grouping: V per token over groups of 32 elements of a row (the whole row when its width is
 // not a multiple of 32); K per channel over groups of up to 16 rows of a block (KIVI, the default), or
 // per token as V. Keys may be stored rotated by a Hadamard transform (spreads outlier channels over all).
+//
+// Key tails: a per-channel group is quantized once, when its last row is written, from its rows in
+// fp16; until then those rows wait in a key tail (kv/key_tail_table.h), [num_layers][num_heads]
+// [group_size rows][width] fp16, which attention reads in place of the group's quantized rows. So a
+// group's scales come from all its rows, never from the first few, and no row is requantized.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +47,11 @@ struct KvTensorFormat {
     return scale_axis == KvScaleAxis::kPerToken ? rows * width / group_size : 0;
   }
   size_t scales_bytes() const { return scale_count() * scale_bytes; }
+  // Rows that wait in a key tail when `filled` rows of a block (or positions of a sequence) are
+  // written: those of the filling per-channel group, 0 when it is complete or the format has none.
+  size_t tail_rows(size_t filled) const {
+    return scale_axis == KvScaleAxis::kPerChannel && filled % rows != 0 ? filled % rows % group_size : 0;
+  }
   // Everything of one head in one block; head-blocks lie this far apart.
   size_t head_block_bytes() const { return data_bytes() + scales_bytes(); }
 };
@@ -56,6 +66,9 @@ struct KvFormat {
   size_t pool_bytes_per_block(const KvTensorFormat& t) const { return num_heads * t.head_block_bytes(); }
   size_t data_bytes_per_block() const;    // all layers and tensors, elements only
   size_t scales_bytes_per_block() const;  // all layers and tensors, scales only
+  bool has_key_tails() const { return k.scale_axis == KvScaleAxis::kPerChannel; }
+  // One key tail: a group of fp16 rows per layer and head; 0 without per-channel keys.
+  size_t key_tail_bytes() const { return has_key_tails() ? num_layers * num_heads * k.group_size * k.width * 2 : 0; }
 };
 
 // The layout of `spec`, which must be valid: quantized K grouped along spec.key_scale_axis, quantized

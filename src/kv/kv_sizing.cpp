@@ -9,15 +9,25 @@ KvBlockBytes kv_bytes_per_block(const KvCacheSpec& s) {
 
 size_t kv_blocks_for_tokens(size_t tokens, size_t block_size) { return (tokens + block_size - 1) / block_size; }
 
+size_t kv_key_tail_bytes(const KvCacheSpec& s) { return kv_format(s).key_tail_bytes(); }
+
+size_t kv_key_tails_for_sequences(const KvCacheSpec& s, size_t seqs) {
+  return kv_format(s).has_key_tails() ? kKeyTailsPerSequence * seqs : 0;
+}
+
 size_t kv_bytes_for_sequences(const KvCacheSpec& s, size_t tokens, size_t seqs) {
-  return seqs * kv_blocks_for_tokens(tokens, s.block_size) * kv_bytes_per_block(s).total();
+  return seqs * kv_blocks_for_tokens(tokens, s.block_size) * kv_bytes_per_block(s).total() +
+         kv_key_tails_for_sequences(s, seqs) * kv_key_tail_bytes(s);
 }
 
 double kv_bytes_per_token(const KvCacheSpec& s) {
   return static_cast<double>(kv_bytes_per_block(s).total()) / static_cast<double>(s.block_size);
 }
 
-size_t kv_blocks_in_budget(const KvCacheSpec& s, size_t budget) { return budget / kv_bytes_per_block(s).total(); }
+size_t kv_blocks_in_budget(const KvCacheSpec& s, size_t budget, size_t num_key_tails) {
+  const size_t tails = num_key_tails * kv_key_tail_bytes(s);
+  return tails >= budget ? 0 : (budget - tails) / kv_bytes_per_block(s).total();
+}
 
 size_t kv_max_seqs_in_budget(const KvCacheSpec& s, size_t tokens, size_t budget) {
   const size_t per_seq = kv_bytes_for_sequences(s, tokens, 1);

@@ -8,7 +8,9 @@
 // - K and V of different element types and widths;
 // - quantized elements with their scales: int8/int4 K is quantized per channel (one fp16 scale per
 //   channel per block), V per token (one fp16 scale per token and head);
-// - block rounding: a sequence holds ceil(tokens / block_size) whole blocks.
+// - block rounding: a sequence holds ceil(tokens / block_size) whole blocks;
+// - key tails (keys quantized per channel): the fp16 rows of filling groups, two per sequence (its
+//   filling group, and the next block's while a step crosses into it).
 #pragma once
 
 #include <cstddef>
@@ -24,14 +26,21 @@ struct KvBlockBytes {
   size_t total() const { return data + scales; }
 };
 
+inline constexpr size_t kKeyTailsPerSequence = 2;
+
 // The bytes one block of `spec.block_size` tokens occupies across every layer.
 KvBlockBytes kv_bytes_per_block(const KvCacheSpec& spec);
 size_t kv_blocks_for_tokens(size_t tokens, size_t block_size);
-// Exact bytes for `seqs` sequences of `tokens` tokens each, block-rounded.
+// One key tail's bytes (every layer and KV head), and the tails `seqs` sequences at once need; 0 unless
+// keys are quantized per channel.
+size_t kv_key_tail_bytes(const KvCacheSpec& spec);
+size_t kv_key_tails_for_sequences(const KvCacheSpec& spec, size_t seqs);
+// Exact bytes for `seqs` sequences of `tokens` tokens each, block-rounded, with their key tails.
 size_t kv_bytes_for_sequences(const KvCacheSpec& spec, size_t tokens, size_t seqs);
 // Bytes per token without block rounding (for the per-token line of the breakdown).
 double kv_bytes_per_token(const KvCacheSpec& spec);
-size_t kv_blocks_in_budget(const KvCacheSpec& spec, size_t budget_bytes);
+// Blocks that fit in a budget beside `num_key_tails` key tails.
+size_t kv_blocks_in_budget(const KvCacheSpec& spec, size_t budget_bytes, size_t num_key_tails = 0);
 size_t kv_max_seqs_in_budget(const KvCacheSpec& spec, size_t tokens, size_t budget_bytes);
 
 }  // namespace kvs

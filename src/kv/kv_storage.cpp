@@ -7,14 +7,20 @@
 
 namespace kvs {
 
-KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks)
-    : spec_(spec), format_(kv_format(spec)), num_blocks_(num_blocks) {
+KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks, size_t num_key_tails)
+    : spec_(spec),
+      format_(kv_format(spec)),
+      num_blocks_(num_blocks),
+      num_key_tails_(format_.has_key_tails() ? num_key_tails : 0) {
   HostKvAllocator host;
   allocate_pools(host);
 }
 
-KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks, KvAllocator& allocator)
-    : spec_(spec), format_(kv_format(spec)), num_blocks_(num_blocks) {
+KvStorage::KvStorage(const KvCacheSpec& spec, size_t num_blocks, size_t num_key_tails, KvAllocator& allocator)
+    : spec_(spec),
+      format_(kv_format(spec)),
+      num_blocks_(num_blocks),
+      num_key_tails_(format_.has_key_tails() ? num_key_tails : 0) {
   allocate_pools(allocator);
 }
 
@@ -23,8 +29,9 @@ void KvStorage::allocate_pools(KvAllocator& allocator) {
   KVS_ASSERT(valid.is_ok(), "KV storage of an invalid spec: {}", valid.message());
   keys_ = allocate(format_.k, allocator);
   if (format_.v) values_ = allocate(*format_.v, allocator);
+  if (num_key_tails_ > 0) key_tails_ = allocator.allocate(num_key_tails_ * format_.key_tail_bytes());
   // The pools are the calculator's bytes exactly, so its prediction is this allocation.
-  const size_t predicted = num_blocks_ * kv_bytes_per_block(spec_).total();
+  const size_t predicted = num_blocks_ * kv_bytes_per_block(spec_).total() + num_key_tails_ * kv_key_tail_bytes(spec_);
   KVS_ASSERT(bytes() == predicted, "allocated {} bytes, sizing says {}", bytes(), predicted);
 }
 
@@ -62,7 +69,31 @@ size_t KvStorage::bytes() const {
   for (const Pools* pools : {&keys_, &values_}) {
     for (const auto& region : pools->layers) total += region->bytes().size();
   }
-  return total;
+  return total + (key_tails_ ? key_tails_->bytes().size() : 0);
+}
+
+size_t KvStorage::key_tail_offset(uint32_t tail, size_t layer, size_t kv_head) const {
+  KVS_ASSERT(tail < num_key_tails_ && layer < format_.num_layers && kv_head < format_.num_heads,
+             "key tail {} of {}, layer {} of {}, head {} of {}", tail, num_key_tails_, layer, format_.num_layers,
+             kv_head, format_.num_heads);
+  return ((tail * format_.num_layers + layer) * format_.num_heads + kv_head) * format_.k.group_size * format_.k.width;
+}
+
+uint16_t* KvStorage::key_tail(uint32_t tail, size_t layer, size_t kv_head) {
+  return reinterpret_cast<uint16_t*>(key_tails_->bytes().data()) + key_tail_offset(tail, layer, kv_head);
+}
+
+KvRows KvStorage::key_tail_rows(uint32_t tail, size_t layer, size_t kv_head) const {
+  const auto* base = reinterpret_cast<const uint16_t*>(key_tails_->bytes().data());
+  return {.data = base + key_tail_offset(tail, layer, kv_head), .type = KvDType::kF16, .rotated = format_.k.rotated};
+}
+
+void KvStorage::copy_key_tail(uint32_t source, uint32_t destination) {
+  KVS_ASSERT(source < num_key_tails_ && destination < num_key_tails_, "copy of key tail {} to {} of {}", source,
+             destination, num_key_tails_);
+  const size_t bytes = format_.key_tail_bytes();
+  std::byte* base = key_tails_->bytes().data();
+  std::memcpy(base + destination * bytes, base + source * bytes, bytes);
 }
 
 std::byte* KvStorage::head_block(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const {

@@ -4,7 +4,8 @@
 // products of decode. K and V may differ in element type and width. A contiguous per-sequence cache
 // is the special case of one block whose size is the whole context. Which block belongs to which
 // sequence is decided elsewhere (block pool and block tables); this class only stores, in memory
-// from an injected allocator. Rows are written by attention/write_kv.
+// from an injected allocator. Rows are written by attention/write_kv. With keys quantized per channel
+// it also holds the key tails (kv/key_tail_table.h: which block holds which is the KV manager's).
 //
 // Thread contract: writes go one block at a time (write_kv_run), and a block's bytes (rows and
 // scales) are written by one thread at a time; distinct blocks may be written from different
@@ -26,10 +27,10 @@ namespace kvs {
 
 class KvStorage {
  public:
-  // Pools for `num_blocks` blocks of `spec` (which must be valid), from `allocator`, which is used
-  // here only. The second form takes host RAM.
-  KvStorage(const KvCacheSpec& spec, size_t num_blocks, KvAllocator& allocator);
-  KvStorage(const KvCacheSpec& spec, size_t num_blocks);
+  // Pools for `num_blocks` blocks of `spec` (which must be valid) and `num_key_tails` key tails (none
+  // unless the format has them), from `allocator`, which is used here only. The second form takes host RAM.
+  KvStorage(const KvCacheSpec& spec, size_t num_blocks, size_t num_key_tails, KvAllocator& allocator);
+  KvStorage(const KvCacheSpec& spec, size_t num_blocks, size_t num_key_tails = 0);
 
   const KvCacheSpec& spec() const { return spec_; }
   const KvFormat& format() const { return format_; }
@@ -37,7 +38,10 @@ class KvStorage {
   size_t block_size() const { return spec_.block_size; }
   size_t token_capacity() const { return num_blocks_ * spec_.block_size; }
   bool has_values() const { return format_.v.has_value(); }  // false for an MLA latent
-  size_t bytes() const;  // every pool of every layer: what was allocated, = num_blocks x kv_bytes_per_block
+  size_t num_key_tails() const { return num_key_tails_; }
+  // Everything allocated: every pool of every layer and the key tails, = num_blocks x kv_bytes_per_block
+  // + num_key_tails x kv_key_tail_bytes.
+  size_t bytes() const;
 
   // The bytes of one head's key (or value) row at `slot` of `layer`: format().k.row_bytes().
   std::byte* key_row(size_t layer, KvSlot slot, size_t kv_head) { return row(keys_, layer, slot, kv_head); }
@@ -53,6 +57,12 @@ class KvStorage {
   // Copies slots [0, num_slots) of `source` into `destination`, every layer, K and V (quantized
   // formats: the head-blocks' scales too): a prefix hit's partial block. Not while a forward pass runs.
   void copy_slots(BlockId source, BlockId destination, size_t num_slots);
+
+  // Key tail `tail` of one layer and head: [group_size rows][width] fp16, row i the group's row i.
+  uint16_t* key_tail(uint32_t tail, size_t layer, size_t kv_head);
+  KvRows key_tail_rows(uint32_t tail, size_t layer, size_t kv_head) const;
+  // Copies every layer's and head's rows of one key tail into another (a block copied on write).
+  void copy_key_tail(uint32_t source, uint32_t destination);
 
   // Keys of one head in one block: its head-block, rows [block_size][width] first.
   KvRows keys(size_t layer, BlockId block, size_t kv_head) const { return rows(keys_, layer, block, kv_head); }
@@ -70,11 +80,15 @@ class KvStorage {
   std::byte* row(Pools& pools, size_t layer, KvSlot slot, size_t kv_head);
   KvRows rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const;
 
+  size_t key_tail_offset(uint32_t tail, size_t layer, size_t kv_head) const;  // in fp16 elements
+
   KvCacheSpec spec_;
   KvFormat format_;
   size_t num_blocks_;
-  Pools keys_;    // keys, or MLA's latent
-  Pools values_;  // empty for MLA
+  size_t num_key_tails_;
+  std::unique_ptr<KvRegion> key_tails_;  // [tail][layer][kv_head][group_size][width] fp16; null without tails
+  Pools keys_;                           // keys, or MLA's latent
+  Pools values_;                         // empty for MLA
 };
 
 }  // namespace kvs

@@ -105,7 +105,10 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
       for (size_t r = begin; r < end; ++r) {
         const KvWriteRun run = write_runs_[r];
         const size_t floats = run.count * c.kv_dim(), at = run.first * c.kv_dim();
-        write_kv_run(kv, l, batch.kv_slots[run.first], run.count, {&k_[at], floats}, {&v_[at], floats});
+        const KvSlot first = batch.kv_slots[run.first];
+        const std::span<const uint32_t> tails = batch.attention.key_tails;
+        const uint32_t tail = tails.empty() ? kNoKeyTail : tails[first.value / kv.block_size()];
+        write_kv_run(kv, l, first, run.count, {&k_[at], floats}, {&v_[at], floats}, tail);
       }
     });
     attention_.run(kv, l, batch.attention, q_, att_);

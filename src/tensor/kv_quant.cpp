@@ -98,32 +98,23 @@ void quantize_row_per_token(KvDType type, const float* x, size_t width, size_t g
   }
 }
 
-void append_row_per_channel(KvDType type, const float* x, size_t width, size_t group_size, size_t row, uint8_t* data,
-                            uint16_t* scales) {
+void quantize_group_per_channel(KvDType type, const uint16_t* rows_f16, size_t rows, size_t width, uint8_t* data,
+                                uint16_t* scales) {
+  KVS_ASSERT(rows > 0, "a per-channel group of 0 rows");
   const uint32_t levels = kv_quant_levels(type);
-  const size_t bytes = row_bytes(type, width), first = row - row % group_size;
-  uint16_t* group_scales = scales + row / group_size * 2 * width;
-  uint16_t* group_mins = group_scales + width;
-  uint8_t* out = data + row * bytes;
+  const size_t bytes = row_bytes(type, width);
   for (size_t c = 0; c < width; ++c) {
-    KvQuantPair pair{.scale = group_scales[c], .min = group_mins[c]};
-    if (row == first) {
-      pair = kv_quant_pair(x[c], x[c], levels);
-    } else {
-      const float lo = pair_min(pair), hi = lo + pair_scale(pair) * static_cast<float>(levels);
-      if (x[c] < lo || x[c] > hi) {
-        const KvQuantPair wider = kv_quant_pair(std::min(lo, x[c]), std::max(hi, x[c]), levels);
-        for (size_t r = first; r < row; ++r) {
-          uint8_t* earlier = data + r * bytes;
-          const float value = lo + pair_scale(pair) * static_cast<float>(kv_get_q(type, earlier, width, c));
-          kv_set_q(type, earlier, width, c, kv_quantize(value, wider, levels));
-        }
-        pair = wider;
-      }
+    float lo = fp16_to_fp32(rows_f16[c]), hi = lo;
+    for (size_t r = 1; r < rows; ++r) {
+      const float x = fp16_to_fp32(rows_f16[r * width + c]);
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
     }
-    group_scales[c] = pair.scale;
-    group_mins[c] = pair.min;
-    kv_set_q(type, out, width, c, kv_quantize(x[c], pair, levels));
+    const KvQuantPair pair = kv_quant_pair(lo, hi, levels);
+    scales[c] = pair.scale;
+    scales[width + c] = pair.min;
+    for (size_t r = 0; r < rows; ++r)
+      kv_set_q(type, data + r * bytes, width, c, kv_quantize(fp16_to_fp32(rows_f16[r * width + c]), pair, levels));
   }
 }
 

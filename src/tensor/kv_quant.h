@@ -4,8 +4,8 @@
 //
 // Error bound: a value x in its group's range quantizes to min + scale * q with |error| <= scale / 2
 // (up to fp32 rounding), where scale = (hi - lo) / levels over the group's range [lo, hi], rounded up
-// to fp16, and min is lo rounded down to fp16. A per-channel group that widens while its rows are
-// written requantizes its earlier rows: each widening adds at most another scale / 2 to them.
+// to fp16, and min is lo rounded down to fp16. A per-channel group is quantized once, from its rows
+// in fp16 (the key tail they waited in), so its error is that of the fp16 rounding plus scale / 2.
 #pragma once
 
 #include <cstddef>
@@ -37,12 +37,10 @@ void kv_set_q(KvDType type, uint8_t* row, size_t width, size_t i, uint32_t q);
 void quantize_row_per_token(KvDType type, const float* x, size_t width, size_t group_size, uint8_t* row,
                             uint16_t* scales);
 
-// Writes x as row `row` of a per-channel head-block (data [rows][width]; `scales` its scale area: per
-// group of rows [width] scales then [width] mins). The rows of its group before it must be written; the
-// first row of a group starts each channel's range at x. A channel whose range must widen to take x
-// gets the wider pair and its earlier rows of the group requantized to it.
-void append_row_per_channel(KvDType type, const float* x, size_t width, size_t group_size, size_t row, uint8_t* data,
-                            uint16_t* scales);
+// A whole per-channel group of `rows` rows (fp16, [rows][width]) quantized: each channel's pair over
+// its rows' range into `scales` ([width] scales then [width] mins), the rows into `data` ([rows][width]).
+void quantize_group_per_channel(KvDType type, const uint16_t* rows_f16, size_t rows, size_t width, uint8_t* data,
+                                uint16_t* scales);
 
 // Element i of row s of a head-block of `width`-element rows, any KV type, as fp32 (quantized:
 // min + scale * q in fp32). The scalar reference of every attention kernel.

@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/half.h"
 #include "kv/kv_sizing.h"
+#include "tensor/kv_quant.h"
 
 namespace kvs {
 namespace {
@@ -118,6 +121,68 @@ TEST(WriteKvDeathTest, TwoRunsIntoOneBlockAreRefused) {
   // Two writers of block 1 in one batch would race on its bytes (and its scales, when quantized).
   const std::vector<KvSlot> slots = {{16}, {40}, {17}};
   EXPECT_DEATH(kv_write_runs(slots, 16), "block 1 is written by two runs");
+}
+
+// Keys quantized per channel: a block written in one run and the same rows written in runs of odd
+// lengths through a key tail end with the same bytes (each group is quantized once, from its fp16
+// rows); meanwhile the filling group's rows lie in the tail as their fp16 roundings.
+TEST(WriteKv, KeysPerChannelWaitInTheirTailAndAnySplitGivesTheSameBytes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    const KvCacheSpec spec{.num_layers = 2,
+                           .num_kv_heads = 2,
+                           .head_dim = 32,
+                           .dtype = {type, KvDType::kF16},
+                           .key_scale_axis = KvScaleAxis::kPerChannel,
+                           .block_size = 64};
+    const size_t heads = 2, width = 32, rows = 64, group = 16;
+    KvStorage kv(spec, 2, 1);
+    std::vector<float> keys(rows * heads * width), values(rows * heads * width);
+    for (float& x : keys) x = normal(rng);
+    for (float& x : values) x = normal(rng);
+    const auto run = [&](size_t layer, size_t block, size_t first, size_t n, uint32_t tail) {
+      write_kv_run(kv, layer, KvSlot{block * rows + first}, n, {&keys[first * heads * width], n * heads * width},
+                   {&values[first * heads * width], n * heads * width}, tail);
+    };
+    for (size_t l = 0; l < 2; ++l) {
+      run(l, 0, 0, rows, kNoKeyTail);  // whole groups: no tail needed
+      size_t first = 0;
+      for (const size_t n : {5, 1, 20, 3, 35}) {
+        run(l, 1, first, n, 0);
+        first += n;
+        if (first == 26) {  // group 1 holds rows 16..25, in the tail
+          for (size_t h = 0; h < heads; ++h) {
+            const auto* tail = static_cast<const uint16_t*>(kv.key_tail_rows(0, l, h).data);
+            for (size_t r = 16; r < 26; ++r)
+              for (size_t i = 0; i < width; ++i)
+                ASSERT_EQ(tail[(r - 16) * width + i], fp32_to_fp16(keys[(r * heads + h) * width + i]));
+          }
+        }
+      }
+      for (size_t h = 0; h < heads; ++h) {
+        const KvRows whole = kv.keys(l, BlockId{0}, h), split = kv.keys(l, BlockId{1}, h);
+        const size_t bytes = kv.format().k.head_block_bytes();
+        EXPECT_EQ(std::memcmp(whole.data, split.data, bytes), 0)
+            << kv_dtype_name(type) << " layer " << l << " head " << h;
+        // And the quantized rows are within their groups' error of the keys.
+        for (size_t r = 0; r < rows; ++r) {
+          for (size_t i = 0; i < width; ++i) {
+            const float scale = fp16_to_fp32(whole.scales[r / group * 2 * width + i]);
+            const float x = fp16_to_fp32(fp32_to_fp16(keys[(r * heads + h) * width + i]));
+            ASSERT_LE(std::fabs(kv_element(whole, width, r, i) - x), scale / 2 * (1 + 1e-5) + 1e-6);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(WriteKvDeathTest, AFillingGroupWithoutAKeyTailIsRefused) {
+  const KvCacheSpec spec{.num_layers = 1, .num_kv_heads = 1, .head_dim = 32, .dtype = KvDType::kInt8, .block_size = 16};
+  KvStorage kv(spec, 1, 1);
+  const std::vector<float> x(3 * 32, 1.0f);
+  EXPECT_DEATH(write_kv_run(kv, 0, KvSlot{0}, 3, x, x), "a filling group needs a key tail");
 }
 
 }  // namespace

@@ -102,6 +102,31 @@ TEST_P(QuantizedKv, PagedEqualsContiguous) {
   }
 }
 
+// Keys quantized per channel wait in 16 bits until their group of 16 rows is complete: with f16 values,
+// every position before the first group completes has the f16 cache's logits bit for bit (the same
+// fp16 rows through the same kernel), and the positions after it do not (the keys are quantized).
+TEST_P(QuantizedKv, AFillingKeyGroupIsReadInSixteenBits) {
+  for (const KvDType keys : {KvDType::kInt8, KvDType::kInt4}) {
+    for (const KvLayout layout : {KvLayout::kPaged, KvLayout::kContiguous}) {
+      SCOPED_TRACE(testing::Message() << kv_dtype_name(keys)
+                                      << (layout == KvLayout::kPaged ? " paged" : " contiguous"));
+      const QuantChoice quantized{"", {keys, KvDType::kF16}}, half{"", KvDType::kF16};
+      const test::EngineTrace a = trace(config_of(quantized, 16, layout), prompt_of(12, 0), 12);
+      const test::EngineTrace b = trace(config_of(half, 16, layout), prompt_of(12, 0), 12);
+      ASSERT_EQ(a.logits.size(), 12u + 11u);
+      bool differs_after = false;
+      for (const auto& [position, logits] : a.logits) {
+        if (position < 15) {
+          ASSERT_EQ(logits, b.logits.at(position)) << "position " << position;
+        } else {
+          differs_after |= logits != b.logits.at(position);
+        }
+      }
+      EXPECT_TRUE(differs_after) << "the keys of positions 0..15 are quantized once the group is complete";
+    }
+  }
+}
+
 // A second prompt shares 37 tokens with the first (two whole blocks and 5 slots of a third): with the
 // cache it takes them (per-channel keys: the two whole blocks only) and computes the rest; its logits
 // equal those of the same prompt on a fresh engine without a cache.

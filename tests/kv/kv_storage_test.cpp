@@ -16,12 +16,19 @@ TEST(KvStorage, TheManagerTakesEveryTypeAndRejectsAnMlaLatent) {
   for (const KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4), {KvDType::kF16, KvDType::kInt8}}) {
     auto m = KvCacheManager::create(
         {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = type, .block_size = 16},
-         .num_blocks = 4});
+         .num_blocks = 4,
+         .num_key_tails = 2});
     ASSERT_TRUE(m) << m.status().message();
-    const KvStorage kv((*m)->config().spec, (*m)->config().num_blocks);
+    const KvCacheConfig& c = (*m)->config();
+    const KvStorage kv(c.spec, c.num_blocks, c.num_key_tails);
     EXPECT_EQ(kv.format().k.element, type.k);
     EXPECT_EQ(kv.format().v->element, type.v);
-    EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block((*m)->config().spec).total());
+    // Quantized keys (per channel) have key tails: one group of 16 fp16 rows of 8 elements each.
+    const size_t tails = kv_dtype_quantized(type.k) ? 2 : 0;
+    EXPECT_EQ(kv.num_key_tails(), tails);
+    EXPECT_EQ(kv_key_tail_bytes(c.spec), kv_dtype_quantized(type.k) ? 16u * 8 * 2 : 0u);
+    EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block(c.spec).total() + tails * kv_key_tail_bytes(c.spec));
+    EXPECT_EQ(kv.bytes(), (*m)->usage().bytes_total);
   }
   auto mla = KvCacheManager::create(
       {.spec = {.num_layers = 1, .mla = true, .kv_lora_rank = 16, .rope_dim = 8, .block_size = 16}, .num_blocks = 4});
@@ -48,7 +55,7 @@ TEST(KvStorage, TakesItsMemoryFromTheInjectedAllocator) {
   const KvCacheSpec spec{.num_layers = 3, .num_kv_heads = 2, .head_dim = 16, .dtype = KvDType::kBF16, .block_size = 8};
   RecordingAllocator allocator;
   {
-    KvStorage kv(spec, 10, allocator);
+    KvStorage kv(spec, 10, 0, allocator);
     EXPECT_EQ(allocator.regions, 3u * 2);  // K and V of each layer
     EXPECT_EQ(allocator.total, kv.bytes());
     EXPECT_EQ(allocator.total, 10 * kv_bytes_per_block(spec).total());
@@ -56,6 +63,29 @@ TEST(KvStorage, TakesItsMemoryFromTheInjectedAllocator) {
     const KvRows k = kv.keys(2, BlockId{9}, 1);
     EXPECT_EQ(static_cast<const uint16_t*>(k.data)[0], 0u);
   }
+}
+
+// Key tails are one more region, [tail][layer][kv_head][16 rows][head_dim] fp16, that the sizing counts.
+TEST(KvStorage, KeyTailsLieInTheirOwnRegionAndCopyWhole) {
+  const KvCacheSpec spec{.num_layers = 3, .num_kv_heads = 2, .head_dim = 32, .dtype = KvDType::kInt4, .block_size = 64};
+  RecordingAllocator allocator;
+  KvStorage kv(spec, 5, 3, allocator);
+  EXPECT_EQ(allocator.regions, 3u * 2 + 1);
+  EXPECT_EQ(kv_key_tail_bytes(spec), 3u * 2 * 16 * 32 * 2);
+  EXPECT_EQ(allocator.total, 5 * kv_bytes_per_block(spec).total() + 3 * kv_key_tail_bytes(spec));
+  EXPECT_EQ(kv.bytes(), allocator.total);
+  EXPECT_EQ(kv.key_tail(1, 0, 0) - kv.key_tail(0, 0, 0), 3 * 2 * 16 * 32);
+  EXPECT_EQ(kv.key_tail(0, 2, 1) - kv.key_tail(0, 0, 0), (2 * 2 + 1) * 16 * 32);
+  EXPECT_EQ(kv.key_tail_rows(2, 1, 1).data, kv.key_tail(2, 1, 1));
+  EXPECT_EQ(kv.key_tail_rows(2, 1, 1).type, KvDType::kF16);
+  for (size_t l = 0; l < 3; ++l)
+    for (size_t h = 0; h < 2; ++h) kv.key_tail(2, l, h)[5] = static_cast<uint16_t>(10 * l + h + 1);
+  kv.copy_key_tail(2, 0);
+  for (size_t l = 0; l < 3; ++l)
+    for (size_t h = 0; h < 2; ++h) EXPECT_EQ(kv.key_tail(0, l, h)[5], 10 * l + h + 1);
+  // The calculator's sequences: two tails each.
+  EXPECT_EQ(kv_bytes_for_sequences(spec, 100, 3),
+            3 * 2 * kv_bytes_per_block(spec).total() + 3 * kKeyTailsPerSequence * kv_key_tail_bytes(spec));
 }
 
 // The layout the kernels will read, for each element type and for K and V apart: rows of row_bytes back
