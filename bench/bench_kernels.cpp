@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "attention/paged_attention.h"
+#include "attention/write_kv.h"
 #include "bench/probe.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -223,6 +225,64 @@ void BM_AttentionKvHead(benchmark::State& state) {
       benchmark::Counter(4.0 * group * ctx * dim * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AttentionKvHead)->ArgNames({"ctx", "group", "isa"})->ArgsProduct({{512, 4096}, {1, 8}, {0, 1, 2}});
+
+// Decode attention of one KV head through the paged path (attention/paged_attention.h) over a real KV
+// storage of each KV type: 8 query heads of head dim 64 (the 1B shape) against `ctx` positions in blocks
+// of 16, keys per channel. The kernels are the CPU's best (KVS_ISA limits them). Bytes: the K/V read.
+constexpr KvDTypes kKvTypes[] = {KvDType::kF16,
+                                 KvDType::kInt8,
+                                 KvDType::kInt4,
+                                 {KvDType::kInt8, KvDType::kInt4},
+                                 {KvDType::kInt8, KvDType::kF16},
+                                 {KvDType::kInt4, KvDType::kF16}};
+
+void BM_PagedAttentionKvType(benchmark::State& state) {
+  const size_t ctx = state.range(0), group = 8, dim = 64, block = 16;
+  const KvCacheSpec spec{
+      .num_layers = 1, .num_kv_heads = 1, .head_dim = dim, .dtype = kKvTypes[state.range(1)], .block_size = block};
+  KvStorage kv(spec, ctx / block);
+  const std::vector<float> k = random_vector(ctx * dim), v = random_vector(ctx * dim), q = random_vector(group * dim);
+  std::vector<BlockId> blocks;
+  for (size_t b = 0; b < ctx / block; ++b) {
+    blocks.push_back(BlockId{static_cast<uint32_t>(b)});
+    write_kv_run(kv, 0, KvSlot{b * block}, block, {&k[b * block * dim], block * dim},
+                 {&v[b * block * dim], block * dim});
+  }
+  std::vector<float> scores(group * ctx), out(group * dim);
+  const AttentionShape shape{.num_heads = group, .num_kv_heads = 1, .head_dim = dim};
+  for (auto _ : state) {
+    paged_attention(kv, 0, {.blocks = blocks, .num_slots = ctx}, shape, q.data(), out.data(), 0, 1, scores);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(kv_dtypes_name(spec.dtype));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
+}
+// The key and the value kernel alone, on one block of 16 rows of each KV type (keys per channel).
+void BM_BlockKernelsKvType(benchmark::State& state) {
+  const size_t group = 8, dim = 64, block = 16;
+  const bool values = state.range(1) != 0;
+  const KvCacheSpec spec{
+      .num_layers = 1, .num_kv_heads = 1, .head_dim = dim, .dtype = kKvTypes[state.range(0)], .block_size = block};
+  KvStorage kv(spec, 1);
+  const std::vector<float> k = random_vector(block * dim), v = random_vector(block * dim),
+                           q = random_vector(group * dim);
+  write_kv_run(kv, 0, KvSlot{0}, block, k, v);
+  std::vector<float> scores(group * block, 1.0f / block), out(group * dim);
+  const float scale = 0.125f;
+  for (auto _ : state) {
+    if (values) {
+      attention_block_values(scores.data(), block, group, kv.values(0, BlockId{0}, 0), block, dim, out.data());
+    } else {
+      attention_block_scores(q.data(), group, kv.keys(0, BlockId{0}, 0), block, dim, scale, scores.data(), block);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.SetLabel(kv_dtypes_name(spec.dtype) + (values ? " values" : " keys"));
+}
+BENCHMARK(BM_BlockKernelsKvType)->ArgNames({"kv", "values"})->ArgsProduct({{0, 1, 2}, {0, 1}});
+
+BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024, 4096}, {0, 1, 2, 3, 4, 5}});
 
 void BM_ProbePeakFlops(benchmark::State& state) {
   ThreadPool pool(state.range(0));

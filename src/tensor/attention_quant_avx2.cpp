@@ -1,15 +1,16 @@
 // AVX2 instantiation of the fused int8 / int4 attention kernels (attention_quant_impl.h): 8-float
 // vectors; an int8 chunk widens 8 bytes at a time, an int4 chunk is one 16-byte load split into its
-// low and high nibbles (elements 0-15 and 16-31).
+// low and high nibbles (elements 0-15 and 16-31); keys per channel are integer dot products (quant_dot_avx2.h).
 #include "core/half.h"
 #include "tensor/attention_ops_internal.h"
 #include "tensor/attention_quant_impl.h"
+#include "tensor/quant_dot_avx2.h"
 #include "tensor/simd_avx2.h"
 
 namespace kvs::detail {
 namespace {
 
-struct Avx2 {
+struct Avx2 : QuantDotAvx2 {
   static constexpr size_t kLanes = 8;
   using F = __m256;
   static F zero() { return _mm256_setzero_ps(); }

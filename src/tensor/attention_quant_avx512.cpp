@@ -1,15 +1,17 @@
 // AVX-512 instantiation of the fused int8 / int4 attention kernels (attention_quant_impl.h):
 // 16-float vectors; an int8 chunk widens 16 bytes at a time, an int4 chunk is one 16-byte load whose
-// low and high nibbles are elements 0-15 and 16-31.
+// low and high nibbles are elements 0-15 and 16-31. Keys per channel are the AVX2 integer dot products
+// (quant_dot_avx2.h), the same code on either ISA.
 #include "core/half.h"
 #include "tensor/attention_ops_internal.h"
 #include "tensor/attention_quant_impl.h"
+#include "tensor/quant_dot_avx2.h"
 #include "tensor/simd_avx512.h"
 
 namespace kvs::detail {
 namespace {
 
-struct Avx512 {
+struct Avx512 : QuantDotAvx2 {
   static constexpr size_t kLanes = 16;
   using F = __m512;
   static F zero() { return _mm512_setzero_ps(); }

@@ -2,19 +2,28 @@
 // SIMD traits type S and instantiated by each ISA's file (attention_quant_avx2.cpp, _avx512.cpp).
 // Quantized elements are widened to fp32 in registers, never into a copy of the block:
 //   keys per channel:  q . k = sum_c (q_c scale_c) q_int + sum_c q_c min_c: the query is folded with
-//                      each group's scales once, then read against the integer rows;
+//                      each group's scales once and the folded query rounded to integers (steps d =
+//                      max |q_c scale_c| / kQueryMax a group and query head: int16 for int8 keys, int8
+//                      for int4), so each row is an integer dot product, a key chunk loaded once for up
+//                      to kHeadTile query heads (the kernel test bounds what the rounding adds);
 //   keys per token:    per 32-element group, scale * (q . q_int) + min * sum(q);
-//   values per token:  out += (p scale) q_int per group, plus p min summed and added once at the end.
+//   values per token:  out += (p scale) q_int per group, plus p min summed and added once at the end;
+//                      a chunk of a tile's 16 rows is widened once, into an L1 tile, for all query heads.
 // Rows must be a multiple of 32 elements (per-token groups of exactly 32); the reference handles the rest.
 //
 // S provides: kLanes; F (a vector of kLanes floats); zero(), set1(x), load(p), store(p, v),
 // fmadd(a, b, c), mul(a, b), add(a, b), hsum(v); halves_to_floats(h, out, n) (fp16 -> fp32, n any);
-// load_chunk<T>(chunk, v): the 32 integer elements of one chunk as fp32, v[0 .. 32 / kLanes).
+// load_chunk<T>(chunk, v): the 32 integer elements of one chunk as fp32, v[0 .. 32 / kLanes);
+// I (a vector of int32 sums), izero(), ihsum8(a, sums) (the sums of 8 vectors); Keys, load_keys<T>(chunk)
+// (one chunk's 32 integers) and dot_keys<T>(keys, q, acc): acc plus their products with 32 query
+// integers; quantize_query<T>(x, n, q): x in steps of d = max |x| / kQueryMax<T>, returning d.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/kv_rows.h"
 #include "core/status.h"
@@ -27,39 +36,57 @@ inline constexpr size_t kTileRows = 16;   // rows whose scales are widened to fp
 
 template <KvDType T>
 inline constexpr size_t kChunkBytes = T == KvDType::kInt8 ? 32 : 16;
+// The folded query's integers for keys of type T, and their largest magnitude: int8 keys (0..255) take
+// int16 steps, kept below 2^31 / (512 x 255) so a row of kMaxWidth products cannot overflow int32.
+template <KvDType T>
+using QueryInt = std::conditional_t<T == KvDType::kInt8, int16_t, int8_t>;
+template <KvDType T>
+inline constexpr int32_t kQueryMax = T == KvDType::kInt8 ? 16383 : 127;
+// Query heads are taken in tiles of kHeadTile: each key chunk is loaded once for a tile's heads, whose
+// sums stay in registers.
+inline constexpr size_t kHeadTile = 8;
 
 template <class S, KvDType T>
 void scores_per_channel(const float* q, size_t nq, KvRows keys, size_t count, size_t width, float scale, float* scores,
                         size_t stride) {
   using F = typename S::F;
-  constexpr size_t L = S::kLanes, V = kChunk / L;
+  using I = typename S::I;
+  constexpr size_t L = S::kLanes;
   const size_t chunks = width / kChunk, row_bytes = chunks * kChunkBytes<T>, group = keys.group_size;
   const auto* data = static_cast<const uint8_t*>(keys.data);
   alignas(64) float scales[kMaxWidth], mins[kMaxWidth], folded[kMaxWidth];
+  alignas(64) QueryInt<T> qi[kHeadTile][kMaxWidth];
+  float bias[kHeadTile], step[kHeadTile];
   for (size_t first = 0; first < count; first += group) {
     const size_t last = std::min(count, first + group);
     const uint16_t* pairs = keys.scales + first / group * 2 * width;
     S::halves_to_floats(pairs, scales, width);
     S::halves_to_floats(pairs + width, mins, width);
-    for (size_t h = 0; h < nq; ++h) {
-      const float* qh = q + h * width;
-      F bias = S::zero();
-      for (size_t c = 0; c < width; c += L) {
-        const F qv = S::load(qh + c);
-        S::store(folded + c, S::mul(qv, S::load(scales + c)));
-        bias = S::fmadd(qv, S::load(mins + c), bias);
+    for (size_t h0 = 0; h0 < nq; h0 += kHeadTile) {
+      const size_t heads = std::min(kHeadTile, nq - h0);
+      for (size_t j = 0; j < heads; ++j) {  // each head's query folded with the group's scales, in int8 steps
+        const float* qh = q + (h0 + j) * width;
+        F b = S::zero();
+        for (size_t c = 0; c < width; c += L) {
+          const F qv = S::load(qh + c);
+          S::store(folded + c, S::mul(qv, S::load(scales + c)));
+          b = S::fmadd(qv, S::load(mins + c), b);
+        }
+        bias[j] = S::hsum(b);
+        step[j] = S::template quantize_query<T>(folded, width, qi[j]);
       }
-      const float b = S::hsum(bias);
       for (size_t s = first; s < last; ++s) {
         const uint8_t* row = data + s * row_bytes;
-        F acc[2] = {S::zero(), S::zero()};
+        I acc[kHeadTile];
+        for (size_t j = 0; j < kHeadTile; ++j) acc[j] = S::izero();
         for (size_t ch = 0; ch < chunks; ++ch) {
-          F v[V];
-          S::template load_chunk<T>(row + ch * kChunkBytes<T>, v);
-#pragma GCC unroll 4
-          for (size_t j = 0; j < V; ++j) acc[j & 1] = S::fmadd(S::load(folded + ch * kChunk + j * L), v[j], acc[j & 1]);
+          const typename S::Keys k = S::template load_keys<T>(row + ch * kChunkBytes<T>);
+          for (size_t j = 0; j < heads; ++j) acc[j] = S::template dot_keys<T>(k, qi[j] + ch * kChunk, acc[j]);
         }
-        scores[h * stride + s] = scale * (b + S::hsum(S::add(acc[0], acc[1])));
+        int32_t sums[kHeadTile];
+        S::ihsum8(acc, sums);
+        for (size_t j = 0; j < heads; ++j)
+          scores[(h0 + j) * stride + s] = scale * (bias[j] + step[j] * static_cast<float>(sums[j]));
       }
     }
   }
@@ -112,27 +139,31 @@ void values_per_token(const float* probs, size_t stride, size_t nq, KvRows value
   const size_t chunks = width / kChunk, row_bytes = chunks * kChunkBytes<T>;
   const auto* data = static_cast<const uint8_t*>(values.data);
   alignas(64) float pairs[kTileRows * 2 * (kMaxWidth / kChunk)];
+  alignas(64) float widened[kTileRows][kChunk];  // one chunk of a tile's rows as fp32, for every query head
   for (size_t tile = 0; tile < count; tile += kTileRows) {
     const size_t rows = std::min(kTileRows, count - tile);
     S::halves_to_floats(values.scales + tile * 2 * chunks, pairs, rows * 2 * chunks);
-    for (size_t h = 0; h < nq; ++h) {
-      const float* p = probs + h * stride + tile;
-      float* oh = out + h * width;
-      for (size_t ch = 0; ch < chunks; ++ch) {
+    for (size_t ch = 0; ch < chunks; ++ch) {
+      for (size_t r = 0; r < rows; ++r) {
+        F v[V];
+        S::template load_chunk<T>(data + (tile + r) * row_bytes + ch * kChunkBytes<T>, v);
+        for (size_t j = 0; j < V; ++j) S::store(widened[r] + j * L, v[j]);
+      }
+      for (size_t h = 0; h < nq; ++h) {
+        const float* p = probs + h * stride + tile;
+        float* oh = out + h * width + ch * kChunk;
         F acc[V];
-        for (size_t j = 0; j < V; ++j) acc[j] = S::load(oh + ch * kChunk + j * L);
+        for (size_t j = 0; j < V; ++j) acc[j] = S::load(oh + j * L);
         float bias = 0.0f;
         for (size_t r = 0; r < rows; ++r) {
           const float* row_scales = pairs + r * 2 * chunks;
           bias += p[r] * row_scales[chunks + ch];
           const F w = S::set1(p[r] * row_scales[ch]);
-          F v[V];
-          S::template load_chunk<T>(data + (tile + r) * row_bytes + ch * kChunkBytes<T>, v);
 #pragma GCC unroll 4
-          for (size_t j = 0; j < V; ++j) acc[j] = S::fmadd(w, v[j], acc[j]);
+          for (size_t j = 0; j < V; ++j) acc[j] = S::fmadd(w, S::load(widened[r] + j * L), acc[j]);
         }
         const F b = S::set1(bias);
-        for (size_t j = 0; j < V; ++j) S::store(oh + ch * kChunk + j * L, S::add(acc[j], b));
+        for (size_t j = 0; j < V; ++j) S::store(oh + j * L, S::add(acc[j], b));
       }
     }
   }

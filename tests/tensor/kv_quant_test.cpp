@@ -182,7 +182,9 @@ TEST(KvQuant, HadamardIsOrthogonalAndItsOwnInverse) {
 
 // Every fused kernel against f32 attention over the block dequantized by kv_element, within the error
 // of reordered fp32 sums: (terms + 8) unit roundoffs of the sum of absolute terms (scales folded into
-// the query or the probabilities add a few roundings a term).
+// the query or the probabilities add a few roundings a term). The SIMD kernels of keys per channel
+// also round the folded query f_c = q_c scale_c to integer steps d = max |f_c| / 16383 (int8 keys) or
+// / 127 (int4 keys), which moves a score by at most d / 2 x sum_c q_int_c (times the attention scale).
 TEST(KvQuant, FusedKernelsEqualF32AttentionOverTheDequantizedBlock) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -215,7 +217,18 @@ TEST(KvQuant, FusedKernelsEqualF32AttentionOverTheDequantizedBlock) {
                     exact += static_cast<double>(q[h * width + i]) * dq[s * width + i];
                     abs += std::fabs(q[h * width + i]) * b.magnitude(s, i);
                   }
-                  ASSERT_NEAR(scores[h * stride + s], scale * exact, (width + 8) * kUnit * scale * abs * 4);
+                  double query_rounding = 0;
+                  if (axis == KvScaleAxis::kPerChannel && isa != Isa::kScalar && width % 32 == 0) {
+                    const uint16_t* pairs = b.scales() + s / b.group * 2 * width;
+                    double amax = 0, q_int = 0;
+                    for (size_t i = 0; i < width; ++i) {
+                      amax = std::max(amax, std::fabs(double{q[h * width + i]} * fp16_to_fp32(pairs[i])));
+                      q_int += kv_get_q(type, b.bytes.data() + s * b.row_bytes(), width, i);
+                    }
+                    query_rounding = scale * amax / (type == KvDType::kInt8 ? 16383 : 127) / 2 * q_int * (1 + 1e-4);
+                  }
+                  ASSERT_NEAR(scores[h * stride + s], scale * exact,
+                              (width + 8) * kUnit * scale * abs * 4 + query_rounding);
                 }
                 ASSERT_EQ(scores[h * stride + count], -7.0f) << "past the block";
               }
