@@ -17,6 +17,10 @@
 #include "tensor/attention_quant_impl.h"
 
 namespace kvs::detail {
+// Internal linkage: each ISA's file gets its own copy, compiled with its own flags. (With external
+// linkage the linker would keep one copy of these inline functions for both files, possibly the one
+// built with AVX-512 enabled, for the AVX2 kernels of a CPU without it.)
+namespace {
 
 struct QuantDotAvx2 {
   using I = __m256i;
@@ -92,4 +96,5 @@ struct QuantDotAvx2 {
   }
 };
 
+}  // namespace
 }  // namespace kvs::detail
