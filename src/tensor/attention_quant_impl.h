@@ -64,7 +64,7 @@ void scores_per_channel(const float* q, size_t nq, KvRows keys, size_t count, si
     S::halves_to_floats(pairs + width, mins, width);
     for (size_t h0 = 0; h0 < nq; h0 += kHeadTile) {
       const size_t heads = std::min(kHeadTile, nq - h0);
-      for (size_t j = 0; j < heads; ++j) {  // each head's query folded with the group's scales, in int8 steps
+      for (size_t j = 0; j < heads; ++j) {  // each head's query folded with the group's scales, in integer steps
         const float* qh = q + (h0 + j) * width;
         F b = S::zero();
         for (size_t c = 0; c < width; c += L) {

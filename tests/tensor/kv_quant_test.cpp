@@ -199,7 +199,8 @@ TEST(KvQuant, FusedKernelsEqualF32AttentionOverTheDequantizedBlock) {
             std::vector<float> dq(count * width);
             for (size_t r = 0; r < count; ++r)
               for (size_t i = 0; i < width; ++i) dq[r * width + i] = b.at(r, i);
-            const size_t nq = 3, stride = count + 1;
+            // Query heads: the SIMD widths take one whole tile of 8 (64) and a tile and a part (128).
+            const size_t nq = width == 64 ? 8 : width == 128 ? 11 : 3, stride = count + 1;
             std::vector<float> q(nq * width), probs(nq * stride);
             for (float& v : q) v = u(rng);
             for (float& v : probs) v = std::fabs(u(rng)) / static_cast<float>(count);
