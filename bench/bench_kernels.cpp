@@ -257,6 +257,8 @@ void BM_PagedAttentionKvType(benchmark::State& state) {
   state.SetLabel(kv_dtypes_name(spec.dtype));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
 }
+BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024, 4096}, {0, 1, 2, 3, 4, 5}});
+
 // The key and the value kernel alone, on one block of 16 rows of each KV type (keys per channel).
 void BM_BlockKernelsKvType(benchmark::State& state) {
   const size_t group = 8, dim = 64, block = 16;
@@ -281,8 +283,6 @@ void BM_BlockKernelsKvType(benchmark::State& state) {
   state.SetLabel(kv_dtypes_name(spec.dtype) + (values ? " values" : " keys"));
 }
 BENCHMARK(BM_BlockKernelsKvType)->ArgNames({"kv", "values"})->ArgsProduct({{0, 1, 2}, {0, 1}});
-
-BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024, 4096}, {0, 1, 2, 3, 4, 5}});
 
 void BM_ProbePeakFlops(benchmark::State& state) {
   ThreadPool pool(state.range(0));

@@ -22,10 +22,11 @@ void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options) {
   command.add_option("--kv-dtype-k", options.k, "Element type of the keys alone (default: --kv-dtype)");
   command.add_option("--kv-dtype-v", options.v, "Element type of the values alone (default: --kv-dtype)");
   command
-      .add_option("--kv-key-scales", options.key_scales,
-                  "Grouping of int8/int4 keys: channel (a scale and min per channel for each 16 tokens: KIVI's "
-                  "grouping for outlier channels; a filling group is requantized as it widens) or token (per 32 "
-                  "elements of a row, as values; nothing depends on how prompts are chunked)")
+      .add_option(
+          "--kv-key-scales", options.key_scales,
+          "Grouping of int8/int4 keys: channel (a scale and min per channel for each 16 tokens: KIVI's "
+          "grouping for outlier channels; a filling group waits in 16 bits until it is complete) or token (per 32 "
+          "elements of a row, as values; nothing depends on how prompts are chunked)")
       ->capture_default_str();
   command.add_flag("--kv-rotate-keys", options.rotate_keys,
                    "Store keys Hadamard-rotated (queries are rotated alike): spreads outlier channels before "

@@ -27,24 +27,12 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
   return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
 }
 
-namespace {
-
-// Slots a partial match copies in multiples of: 1, or the row group of keys quantized per channel.
-size_t partial_copy_unit(const KvCacheSpec& spec) {
-  const bool channel_keys =
-      !spec.mla && kv_dtype_quantized(spec.dtype.k) && spec.key_scale_axis == KvScaleAxis::kPerChannel;
-  return channel_keys ? kv_format(spec).k.group_size : 1;
-}
-
-}  // namespace
-
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
       key_format_(kv_format(config.spec).k),
-      partial_copy_unit_(partial_copy_unit(config.spec)),
       pool_(config.num_blocks),
       index_(config.num_blocks),
-      tails_(kv_format(config.spec).has_key_tails() ? config.num_key_tails : 0, config.num_blocks) {
+      tails_(key_format_.scale_axis == KvScaleAxis::kPerChannel ? config.num_key_tails : 0, config.num_blocks) {
   name_space("");  // namespace 0: no salt
 }
 
@@ -87,9 +75,10 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   const size_t next = m.blocks.size() * bs;
   const PrefixIndex::PartialMatch partial =
       index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
-  // Keys quantized per channel share scales over groups of rows, which the source's later rows may have
-  // widened: only whole groups are copied, so a hit holds the very bits a miss would compute.
-  const size_t copied = partial.num_tokens / partial_copy_unit_ * partial_copy_unit_;
+  // Keys quantized per channel lie in the source's rows only for its complete groups (a filling one
+  // waited in a key tail): only whole groups are copied, the very bits a miss would compute.
+  const size_t unit = partial_copy_unit();
+  const size_t copied = partial.num_tokens / unit * unit;
   if (copied > 0) {
     m.partial_source = partial.block;
     m.partial_tokens = copied;
@@ -205,12 +194,11 @@ bool KvCacheManager::can_reserve(SeqId seq, size_t n) const {
 }
 
 bool KvCacheManager::reserve(SeqId seq, size_t n) {
+  if (!can_reserve(seq, n)) return false;
   auto it = tables_.find(seq.value);
   const bool is_new = it == tables_.end();
   const bool copy = n > 0 && !is_new && shares_partial_block(it->second);
   const size_t needed = is_new ? kv_blocks_for_tokens(n, block_size()) : it->second.blocks_needed(n);
-  if (needed + copy > pool_.num_free_blocks()) return false;
-  if (tails_needed(is_new ? nullptr : &it->second, n) > tails_.num_free()) return false;
   std::optional<PinnedBlocks> private_block = copy ? allocate(1) : std::nullopt;
   std::optional<PinnedBlocks> blocks = allocate(needed);
   KVS_ASSERT(blocks && (!copy || private_block), "{} blocks were free but allocation failed", needed + copy);

@@ -166,6 +166,10 @@ class KvCacheManager {
   // The index in a table of the block whose row group fills when `end` of its positions are written,
   // if that group waits in a key tail.
   std::optional<size_t> tail_block(size_t end) const;
+  // Slots a partial match copies in multiples of: 1, or the row group of keys quantized per channel.
+  size_t partial_copy_unit() const {
+    return key_format_.scale_axis == KvScaleAxis::kPerChannel ? key_format_.group_size : 1;
+  }
   // Key tails reserve(table, n) takes (table null: a new sequence).
   size_t tails_needed(const BlockTable* table, size_t n) const;
   // Returns the tails of those of `blocks` that nothing holds any more.
@@ -179,9 +183,8 @@ class KvCacheManager {
   }
 
   KvCacheConfig config_;
-  KvTensorFormat key_format_;
-  size_t partial_copy_unit_;  // a partial match copies slots in multiples of it (row groups of per-channel keys)
-  BlockPool pool_;            // declared before the tables, whose references it must outlive
+  KvTensorFormat key_format_;  // keys (kv_format(config_.spec).k): their row groups and tails
+  BlockPool pool_;             // declared before the tables, whose references it must outlive
   PrefixIndex index_;
   KeyTailTable tails_;
   std::unordered_map<std::string, uint32_t> name_spaces_;

@@ -20,9 +20,9 @@ struct KvCacheSpec {
   size_t rope_dim = 0;      // MLA decoupled RoPE key width
   KvDTypes dtype = {};      // element types of K and V (an MLA latent: dtype.k)
   // Quantized K: scales per channel (groups of 16 rows along tokens: KIVI's grouping, which keeps the
-  // outlier channels of keys apart; a filling group is requantized as its range widens, so attention
-  // inside a prefill chunk sees the group's range over the whole chunk) or per token (groups along the
-  // row, as V: each row on its own, so nothing depends on how a sequence was chunked).
+  // outlier channels of keys apart; a filling group waits in a 16-bit key tail and is quantized once it
+  // is complete, so a prefill chunk that completes a group reads it quantized for all its tokens) or per
+  // token (groups along the row, as V: each row on its own, so nothing depends on how a sequence was chunked).
   KvScaleAxis key_scale_axis = KvScaleAxis::kPerChannel;
   bool rotate_keys = false;  // store keys as H k, H the Hadamard transform (queries are rotated alike)
   size_t block_size = 16;    // tokens per block, a power of two in [1, 256] (any size when contiguous)
