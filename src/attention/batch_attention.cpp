@@ -7,7 +7,7 @@
 namespace kvs {
 
 void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
-                         std::span<float> out) {
+                         std::span<float> out, size_t window) {
   const size_t n = batch.sequence_of_token.size();
   const size_t heads = shape_.num_kv_heads;
   const size_t q_width = shape_.num_heads * shape_.head_dim, out_width = shape_.num_heads * shape_.value_width();
@@ -15,12 +15,17 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
   KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * out_width, "q {} / out {} floats for {} tokens of {} / {}",
              q.size(), out.size(), n, q_width, out_width);
   if (n == 0) return;
+  // A token's first visible slot: the window's, or 0.
+  const auto first_slot = [&](size_t t) -> size_t {
+    const size_t visible = batch.visible_slots[t];
+    return window > 0 && visible > window ? visible - window : 0;
+  };
   // Work items: (token, kv head) pairs in that order; an item costs its visible slots plus a fixed part.
   constexpr size_t kFixedCost = 32;  // slots' worth of per-call work
   constexpr size_t kChunksPerThread = 4;
   cost_.resize(n + 1);
   cost_[0] = 0;
-  for (size_t t = 0; t < n; ++t) cost_[t + 1] = cost_[t] + batch.visible_slots[t] + kFixedCost;
+  for (size_t t = 0; t < n; ++t) cost_[t + 1] = cost_[t] + batch.visible_slots[t] - first_slot(t) + kFixedCost;
   const size_t total = cost_[n] * heads;
   // Cost of items [0, item): whole tokens before it, plus its token's heads before it.
   const auto cost_before = [&](size_t item) {
@@ -55,9 +60,11 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
       KVS_ASSERT(visible >= 1 && visible <= seq.num_cached, "token {} sees {} slots of a sequence holding {}", t,
                  visible, seq.num_cached);
       const size_t rows = (g_end - g_begin) * group;  // query heads of the call
-      const size_t per_row = visible + (kv.format().k.rotated ? shape_.head_dim : 0);
+      PagedContext context{
+          .blocks = seq.blocks, .num_slots = visible, .first_slot = first_slot(t), .slot_mass = seq.slot_mass};
+      const size_t per_row =
+          paged_score_slots(context, kv.block_size()) + (kv.format().k.rotated ? shape_.head_dim : 0);
       if (scores.size() < rows * per_row) scores.resize(std::max(shape_.num_heads * per_row, 2 * scores.size()));
-      PagedContext context{.blocks = seq.blocks, .num_slots = visible, .slot_mass = seq.slot_mass};
       if (const size_t tail_rows = kv.format().k.tail_rows(seq.num_cached); tail_rows > 0) {
         const BlockId block = seq.blocks[seq.num_cached / kv.block_size()];
         KVS_ASSERT(!batch.key_tails.empty() && batch.key_tails[block.value] != kNoKeyTail,

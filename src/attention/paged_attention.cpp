@@ -32,27 +32,32 @@ size_t next_real_block(std::span<const BlockId> blocks, size_t b, size_t num_blo
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
                      const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores) {
   const std::span<const BlockId> blocks = context.blocks;
-  const size_t n_ctx = context.num_slots;
   const size_t hd = shape.head_dim, vd = shape.value_width();
   const size_t block_size = kv.block_size();
   const size_t group = shape.num_heads / shape.num_kv_heads;
   const size_t heads = kv_head_end - kv_head_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t num_blocks = (n_ctx + block_size - 1) / block_size;
-  KVS_ASSERT(num_blocks <= blocks.size(), "context of {} slots needs {} blocks, the list has {}", n_ctx, num_blocks,
-             blocks.size());
+  const size_t num_blocks = (context.num_slots + block_size - 1) / block_size;
+  KVS_ASSERT(context.first_slot < context.num_slots, "first slot {} of a context of {} slots", context.first_slot,
+             context.num_slots);
+  // Scores cover slots [base, num_slots): whole blocks from first_slot's, whose slots before first_slot are masked.
+  const size_t first_block = context.first_slot / block_size, base = first_block * block_size;
+  const size_t n_ctx = context.num_slots - base;
+  KVS_ASSERT(num_blocks <= blocks.size(), "context of {} slots needs {} blocks, the list has {}", context.num_slots,
+             num_blocks, blocks.size());
   KVS_ASSERT(kv_head_begin <= kv_head_end && kv_head_end <= shape.num_kv_heads, "KV heads [{}, {}) outside [0, {})",
              kv_head_begin, kv_head_end, shape.num_kv_heads);
   KVS_ASSERT(scores.size() >= heads * group * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
              heads, group, n_ctx);
-  KVS_ASSERT(context.slot_mass.empty() || context.slot_mass.size() >= n_ctx, "slot mass of {} for {} slots",
-             context.slot_mass.size(), n_ctx);
+  KVS_ASSERT(context.slot_mass.empty() || context.slot_mass.size() >= context.num_slots, "slot mass of {} for {} slots",
+             context.slot_mass.size(), context.num_slots);
   const Isa isa = best_isa();
   KVS_ASSERT(kv.format().k.width == hd && kv.has_values() && kv.format().v->width == vd,
              "attention of key width {} and value width {} over a cache of widths {} and {}", hd, vd,
              kv.format().k.width, kv.has_values() ? kv.format().v->width : 0);
   const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = kv.format().v->head_block_bytes();
-  const size_t first_real = next_real_block(blocks, SIZE_MAX, num_blocks);  // SIZE_MAX + 1 == 0
+  const size_t first_real = next_real_block(blocks, first_block - 1, num_blocks);  // (0 - 1) + 1 == 0
+  KVS_ASSERT(first_real < num_blocks, "no real block among slots [{}, {})", context.first_slot, context.num_slots);
   // The range's query rows: q's, or for keys stored rotated (H k) rotated alike ((H q) . (H k) = q . k),
   // in the scratch after the scores.
   const float* q_range = q + kv_head_begin * group * hd;
@@ -68,21 +73,22 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool
   // ([block][kv_head][slot][head_dim]), so each block is read as one sequential stream rather than one
-  // short stream per head. scores[(g - kv_head_begin) * group + h][slot] for query head h of KV head g.
-  // A hole's scores are -inf: probability exactly 0 after the softmax, and its values are never read.
+  // short stream per head. scores[(g - kv_head_begin) * group + h][slot - base] for query head h of KV head g.
+  // A hole's scores and those before first_slot are -inf: probability exactly 0 after the softmax, so they
+  // add exactly nothing (a hole's values are never read).
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
   for (size_t g = kv_head_begin; g < kv_head_end; ++g)
     prefetch_l2(kv.keys(layer, blocks[first_real], g).data, key_bytes);
-  for (size_t b = 0; b < num_blocks; ++b) {
-    const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
+  for (size_t b = first_block; b < num_blocks; ++b) {
+    const size_t slot = b * block_size, first = slot - base, count = std::min(block_size, context.num_slots - slot);
     if (blocks[b] == kNullBlock) {
-      for (size_t row = 0; row < heads * group; ++row)
-        std::fill_n(&scores[row * n_ctx + first], count, -std::numeric_limits<float>::infinity());
+      for (size_t row = 0; row < heads * group; ++row) std::fill_n(&scores[row * n_ctx + first], count, kMasked);
       continue;
     }
     const size_t next = next_real_block(blocks, b, num_blocks);
     // Rows [0, quantized) of the block are read from it, the rest (a filling group) from the key tail.
     const size_t quantized =
-        context.key_tail == kNoKeyTail ? count : std::clamp(context.key_tail_first, first, first + count) - first;
+        context.key_tail == kNoKeyTail ? count : std::clamp(context.key_tail_first, slot, slot + count) - slot;
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       // Ahead of use, into L2: this head's keys of the next block and its values of this block (read
       // after the softmax). The blocks of a context lie anywhere in the pool, so the hardware prefetcher
@@ -95,25 +101,28 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
         attention_block_scores(qg, group, kv.keys(layer, blocks[b], g), quantized, hd, scale, sg + first, n_ctx, isa);
       if (quantized < count) {  // the filling group's rows, from the key tail
         KvRows tail = kv.key_tail_rows(context.key_tail, layer, g);
-        tail.data = static_cast<const uint16_t*>(tail.data) + (first + quantized - context.key_tail_first) * hd;
+        tail.data = static_cast<const uint16_t*>(tail.data) + (slot + quantized - context.key_tail_first) * hd;
         attention_block_scores(qg, group, tail, count - quantized, hd, scale, sg + first + quantized, n_ctx, isa);
       }
     }
+  }
+  if (const size_t masked = context.first_slot - base; masked > 0) {
+    for (size_t row = 0; row < heads * group; ++row) std::fill_n(&scores[row * n_ctx], masked, kMasked);
   }
   for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);
   if (!context.slot_mass.empty()) {
     for (size_t s = 0; s < n_ctx; ++s) {
       float mass = 0.0f;
       for (size_t h = 0; h < heads * group; ++h) mass += scores[h * n_ctx + s];
-      if (mass != 0.0f) std::atomic_ref<float>(context.slot_mass[s]).fetch_add(mass, std::memory_order_relaxed);
+      if (mass != 0.0f) std::atomic_ref<float>(context.slot_mass[base + s]).fetch_add(mass, std::memory_order_relaxed);
     }
   }
   std::memset(out + kv_head_begin * group * vd, 0, heads * group * vd * sizeof(float));
-  for (size_t b = 0; b < num_blocks; ++b) {
+  for (size_t b = first_block; b < num_blocks; ++b) {
     if (blocks[b] == kNullBlock) continue;
-    const size_t first = b * block_size, count = std::min(block_size, n_ctx - first);
+    const size_t slot = b * block_size, count = std::min(block_size, context.num_slots - slot);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
-      attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + first], n_ctx, group,
+      attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + slot - base], n_ctx, group,
                              kv.values(layer, blocks[b], g), count, vd, out + g * group * vd, isa);
     }
   }

@@ -19,12 +19,14 @@ struct AttentionShape {
   size_t value_width() const { return v_head_dim == 0 ? head_dim : v_head_dim; }
 };
 
-// The slots one token attends over: the first `num_slots` slots across `blocks` (block i holds slots
-// [i * block_size, (i + 1) * block_size)). A kNullBlock's slots are skipped (probability 0); at least
-// one visible slot must lie in a real block.
+// The slots one token attends over: slots [first_slot, num_slots) across `blocks` (block i holds slots
+// [i * block_size, (i + 1) * block_size)). A kNullBlock's slots are skipped (probability 0), and so are
+// the blocks wholly before first_slot (a sliding window's dropped blocks may be holes); at least one
+// visible slot must lie in a real block.
 struct PagedContext {
   std::span<const BlockId> blocks;
   size_t num_slots = 0;
+  size_t first_slot = 0;            // a sliding window's first slot: earlier slots get probability 0
   std::span<float> slot_mass = {};  // empty, or at least num_slots: += each slot's probability, over query heads
   // Keys quantized per channel: slots from key_tail_first on (in the last block) are read from key
   // tail `key_tail` (fp16) in place of their block's rows; kNoKeyTail when no group is filling.
@@ -35,10 +37,16 @@ struct PagedContext {
 // For every query head of KV heads [kv_head_begin, kv_head_end):
 //   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
 // q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
-// (num_heads / num_kv_heads) x num_slots floats, and as many times head_dim more when the keys are stored rotated. Each
+// (num_heads / num_kv_heads) x paged_score_slots(context, block size) floats, and as many times head_dim more when
+// the keys are stored rotated. Each
 // head's result does not depend on the range it is computed in (the same sums in the same order). slot_mass is added to
 // atomically (other threads may be adding for other heads or tokens of the same sequence), so its low bits depend on
 // the order.
+// Slots a call scores: from the start of first_slot's block to num_slots.
+inline size_t paged_score_slots(const PagedContext& context, size_t block_size) {
+  return context.num_slots - context.first_slot / block_size * block_size;
+}
+
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
                      const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores);
 

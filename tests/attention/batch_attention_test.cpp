@@ -74,16 +74,18 @@ struct KvFixture {
     return q;
   }
 
-  // out[h] for one token over the first `visible` slots of `blocks` (holes skipped); mass[s] += probabilities.
-  void naive(const float* q, std::span<const BlockId> blocks, size_t visible, float* out, std::vector<double>* mass) {
+  // out[h] for one token over slots [first, visible) of `blocks` (holes skipped); mass[s] += probabilities.
+  void naive(const float* q, std::span<const BlockId> blocks, size_t visible, float* out, std::vector<double>* mass,
+             size_t first = 0) {
     const size_t hd = shape.head_dim, vd = shape.value_width(), bs = spec.block_size;
     const size_t group = shape.num_heads / shape.num_kv_heads;
     for (size_t h = 0; h < shape.num_heads; ++h) {
       const size_t g = h / group;
       std::vector<double> p(visible, 0.0);
       double max = -INFINITY;
+      const auto masked = [&](size_t s) { return s < first || blocks[s / bs] == kNullBlock; };
       for (size_t s = 0; s < visible; ++s) {
-        if (blocks[s / bs] == kNullBlock) continue;
+        if (masked(s)) continue;
         const float* k = &keys[((blocks[s / bs].value * shape.num_kv_heads + g) * bs + s % bs) * hd];
         double dot = 0;
         for (size_t d = 0; d < hd; ++d) dot += double(q[h * hd + d]) * k[d];
@@ -92,7 +94,7 @@ struct KvFixture {
       }
       double sum = 0;
       for (size_t s = 0; s < visible; ++s) {
-        p[s] = blocks[s / bs] == kNullBlock ? 0.0 : std::exp(p[s] - max);
+        p[s] = masked(s) ? 0.0 : std::exp(p[s] - max);
         sum += p[s];
       }
       for (size_t d = 0; d < vd; ++d) {
@@ -195,6 +197,41 @@ TEST(BatchAttention, SameBitsForAnyThreadCount) {
       first = out;
     } else {
       EXPECT_EQ(out, first) << threads << " threads";
+    }
+  }
+}
+
+// A sliding window of W: each token sees its last W visible slots, for windows smaller than, equal to and
+// larger than the block size and the prefill chunk (5 tokens), including a window of 1 (only itself). Blocks
+// wholly before every token's window may be holes (a window's dropped blocks): the result is the same.
+TEST(BatchAttention, SlidingWindowMatchesNaiveMaskedAttention) {
+  const AttentionShape shape{.num_heads = 8, .num_kv_heads = 2, .head_dim = 8};
+  for (size_t block_size : {1, 4, 16}) {
+    const size_t num_blocks = 240 / block_size + 8;
+    KvFixture s(shape, block_size, num_blocks);
+    MixedBatch m(block_size, num_blocks);
+    const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim;
+    const std::vector<float> q = s.random_queries(n);
+    ThreadPool pool(2);
+    BatchAttention attention(pool, shape);
+    for (size_t window : {1, 3, 4, 5, 16, 17, 40, 149, 150, 1000}) {
+      // The long context's blocks wholly before its window become holes.
+      MixedBatch dropped = m;
+      const size_t first_kept = m.visible[0] > window ? (m.visible[0] - window) / block_size : 0;
+      for (size_t b = 0; b < first_kept; ++b) dropped.tables[0][b] = kNullBlock;
+      dropped.sequences[0].blocks = dropped.tables[0];
+      for (const MixedBatch* batch : {&m, &dropped}) {
+        std::vector<float> out(n * width), want(n * width);
+        attention.run(s.kv, 0, batch->batch(), q, out, window);
+        for (size_t t = 0; t < n; ++t) {
+          const size_t visible = m.visible[t], first = visible > window ? visible - window : 0;
+          s.naive(&q[t * width], m.tables[m.sequence_of_token[t]], visible, &want[t * width], nullptr, first);
+          for (size_t i = 0; i < width; ++i)
+            ASSERT_NEAR(out[t * width + i], want[t * width + i], kTolerance)
+                << "token " << t << " window " << window << " block size " << block_size
+                << (batch == &dropped ? " with dropped blocks" : "");
+        }
+      }
     }
   }
 }
