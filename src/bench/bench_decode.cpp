@@ -29,7 +29,7 @@ struct DepthSamples {
 
 }  // namespace
 
-Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+Expected<DecodeSection> measure_decode(const DecoderModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                        BenchEnv& env) {
   std::vector<size_t> depths = plan.decode_depths;
   // Deepest first (the published order); each repetition computes its context afresh, untimed.

@@ -16,7 +16,8 @@ Status KvTypesPlan::validate() const {
   return Status::ok();
 }
 
-Expected<std::vector<KvTypeFigures>> measure_kv_types(const LlamaModel& model, const KvTypesPlan& plan, BenchEnv& env) {
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan,
+                                                      BenchEnv& env) {
   KVS_RETURN_IF_ERROR(plan.validate());
   const size_t deepest = *std::max_element(plan.depths.begin(), plan.depths.end());
   const size_t capacity = std::max<size_t>(deepest, 1) + plan.decode_tokens;

@@ -34,7 +34,8 @@ struct KvTypeFigures {
   std::vector<Summary> speedup = {};  // [depth]: per repetition, tok/s over the first type's in the same repetition
 };
 
-Expected<std::vector<KvTypeFigures>> measure_kv_types(const LlamaModel& model, const KvTypesPlan& plan, BenchEnv& env);
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan,
+                                                      BenchEnv& env);
 
 std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
 nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);

@@ -8,9 +8,9 @@
 
 namespace kvs {
 
-BenchModelInfo describe_model(const LlamaModel& model, const std::string& path) {
+BenchModelInfo describe_model(const DecoderModel& model, const std::string& path) {
   const ModelConfig& c = model.config();
-  const LlamaWeights& w = model.weights();
+  const DecoderWeights& w = model.weights();
   BenchModelInfo info{.path = path,
                       .weight_type = std::string(dtype_name(w.layers.empty() ? w.output.type : w.layers[0].wq.type)),
                       .weight_layout = w.has_packed_matrices() ? "q8_0x16" : "gguf",
@@ -24,7 +24,7 @@ BenchModelInfo describe_model(const LlamaModel& model, const std::string& path) 
                       .context = c.context_length,
                       .matrix_bytes = w.matrix_bytes(),
                       .output_params = w.output.rows * w.output.cols};
-  for (const LayerWeights& l : w.layers) {
+  for (const DecoderLayerWeights& l : w.layers) {
     for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       info.layer_params += m->rows * m->cols;
     }
@@ -109,7 +109,7 @@ Expected<DecodeRates> decode_at_depth(Engine& engine, std::span<const TokenId> c
                      .median_tok_s = 1.0 / median(run->step_seconds)};
 }
 
-Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
                                    const BenchPlan& plan, KvDTypes kv_dtype) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();

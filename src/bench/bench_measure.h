@@ -15,7 +15,7 @@
 #include "bench/bench_results.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 
 namespace kvs {
 
@@ -29,7 +29,7 @@ struct BenchEnv {
 };
 
 // Shape and byte counts of a loaded model.
-BenchModelInfo describe_model(const LlamaModel& model, const std::string& path);
+BenchModelInfo describe_model(const DecoderModel& model, const std::string& path);
 
 // `n` token ids uniform over [3, vocab) (past BOS/EOS/UNK) from `seed`; the same on every platform.
 std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
@@ -61,7 +61,7 @@ struct BenchEngine {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
 };
-Expected<BenchEngine> bench_engine(const LlamaModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
+Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
                                    const BenchPlan& plan, KvDTypes kv_dtype = KvDType::kF32);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
@@ -69,7 +69,7 @@ size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);
 
 // Prefill tok/s and matmul GFLOP/s for every prompt length, lengths interleaved within each
 // repetition. `peak_gflops` turns GFLOP/s into a fraction of peak.
-Expected<PrefillSet> measure_prefill(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+Expected<PrefillSet> measure_prefill(const DecoderModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                      double peak_gflops, BenchEnv& env);
 
 struct DecodeSection {
@@ -79,11 +79,11 @@ struct DecodeSection {
 // Decode tok/s at every depth, paged and contiguous in A/B B/A order, with bandwidth probes
 // between the repetitions at the roofline depth (the smallest). Each repetition yields two rates:
 // tokens / total time, and 1 / the median step time (which ignores the host's occasional stalls).
-Expected<DecodeSection> measure_decode(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+Expected<DecodeSection> measure_decode(const DecoderModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                        BenchEnv& env);
 
 // Time per generated token with and without the KV cache at each context, A/B per context.
-Expected<std::vector<CacheFigures>> measure_cache_vs_recompute(const LlamaModel& model, const BenchPlan& plan,
+Expected<std::vector<CacheFigures>> measure_cache_vs_recompute(const DecoderModel& model, const BenchPlan& plan,
                                                                BenchEnv& env);
 
 }  // namespace kvs

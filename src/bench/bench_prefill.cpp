@@ -8,7 +8,7 @@
 
 namespace kvs {
 
-Expected<PrefillSet> measure_prefill(const LlamaModel& model, const BenchModelInfo& info, const BenchPlan& plan,
+Expected<PrefillSet> measure_prefill(const DecoderModel& model, const BenchModelInfo& info, const BenchPlan& plan,
                                      double peak_gflops, BenchEnv& env) {
   const size_t longest = *std::max_element(plan.prefill_tokens.begin(), plan.prefill_tokens.end());
   const std::vector<TokenId> prompt = bench_tokens(longest, info.vocab, plan.seed);
@@ -44,7 +44,7 @@ Expected<PrefillSet> measure_prefill(const LlamaModel& model, const BenchModelIn
   return set;
 }
 
-Expected<std::vector<CacheFigures>> measure_cache_vs_recompute(const LlamaModel& model, const BenchPlan& plan,
+Expected<std::vector<CacheFigures>> measure_cache_vs_recompute(const DecoderModel& model, const BenchPlan& plan,
                                                                BenchEnv& env) {
   const size_t vocab = model.config().vocab_size;
   const size_t n_contexts = plan.cache_contexts.size();

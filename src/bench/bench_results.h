@@ -18,7 +18,7 @@ struct BenchModelInfo {
   std::string weight_type = {};    // of the layer matrices, e.g. "q8_0"
   std::string weight_layout = {};  // "gguf" (rows as in the file) or "q8_0x16" (repacked for VNNI)
   size_t layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
-  size_t matrix_bytes = 0;        // every matrix read per decoded token (LlamaWeights::matrix_bytes)
+  size_t matrix_bytes = 0;        // every matrix read per decoded token (DecoderWeights::matrix_bytes)
   size_t layer_params = 0;        // parameters of the layer matrices (multiplied for every token)
   size_t output_params = 0;       // parameters of the classifier (multiplied only for tokens whose logits are wanted)
   size_t kv_bytes_per_token = 0;  // K and V of one position, all layers (f32)

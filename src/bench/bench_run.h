@@ -9,9 +9,9 @@
 namespace kvs {
 
 struct BenchModels {
-  const LlamaModel& model;  // everything is measured on this one
+  const DecoderModel& model;  // everything is measured on this one
   std::string path;
-  const LlamaModel* prefill_extra = nullptr;  // optional: prefill measured on it too (e.g. a BF16 twin)
+  const DecoderModel* prefill_extra = nullptr;  // optional: prefill measured on it too (e.g. a BF16 twin)
   std::string prefill_extra_path;
 };
 

@@ -67,8 +67,8 @@ std::string synthetic_model(const std::filesystem::path& dir, DType type) {
   return path.string();
 }
 
-std::unique_ptr<LlamaModel> load(const std::string& path, bool no_repack) {
-  auto model = LlamaModel::load(path, no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
+std::unique_ptr<DecoderModel> load(const std::string& path, bool no_repack) {
+  auto model = DecoderModel::load(path, no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
   if (!model) throw CommandError(model.status().message());
   return std::move(model).value();
 }
@@ -122,7 +122,7 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t t
   KvTypesPlan plan{.types = {}, .depths = o.kv_depths, .decode_tokens = o.kv_tokens, .reps = o.reps};
   for (const std::string& item : o.kv_types) plan.types.push_back(parse_kv_types_item(item));
   if (Status s = plan.validate(); !s) throw CommandError(s.message());
-  const std::unique_ptr<LlamaModel> model = load(model_path, o.no_repack);
+  const std::unique_ptr<DecoderModel> model = load(model_path, o.no_repack);
   ThreadPool pool(threads);
   const BenchClock now = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -148,8 +148,8 @@ void run(const BenchOptions& o, bool reps_given) {
   if (extra_path.empty() && o.model_path.empty() && !o.quick) extra_path = synthetic_model(dir, DType::kBF16);
   if (extra_path == "none") extra_path.clear();
 
-  const std::unique_ptr<LlamaModel> model = load(model_path, o.no_repack);
-  const std::unique_ptr<LlamaModel> extra = extra_path.empty() ? nullptr : load(extra_path, o.no_repack);
+  const std::unique_ptr<DecoderModel> model = load(model_path, o.no_repack);
+  const std::unique_ptr<DecoderModel> extra = extra_path.empty() ? nullptr : load(extra_path, o.no_repack);
   BenchPlan plan = o.quick ? BenchPlan::quick() : BenchPlan::standard();
   if (reps_given || !o.quick) plan.reps = o.reps;
   FittedPlan fitted = fit_plan_to_context(plan, model->config().context_length);

@@ -28,7 +28,7 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
 
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
-  auto model = LlamaModel::load(path, options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
+  auto model = DecoderModel::load(path, options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
   if (!model) throw CommandError(model.status().message());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));

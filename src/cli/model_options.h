@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/thread_pool.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -21,7 +21,7 @@ void add_model_options(CLI::App& command, ModelOptions& options);
 void add_no_repack_flag(CLI::App& command, bool& no_repack);
 
 struct LoadedModel {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
 };

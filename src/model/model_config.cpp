@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "model/llama_support.h"
+#include <cmath>
+
+#include "model/model_support.h"
 
 namespace kvs {
 namespace {
@@ -17,17 +19,41 @@ Expected<size_t> required_uint(const gguf::File& file, const std::string& key) {
   return static_cast<size_t>(*v);
 }
 
+// Gemma 3 as llama.cpp runs it: 5 window layers then 1 global one (layer l is global when l % 6 == 5), window
+// layers with RoPE base 10000 and no scaling, global layers with the file's base and linear scaling, the
+// embedding scaled by sqrt(dim), NeoX RoPE, and queries scaled by 1/sqrt(head_dim), except for the 27B
+// (62 layers), trained with 1/sqrt(dim / heads).
+Status read_gemma3(const gguf::File& file, ModelConfig& c) {
+  constexpr size_t kPattern = 6;
+  auto window = required_uint(file, "gemma3.attention.sliding_window");
+  if (!window) return window.status();
+  c.layer_windows.assign(c.num_layers, static_cast<uint32_t>(*window));
+  for (size_t l = kPattern - 1; l < c.num_layers; l += kPattern) c.layer_windows[l] = 0;
+  c.rope_style = RopeStyle::kNeox;
+  c.rope_freq_base_local = 10000.0f;
+  if (file.get_string("gemma3.rope.scaling.type").value_or("none") == "linear") {
+    const double factor = file.get_float("gemma3.rope.scaling.factor").value_or(1.0);
+    if (!(factor > 0.0)) return Status::corrupt(fmt::format("{}: RoPE scaling factor {}", file.path(), factor));
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  }
+  c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+  const size_t scaled_by = c.num_layers == 62 ? c.dim / c.num_heads : c.head_dim;
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(scaled_by));
+  c.final_logit_softcap = static_cast<float>(file.get_float("gemma3.final_logit_softcapping").value_or(0.0));
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   ModelConfig c;
   const auto arch = file.get_string("general.architecture");
   if (!arch) return Status::corrupt(fmt::format("{}: metadata 'general.architecture' is missing", file.path()));
-  // Architectures with exactly the Llama block. qwen2 (Q/K/V biases) and granite (residual, embedding and
-  // logit multipliers) have the same tensors plus math this forward pass does not do: rejected, not approximated.
-  if (!is_llama_architecture(*arch)) {
-    return Status::unimplemented(
-        fmt::format("{}: architecture '{}' is not supported (supported: llama, mistral)", file.path(), *arch));
+  // Architectures with a forward pass. qwen2 (Q/K/V biases) and granite (residual, embedding and logit
+  // multipliers) have the Llama tensors plus math the forward pass does not do: rejected, not approximated.
+  if (!is_supported_architecture(*arch)) {
+    return Status::unimplemented(fmt::format("{}: architecture '{}' is not supported (supported: {})", file.path(),
+                                             *arch, supported_architectures()));
   }
   c.architecture = *arch;
   c.name = file.get_string("general.name").value_or("");
@@ -49,6 +75,12 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   c.rope_dim = static_cast<size_t>(file.get_int(p + "rope.dimension_count").value_or(c.head_dim));
   c.rope_freq_base = static_cast<float>(file.get_float(p + "rope.freq_base").value_or(10000.0));
   c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (c.architecture == "gemma3") {
+    KVS_RETURN_IF_ERROR(read_gemma3(file, c));
+  } else if (const auto window = file.get_int(p + "attention.sliding_window");
+             window && *window > 0 && static_cast<size_t>(*window) < c.context_length) {
+    c.layer_windows.assign(c.num_layers, static_cast<uint32_t>(*window));  // Mistral 7B v0.1: every layer
+  }
   if (auto vs = file.get_int(p + "vocab_size")) {
     c.vocab_size = static_cast<size_t>(*vs);
   } else if (const auto* tokens = file.get_array("tokenizer.ggml.tokens")) {
@@ -58,8 +90,8 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   }
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   KVS_RETURN_IF_ERROR(c.validate().with_context(file.path()));
-  KVS_RETURN_IF_ERROR(check_llama_metadata(file, *arch, c.head_dim, c.context_length));
-  KVS_RETURN_IF_ERROR(check_llama_tensors(file, c.num_layers));
+  KVS_RETURN_IF_ERROR(check_metadata(file, *arch, c.head_dim));
+  KVS_RETURN_IF_ERROR(check_tensors(file, *arch, c.num_layers));
   return c;
 }
 
@@ -84,7 +116,24 @@ Status ModelConfig::validate() const {
   if (!(rms_eps > 0.0f) || !(rope_freq_base > 0.0f)) {
     return Status::corrupt(fmt::format("rms epsilon {} and rope base {} must be positive", rms_eps, rope_freq_base));
   }
+  if (!layer_windows.empty() && layer_windows.size() != num_layers) {
+    return Status::corrupt(fmt::format("{} layer windows for {} layers", layer_windows.size(), num_layers));
+  }
+  for (float f : {rope_freq_scale, embedding_scale}) {
+    if (!(f > 0.0f) || !std::isfinite(f)) return Status::corrupt(fmt::format("scale {} must be positive", f));
+  }
+  if (!(attention_scale >= 0.0f) || !(final_logit_softcap >= 0.0f) || !(rope_freq_base_local >= 0.0f)) {
+    return Status::corrupt(
+        fmt::format("attention scale {}, logit soft-cap {} and local RoPE base {} must not be negative",
+                    attention_scale, final_logit_softcap, rope_freq_base_local));
+  }
   return Status::ok();
+}
+
+bool ModelConfig::has_windows() const {
+  for (uint32_t w : layer_windows)
+    if (w > 0) return true;
+  return false;
 }
 
 std::string ModelConfig::attention_kind() const {

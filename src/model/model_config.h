@@ -1,13 +1,20 @@
-// Hyper-parameters of a Llama-family decoder, read from GGUF metadata and validated once.
+// Hyper-parameters of a decoder (Llama family, Gemma 3), read from GGUF metadata and validated once.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "model/gguf.h"
 
 namespace kvs {
+
+enum class RopeStyle {
+  kInterleaved,  // pairs (2i, 2i + 1): GGUF llama (the converter permutes Q/K rows for it)
+  kNeox,         // pairs (i, i + d/2): GGUF gemma3, as the checkpoint has it
+};
 
 struct ModelConfig {
   std::string architecture = "llama";
@@ -24,6 +31,15 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   bool tied_output = false;  // output matrix shared with the token embedding
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  // Sliding-window attention: [num_layers] windows in tokens, 0 for a full-attention (global) layer; empty when
+  // every layer is global. A window layer's token at position p sees positions (p - window, p].
+  std::vector<uint32_t> layer_windows = {};
+  float rope_freq_base_local = 0.0f;  // RoPE base of the window layers; 0: rope_freq_base (Gemma 3: 10000)
+  float rope_freq_scale = 1.0f;       // global layers' linear RoPE scaling: angles x this (1 / factor)
+  float embedding_scale = 1.0f;       // the embedding row is multiplied by this (Gemma: sqrt(dim))
+  float attention_scale = 0.0f;       // multiplier of q . k; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;   // > 0: logits = cap x tanh(logits / cap)
 
   static Expected<ModelConfig> from_gguf(const gguf::File& file);
   Status validate() const;
@@ -32,6 +48,10 @@ struct ModelConfig {
   size_t kv_dim() const { return num_kv_heads * head_dim; }
   size_t group_size() const { return num_heads / num_kv_heads; }  // query heads per KV head
   std::string attention_kind() const;                             // "MHA", "MQA" or "GQA"
+  // The window of `layer`'s attention in tokens, 0 for full attention.
+  size_t window_of(size_t layer) const { return layer_windows.empty() ? 0 : layer_windows[layer]; }
+  bool has_windows() const;
+  bool is_gemma3() const { return architecture == "gemma3"; }
 };
 
 }  // namespace kvs

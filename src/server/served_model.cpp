@@ -18,7 +18,7 @@ nlohmann::json ServedModel::to_json() const {
           {"chat_template", std::string(chat_template.name())}};
 }
 
-ServedModel describe_model(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path,
+ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer, const std::string& path,
                            int64_t created) {
   const std::filesystem::path file(path);
   ServedModel served;

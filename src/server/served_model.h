@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "server/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +27,7 @@ struct ServedModel {
   nlohmann::json to_json() const;  // an entry of GET /v1/models
 };
 
-ServedModel describe_model(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path,
+ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer, const std::string& path,
                            int64_t created);
 
 }  // namespace kvs::server

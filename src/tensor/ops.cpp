@@ -79,4 +79,17 @@ void swiglu(std::span<float> gate, std::span<const float> up, Isa isa) {
   }
 }
 
+void geglu(std::span<float> gate, std::span<const float> up, Isa isa) {
+  KVS_ASSERT(up.size() >= gate.size(), "geglu: gate has {} values, up {}", gate.size(), up.size());
+  switch (isa) {
+    case Isa::kAvx512: return detail::geglu_avx512(gate.data(), up.data(), gate.size());
+    case Isa::kAvx2: return detail::geglu_avx2(gate.data(), up.data(), gate.size());
+    case Isa::kScalar: break;
+  }
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(g * (detail::kGeluA + detail::kGeluB * g * g))) * up[i];
+  }
+}
+
 }  // namespace kvs

@@ -33,10 +33,18 @@ void rope_cos_sin(size_t pos, std::span<const float> inv_freq, std::span<float> 
 void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
                       std::span<const float> sin);
 
+// The same angles in the NeoX convention (GGUF gemma3, qwen2, ...: weights not permuted by the converter):
+// rotates pairs (i, i + rope_dim / 2) for i < rope_dim / 2 = cos.size().
+void rope_neox(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
+               std::span<const float> sin);
+
 // In place: x = exp(x - max) / sum.
 void softmax(std::span<float> x, Isa isa = best_isa());
 
 // gate[i] = silu(gate[i]) * up[i].
 void swiglu(std::span<float> gate, std::span<const float> up, Isa isa = best_isa());
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (Gemma's "gelu_pytorch_tanh"):
+// 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+void geglu(std::span<float> gate, std::span<const float> up, Isa isa = best_isa());
 
 }  // namespace kvs

@@ -103,4 +103,18 @@ void swiglu_avx2(float* gate, const float* up, size_t n) {
   }
 }
 
+void geglu_avx2(float* gate, const float* up, size_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), a = _mm256_set1_ps(kGeluA), b = _mm256_set1_ps(kGeluB);
+  const auto f = [&](__m256 g, __m256 u) {
+    const __m256 e = exp_ps(_mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_mul_ps(g, g), b, a)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
+  };
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, f(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    _mm256_maskstore_ps(gate + i, m, f(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+  }
+}
+
 }  // namespace kvs::detail

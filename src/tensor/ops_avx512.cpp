@@ -85,4 +85,15 @@ void swiglu_avx512(float* gate, const float* up, size_t n) {
   }
 }
 
+void geglu_avx512(float* gate, const float* up, size_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(kGeluA), b = _mm512_set1_ps(kGeluB);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = mask_at(i, n);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 e = exp_ps(_mm512_mul_ps(g, _mm512_fmadd_ps(_mm512_mul_ps(g, g), b, a)));
+    _mm512_mask_storeu_ps(gate + i, m,
+                          _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace kvs::detail

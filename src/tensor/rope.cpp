@@ -40,6 +40,22 @@ void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, s
   }
 }
 
+void rope_neox(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
+               std::span<const float> sin) {
+  const size_t pairs = cos.size();
+  KVS_ASSERT(sin.size() == pairs && 2 * pairs <= head_dim && heads.size() >= n_heads * head_dim,
+             "rope: {} cos / {} sin values, head_dim {}, {} heads in {} floats", pairs, sin.size(), head_dim, n_heads,
+             heads.size());
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* v = heads.data() + h * head_dim;
+    for (size_t i = 0; i < pairs; ++i) {
+      const float v0 = v[i], v1 = v[i + pairs];
+      v[i] = v0 * cos[i] - v1 * sin[i];
+      v[i + pairs] = v0 * sin[i] + v1 * cos[i];
+    }
+  }
+}
+
 void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, size_t rope_dim, size_t pos,
                       float freq_base) {
   const std::vector<float> inv_freq = rope_inverse_frequencies(rope_dim, freq_base);

@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_measure.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "test_support.h"
 
 namespace kvs {
 namespace {
 
 TEST(TimedRun, ATimedTokenMayTakeSeveralEngineSteps) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);

@@ -9,19 +9,19 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::test {
 
 struct DefaultModel {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   ThreadPool pool{2};
 
   DefaultModel() {
-    auto m = LlamaModel::load(default_model_path());
+    auto m = DecoderModel::load(default_model_path());
     EXPECT_TRUE(m) << m.status().message();
     model = std::move(m).value();
     auto t = Tokenizer::from_gguf(model->file());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 
 namespace kvs::test {
 

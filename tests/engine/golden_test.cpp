@@ -44,7 +44,7 @@ void expect_logits_near(std::span<const float> got, const std::vector<float>& wa
 
 // Prefill (in chunks of `chunk` tokens, capturing every logit row) then greedy decode with the cache, on the
 // engine with `kv_dtype` K/V.
-test::EngineTrace run_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk,
+test::EngineTrace run_case(const DecoderModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk,
                            KvDType kv_dtype = KvDType::kF32) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   EXPECT_TRUE(tokenizer) << tokenizer.status().message();
@@ -52,7 +52,7 @@ test::EngineTrace run_case(const LlamaModel& model, ThreadPool& pool, const Gold
                              test::greedy_request(c.prompt_ids, c.greedy_ids.size()));
 }
 
-void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk) {
+void check_case(const DecoderModel& model, ThreadPool& pool, const GoldenCase& c, size_t chunk) {
   const test::EngineTrace trace = run_case(model, pool, c, chunk);
   for (const auto& [pos, want] : c.logits) {
     auto it = trace.logits.find(pos);
@@ -63,7 +63,7 @@ void check_case(const LlamaModel& model, ThreadPool& pool, const GoldenCase& c, 
 }
 
 TEST_P(GoldenTest, GreedyIdsAndLogitsMatchReference) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   ThreadPool pool(2);
   for (const GoldenCase& c : load_cases()) {
@@ -77,7 +77,7 @@ TEST_P(GoldenTest, GreedyIdsAndLogitsMatchReference) {
 // measured, it kept the first prompt's 200 ids, flipped the second's first id (a near-tie) and the
 // third's after 136; its quality is bounded by the perplexity and logit tests instead.
 TEST_P(GoldenTest, F16KvKeepsTheGreedyIds) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   ThreadPool pool(2);
   for (const GoldenCase& c : load_cases()) {
@@ -93,7 +93,7 @@ TEST_P(GoldenTest, F16KvKeepsTheGreedyIds) {
 constexpr float kInt8TieMargin = 0.1f;
 
 TEST_P(GoldenTest, Int8KvKeepsTheGreedyIdsUpToANearTie) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   ThreadPool pool(2);
   size_t total = 0;
@@ -115,14 +115,14 @@ TEST_P(GoldenTest, Int8KvKeepsTheGreedyIdsUpToANearTie) {
 }
 
 TEST_P(GoldenTest, ChunkedPrefillGivesTheSameResult) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   ThreadPool pool(1);
   for (const GoldenCase& c : load_cases()) check_case(**model, pool, c, 7);
 }
 
 TEST_P(GoldenTest, TokenizerReproducesPromptIds) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer) << tokenizer.status().message();
@@ -131,7 +131,7 @@ TEST_P(GoldenTest, TokenizerReproducesPromptIds) {
 
 // kvserve run's path: generate() on the engine, with the cache and with the recompute-everything baseline.
 TEST_P(GoldenTest, GreedyWithAndWithoutCacheMatchesReference) {
-  auto model = LlamaModel::load(GetParam());
+  auto model = DecoderModel::load(GetParam());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer) << tokenizer.status().message();

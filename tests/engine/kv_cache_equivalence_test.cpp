@@ -13,12 +13,12 @@ namespace kvs {
 namespace {
 
 struct LoadedForTest {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
 LoadedForTest load(const std::string& path) {
-  auto model = LlamaModel::load(path);
+  auto model = DecoderModel::load(path);
   EXPECT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   EXPECT_TRUE(tokenizer) << tokenizer.status().message();
@@ -26,7 +26,7 @@ LoadedForTest load(const std::string& path) {
 }
 
 // The engine's no-cache baseline (every step recomputes the history) against the cache, same sampling seed.
-void expect_cache_equals_no_cache(const LlamaModel& model, const Tokenizer& tokenizer, float temperature) {
+void expect_cache_equals_no_cache(const DecoderModel& model, const Tokenizer& tokenizer, float temperature) {
   ThreadPool pool(2);
   RequestParams params;
   params.prompt = tokenizer.encode("Once upon a time there was a dog", true);
@@ -44,7 +44,7 @@ void expect_cache_equals_no_cache(const LlamaModel& model, const Tokenizer& toke
 }
 
 // Logits of decode with the cache vs a full recomputation at every step (the engine's baseline), greedy.
-void expect_logits_match_recompute(const LlamaModel& model, const Tokenizer& tokenizer) {
+void expect_logits_match_recompute(const DecoderModel& model, const Tokenizer& tokenizer) {
   ThreadPool pool(1);
   RequestParams params = test::greedy_request({1, 300, 301, 302, 303}, 21, /*all_logits=*/false);
   const test::EngineTrace cached = test::trace_request(model, tokenizer, pool, {.max_seqs = 1}, params);

@@ -31,8 +31,8 @@ SynthSpec odd_q8_spec() {
                    .tied_output = true};
 }
 
-std::unique_ptr<LlamaModel> load(const std::string& path, WeightPacking packing) {
-  auto model = LlamaModel::load(path, packing);
+std::unique_ptr<DecoderModel> load(const std::string& path, WeightPacking packing) {
+  auto model = DecoderModel::load(path, packing);
   EXPECT_TRUE(model) << model.status().message();
   return model ? std::move(model).value() : nullptr;
 }

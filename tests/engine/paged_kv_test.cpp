@@ -21,7 +21,7 @@ struct KvChoice {
   KvDTypes dtype = KvDType::kF32;
 };
 
-test::EngineTrace run_greedy(const LlamaModel& model, KvChoice kv) {
+test::EngineTrace run_greedy(const DecoderModel& model, KvChoice kv) {
   ThreadPool pool(2);
   auto tokenizer = Tokenizer::from_gguf(model.file());
   EXPECT_TRUE(tokenizer) << tokenizer.status().message();
@@ -35,7 +35,7 @@ test::EngineTrace run_greedy(const LlamaModel& model, KvChoice kv) {
   return test::trace_request(model, *tokenizer, pool, config, test::greedy_request(prompt, 41));
 }
 
-void expect_paged_equals_contiguous(const LlamaModel& model) {
+void expect_paged_equals_contiguous(const DecoderModel& model) {
   const test::EngineTrace reference = run_greedy(model, {.block_size = 0});
   ASSERT_EQ(reference.logits.size(), 37u + 40u);
   for (size_t block_size : {1u, 16u, 256u}) {
@@ -51,7 +51,7 @@ using test::worst_logit_difference;
 // f16 and bf16 K/V, and K f16 with V bf16: paged equals contiguous of the same types (1e-5, as for f32), and
 // both stay within the tolerance of the coarser type of the f32 reference; on a trained model
 // (tokens_must_match) greedy tokens are the same.
-void expect_half_kv_follows_fp32(const LlamaModel& model, float f16_tolerance, float bf16_tolerance,
+void expect_half_kv_follows_fp32(const DecoderModel& model, float f16_tolerance, float bf16_tolerance,
                                  bool tokens_must_match) {
   const test::EngineTrace reference = run_greedy(model, {.block_size = 0});
   for (const KvDTypes type : {KvDTypes(KvDType::kF16), KvDTypes(KvDType::kBF16), {KvDType::kF16, KvDType::kBF16}}) {
@@ -71,7 +71,7 @@ void expect_half_kv_follows_fp32(const LlamaModel& model, float f16_tolerance, f
 }
 
 TEST(PagedKv, HalfPrecisionKvFollowsFp32OnTheDefaultModel) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model) << model.status().message();
   // Measured 0.048 (f16) and 0.27 (bf16) over these 41 steps: rounding K/V costs about 2^-11 and 2^-8 of
   // their size. The bounds leave 2x.
@@ -79,7 +79,7 @@ TEST(PagedKv, HalfPrecisionKvFollowsFp32OnTheDefaultModel) {
 }
 
 TEST(PagedKv, DefaultModelMatchesContiguous) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model) << model.status().message();
   expect_paged_equals_contiguous(**model);
 }
@@ -91,7 +91,7 @@ class PagedKvSynth : public ::testing::TestWithParam<std::string> {
     auto spec = synth_preset(GetParam());
     ASSERT_TRUE(spec);
     ASSERT_TRUE(write_synth_model(*spec, dir_.file("m.gguf")).is_ok());
-    auto model = LlamaModel::load(dir_.file("m.gguf"));
+    auto model = DecoderModel::load(dir_.file("m.gguf"));
     ASSERT_TRUE(model) << model.status().message();
     model_ = std::move(model).value();
   }
@@ -102,7 +102,7 @@ class PagedKvSynth : public ::testing::TestWithParam<std::string> {
     return "paged_synth_" + name;
   }
   test::TempDir dir_{test_dir_name()};
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<DecoderModel> model_;
 };
 
 TEST_P(PagedKvSynth, MatchesContiguous) { expect_paged_equals_contiguous(*model_); }
@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedKvSynth, ::testing::Values("tiny-gqa", "ti
 // One sizing function: the bytes the pool handed out equal the calculator's block-rounded prediction, for
 // sequences of several lengths and block sizes; the blocks go back the moment the request ends.
 TEST(PagedKv, AllocatedBytesEqualTheCalculatorPrediction) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model);
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);
@@ -148,7 +148,7 @@ TEST(PagedKv, AllocatedBytesEqualTheCalculatorPrediction) {
 // A pool too small for a prompt is a clear error at add_request (for every command: they all use the engine),
 // and a pool that runs out mid-generation ends the request with kKvCacheFull, keeping what it generated.
 TEST(PagedKv, ExhaustionIsAnErrorValueNotACrash) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model);
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -13,13 +13,13 @@ namespace {
 
 // The default model, its tokenizer and the first 60000 bytes of the eval text (the references' slice).
 struct EvalSetup {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   ThreadPool pool{2};
   std::string text = test::read_file(test::shared_path("eval/tinystories_valid_head.txt")).substr(0, 60000);
 
   EvalSetup() {
-    auto m = LlamaModel::load(test::default_model_path());
+    auto m = DecoderModel::load(test::default_model_path());
     EXPECT_TRUE(m) << m.status().message();
     if (!m) return;
     model = std::move(m).value();
@@ -76,7 +76,7 @@ TEST(Perplexity, HalfPrecisionKvCostsLittle) {
 }
 
 TEST(Perplexity, RejectsChunkLongerThanContext) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);

@@ -58,7 +58,7 @@ class QuantizedKv : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "default") {
-      auto model = LlamaModel::load(test::default_model_path());
+      auto model = DecoderModel::load(test::default_model_path());
       ASSERT_TRUE(model) << model.status().message();
       model_ = std::move(model).value();
     } else {
@@ -67,7 +67,7 @@ class QuantizedKv : public ::testing::TestWithParam<std::string> {
       const SynthSpec spec{
           .layers = 2, .dim = 256, .heads = 4, .kv_heads = kv_heads, .ffn = 256, .vocab = 512, .ctx = 512};
       ASSERT_TRUE(write_synth_model(spec, dir_.file("m.gguf")).is_ok());
-      auto model = LlamaModel::load(dir_.file("m.gguf"));
+      auto model = DecoderModel::load(dir_.file("m.gguf"));
       ASSERT_TRUE(model) << model.status().message();
       model_ = std::move(model).value();
     }
@@ -86,7 +86,7 @@ class QuantizedKv : public ::testing::TestWithParam<std::string> {
   }
 
   test::TempDir dir_{test_dir_name()};
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ThreadPool pool_{2};
 };
@@ -169,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(Models, QuantizedKv,
 // tokens with int8 K/V within 0.5% of the f32 cache's, int4 (keys per channel) within 5%; the other
 // variants are printed (the full table, with KL divergences: docs/KV_CACHE.md).
 TEST(QuantizedKvQuality, PerplexityStaysWithinTheBoundsOfTheF32Cache) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);

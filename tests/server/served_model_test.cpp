@@ -9,7 +9,7 @@ namespace kvs::server {
 namespace {
 
 TEST(ServedModel, IdFromGeneralNameAndFileAliases) {
-  auto model = LlamaModel::load(test::default_model_path());
+  auto model = DecoderModel::load(test::default_model_path());
   ASSERT_TRUE(model.has_value()) << model.status().message();
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer.has_value()) << tokenizer.status().message();

@@ -133,6 +133,72 @@ TEST(OpsTest, SwigluMatchesScalarIncludingLargeInputs) {
   }
 }
 
+// The scalar form against GELU in double (x / (1 + exp(-2u)) is the tanh form rewritten, exact in real numbers), and
+// every SIMD path against the scalar one. Tolerance: z = -2u is computed to a few ulps, and exp(z) turns z's
+// absolute error (|z| x ~4 x 2^-24) into a relative one, so |z| x 3e-7, plus a few ulps of the rest.
+TEST(OpsTest, GegluIsTanhGeluTimesUpOnEveryPath) {
+  const auto tolerance = [](float x, double value) {
+    const double z = std::fabs(2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
+    return (2e-6 + 3e-7 * z) * std::fabs(value) + 1e-30;
+  };
+  std::mt19937 rng(8);
+  for (size_t n : kSizes) {
+    auto g = random_vec(n, rng, -8.0f, 8.0f);
+    const auto up = random_vec(n, rng, -2.0f, 2.0f);
+    const float big[] = {-100.0f, 100.0f, -12.0f, 12.0f, 0.0f, -1e-30f, 30.0f};
+    for (size_t i = 0; i < std::size(big) && i < n; ++i) g[i] = big[i];
+    auto ref = g;
+    geglu(ref, up, Isa::kScalar);
+    for (size_t i = 0; i < n; ++i) {
+      const double x = g[i], u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+      // 1 + tanh(u) cancels for u << 0, so the double reference is the exp form; both agree where neither cancels.
+      const double want = x / (1.0 + std::exp(-2.0 * u)) * up[i];
+      if (x > -3.0) {
+        ASSERT_NEAR(want, 0.5 * x * (1.0 + std::tanh(u)) * up[i], 1e-12);
+      }
+      ASSERT_NEAR(ref[i], want, tolerance(g[i], want)) << "g " << g[i];
+    }
+    for (Isa isa : simd_isas()) {
+      auto y = g;
+      geglu(y, up, isa);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(std::isfinite(y[i])) << isa_name(isa) << " g " << g[i];
+        ASSERT_NEAR(y[i], ref[i], tolerance(g[i], ref[i])) << isa_name(isa) << " g " << g[i];
+      }
+    }
+  }
+}
+
+// NeoX pairs (i, i + d/2) are the interleaved pairs (2i, 2i + 1) of the head with its halves interleaved: the
+// same rotation, bit for bit, on permuted dimensions (dimensions past rope_dim untouched).
+TEST(RopeTest, NeoxIsInterleavedOnPermutedDimensions) {
+  std::mt19937 rng(9);
+  const size_t n_heads = 3, head_dim = 48;
+  for (size_t rope_dim : {48, 32}) {
+    const auto inv_freq = rope_inverse_frequencies(rope_dim, 10000.0f);
+    std::vector<float> cos(rope_dim / 2), sin(rope_dim / 2);
+    rope_cos_sin(37, inv_freq, cos, sin);
+    const auto x = random_vec(n_heads * head_dim, rng, -1.0f, 1.0f);
+    std::vector<float> neox = x, permuted = x;
+    const size_t half = rope_dim / 2;
+    for (size_t h = 0; h < n_heads; ++h) {
+      for (size_t i = 0; i < half; ++i) {
+        permuted[h * head_dim + 2 * i] = x[h * head_dim + i];
+        permuted[h * head_dim + 2 * i + 1] = x[h * head_dim + i + half];
+      }
+    }
+    rope_neox(neox, n_heads, head_dim, cos, sin);
+    rope_interleaved(permuted, n_heads, head_dim, cos, sin);
+    for (size_t h = 0; h < n_heads; ++h) {
+      for (size_t i = 0; i < half; ++i) {
+        EXPECT_EQ(neox[h * head_dim + i], permuted[h * head_dim + 2 * i]) << rope_dim << " " << i;
+        EXPECT_EQ(neox[h * head_dim + i + half], permuted[h * head_dim + 2 * i + 1]) << rope_dim << " " << i;
+      }
+      for (size_t d = rope_dim; d < head_dim; ++d) EXPECT_EQ(neox[h * head_dim + d], x[h * head_dim + d]);
+    }
+  }
+}
+
 TEST(RopeTest, PrecomputedTablesGiveTheSameBitsAsTheOneCallForm) {
   std::mt19937 rng(6);
   const size_t n_heads = 3, head_dim = 64;

@@ -1,4 +1,5 @@
-// Views of a Llama model's weights inside the mapped GGUF file, checked against the config.
+// Views of a decoder's weights inside the mapped GGUF file, checked against the config: the Llama block's,
+// plus Gemma 3's q/k norms and post-norms.
 // 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0 matrices
 // are repacked into owned memory for the VNNI kernel where the CPU has it (WeightPacking::kForCpu): the
 // same values, a layout the kernel reads ~2x faster in batches (tensor/packed_q8.h).
@@ -14,7 +15,7 @@
 
 namespace kvs {
 
-struct LayerWeights {
+struct DecoderLayerWeights {
   std::vector<float> attn_norm;  // [dim]
   WeightView wq;                 // [q_dim][dim]
   WeightView wk;                 // [kv_dim][dim]
@@ -24,6 +25,11 @@ struct LayerWeights {
   WeightView w_gate;             // [ffn][dim]  (llama2.c w1)
   WeightView w_up;               // [ffn][dim]  (w3)
   WeightView w_down;             // [dim][ffn]  (w2)
+  // Gemma 3 only (empty otherwise): RMSNorm of each query and key head, and of the attention and FFN outputs.
+  std::vector<float> q_norm;               // [head_dim]
+  std::vector<float> k_norm;               // [head_dim]
+  std::vector<float> post_attention_norm;  // [dim]
+  std::vector<float> post_ffw_norm;        // [dim]
 };
 
 enum class WeightPacking {
@@ -31,15 +37,15 @@ enum class WeightPacking {
   kForCpu,  // Q8_0 matrices packed when packed_q8_supported()
 };
 
-struct LlamaWeights {
+struct DecoderWeights {
   WeightView token_embedding;  // [vocab][dim]
-  std::vector<LayerWeights> layers;
+  std::vector<DecoderLayerWeights> layers;
   std::vector<float> output_norm;    // [dim]
   WeightView output;                 // [vocab][dim]; the embedding when tied (packed: a packed copy)
   std::vector<PackedMatrix> packed;  // owns the packed matrices the views above point into
 
-  static Expected<LlamaWeights> from_gguf(const gguf::File& file, const ModelConfig& config,
-                                          WeightPacking packing = WeightPacking::kForCpu);
+  static Expected<DecoderWeights> from_gguf(const gguf::File& file, const ModelConfig& config,
+                                            WeightPacking packing = WeightPacking::kForCpu);
   size_t matrix_bytes() const;  // bytes of every matrix read per decoded token (incl. output)
   bool has_packed_matrices() const { return !packed.empty(); }
 };

@@ -1,4 +1,4 @@
-#include "model/llama_weights.h"
+#include "model/decoder_weights.h"
 
 #include <fmt/format.h>
 
@@ -61,8 +61,9 @@ void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File
 
 }  // namespace
 
-Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const ModelConfig& c, WeightPacking packing) {
-  LlamaWeights w;
+Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const ModelConfig& c,
+                                                   WeightPacking packing) {
+  DecoderWeights w;
 #define KVS_TRY_ASSIGN(lhs, expr) \
   do {                            \
     auto r_ = (expr);             \
@@ -72,7 +73,7 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
   KVS_TRY_ASSIGN(w.token_embedding, matrix(file, "token_embd.weight", c.vocab_size, c.dim));
   w.layers.resize(c.num_layers);
   for (size_t l = 0; l < c.num_layers; ++l) {
-    LayerWeights& lw = w.layers[l];
+    DecoderLayerWeights& lw = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
     KVS_TRY_ASSIGN(lw.attn_norm, vector(file, p + "attn_norm.weight", c.dim));
     KVS_TRY_ASSIGN(lw.wq, matrix(file, p + "attn_q.weight", c.q_dim(), c.dim));
@@ -83,6 +84,12 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
     KVS_TRY_ASSIGN(lw.w_gate, matrix(file, p + "ffn_gate.weight", c.ffn_dim, c.dim));
     KVS_TRY_ASSIGN(lw.w_up, matrix(file, p + "ffn_up.weight", c.ffn_dim, c.dim));
     KVS_TRY_ASSIGN(lw.w_down, matrix(file, p + "ffn_down.weight", c.dim, c.ffn_dim));
+    if (c.is_gemma3()) {
+      KVS_TRY_ASSIGN(lw.q_norm, vector(file, p + "attn_q_norm.weight", c.head_dim));
+      KVS_TRY_ASSIGN(lw.k_norm, vector(file, p + "attn_k_norm.weight", c.head_dim));
+      KVS_TRY_ASSIGN(lw.post_attention_norm, vector(file, p + "post_attention_norm.weight", c.dim));
+      KVS_TRY_ASSIGN(lw.post_ffw_norm, vector(file, p + "post_ffw_norm.weight", c.dim));
+    }
   }
   KVS_TRY_ASSIGN(w.output_norm, vector(file, "output_norm.weight", c.dim));
   if (c.tied_output) {
@@ -94,7 +101,7 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
   if (packing == WeightPacking::kForCpu && packed_q8_supported()) {
     // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
     // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows.
-    for (LayerWeights& lw : w.layers) {
+    for (DecoderLayerWeights& lw : w.layers) {
       for (WeightView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {
         pack(*m, w.packed, file, true);
       }
@@ -104,7 +111,7 @@ Expected<LlamaWeights> LlamaWeights::from_gguf(const gguf::File& file, const Mod
   return w;
 }
 
-size_t LlamaWeights::matrix_bytes() const {
+size_t DecoderWeights::matrix_bytes() const {
   size_t total = output.bytes();
   for (const auto& l : layers) {
     for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) total += m->bytes();

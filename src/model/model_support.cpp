@@ -1,41 +1,63 @@
-#include "model/llama_support.h"
+#include "model/model_support.h"
 
 #include <fmt/format.h>
 
 #include <array>
 #include <charconv>
+#include <span>
 
 namespace kvs {
 namespace {
 
 // Keys the config reads, or that say nothing about the math (tensor_data_layout names how the
-// converter permuted Q/K, which is already in the weights).
-constexpr std::array<std::string_view, 12> kUnderstoodKeys = {
-    "context_length",       "embedding_length",        "block_count",          "feed_forward_length",
-    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.layer_norm_rms_epsilon",
-    "rope.dimension_count", "rope.freq_base",          "vocab_size",           "tensor_data_layout",
+// converter permuted Q/K, which is already in the weights). A sliding window is per layer in Gemma 3
+// (5 window layers to 1 global) and on every layer in Mistral's first release: both are read.
+constexpr std::array<std::string_view, 13> kLlamaKeys = {
+    "context_length",           "embedding_length",        "block_count",          "feed_forward_length",
+    "attention.head_count",     "attention.head_count_kv", "attention.key_length", "attention.layer_norm_rms_epsilon",
+    "rope.dimension_count",     "rope.freq_base",          "vocab_size",           "tensor_data_layout",
+    "attention.sliding_window",
 };
+constexpr std::array<std::string_view, 2> kGemma3Keys = {"final_logit_softcapping", "rope.scaling.type"};
 
 // Per-layer tensors the forward pass reads; with token_embd, output_norm and output, the whole file.
-constexpr std::array<std::string_view, 9> kLayerTensors = {
+constexpr std::array<std::string_view, 9> kLlamaLayerTensors = {
     "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",   "attn_output.weight",
     "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
 };
+constexpr std::array<std::string_view, 4> kGemma3LayerTensors = {"attn_q_norm.weight", "attn_k_norm.weight",
+                                                                 "post_attention_norm.weight", "post_ffw_norm.weight"};
+
+bool is_gemma3(std::string_view architecture) { return architecture == "gemma3"; }
+
+bool contains(std::span<const std::string_view> names, std::string_view name) {
+  for (std::string_view n : names)
+    if (n == name) return true;
+  return false;
+}
 
 Status unsupported_key(const gguf::File& file, const std::string& key, const std::string& value,
                        std::string_view what) {
-  return Status::unimplemented(fmt::format("{}: metadata '{}' = {} ({}) is not supported by the llama forward pass",
-                                           file.path(), key, value, what));
+  return Status::unimplemented(
+      fmt::format("{}: metadata '{}' = {} ({}) is not supported by the forward pass", file.path(), key, value, what));
 }
 
-// Why a key that is present matters, or "" when its value is the neutral one this forward pass computes.
-Status check_key(const gguf::File& file, const std::string& key, std::string_view suffix, size_t head_dim,
-                 size_t context_length) {
-  for (std::string_view k : kUnderstoodKeys)
-    if (suffix == k) return Status::ok();
+// Ok, or why a key that is present matters when its value is not the neutral one this forward pass computes.
+Status check_key(const gguf::File& file, std::string_view architecture, const std::string& key, std::string_view suffix,
+                 size_t head_dim) {
+  if (contains(kLlamaKeys, suffix)) return Status::ok();
   const auto number = file.get_float(key);
   const auto text = file.get_string(key);
   const std::string shown = number ? fmt::format("{}", *number) : text ? "'" + *text + "'" : "(a value)";
+  if (is_gemma3(architecture)) {
+    // Gemma 3's global layers scale RoPE linearly (4B and up: factor 8); the config reads both keys.
+    if (suffix == "rope.scaling.type") {
+      if (text && (*text == "linear" || *text == "none")) return Status::ok();
+      return unsupported_key(file, key, shown, "RoPE scaling other than linear");
+    }
+    if (suffix == "rope.scaling.factor" && number && *number > 0.0) return Status::ok();
+    if (contains(kGemma3Keys, suffix)) return Status::ok();
+  }
   if (suffix == "attention.value_length") {
     if (number && *number == static_cast<double>(head_dim)) return Status::ok();
     return unsupported_key(file, key, shown, fmt::format("value heads wider or narrower than keys of {}", head_dim));
@@ -53,10 +75,6 @@ Status check_key(const gguf::File& file, const std::string& key, std::string_vie
   if (suffix == "expert_count" || suffix == "expert_used_count") {
     if (number && *number == 0.0) return Status::ok();
     return unsupported_key(file, key, shown, "mixture of experts");
-  }
-  if (suffix == "attention.sliding_window") {
-    if (number && *number >= static_cast<double>(context_length)) return Status::ok();  // covers the whole context
-    return unsupported_key(file, key, shown, "sliding-window attention");
   }
   return unsupported_key(file, key, shown, "a key this engine does not implement");
 }
@@ -78,28 +96,32 @@ bool is_llama_architecture(std::string_view architecture) {
   return architecture == "llama" || architecture == "mistral";
 }
 
-Status check_llama_metadata(const gguf::File& file, std::string_view architecture, size_t head_dim,
-                            size_t context_length) {
+bool is_supported_architecture(std::string_view architecture) {
+  return is_llama_architecture(architecture) || is_gemma3(architecture);
+}
+
+std::string_view supported_architectures() { return "llama, mistral, gemma3"; }
+
+Status check_metadata(const gguf::File& file, std::string_view architecture, size_t head_dim) {
   const std::string prefix = std::string(architecture) + ".";
   for (const auto& [key, value] : file.metadata()) {
     if (!key.starts_with(prefix)) continue;
-    KVS_RETURN_IF_ERROR(check_key(file, key, std::string_view(key).substr(prefix.size()), head_dim, context_length));
+    KVS_RETURN_IF_ERROR(check_key(file, architecture, key, std::string_view(key).substr(prefix.size()), head_dim));
   }
   return Status::ok();
 }
 
-Status check_llama_tensors(const gguf::File& file, size_t num_layers) {
+Status check_tensors(const gguf::File& file, std::string_view architecture, size_t num_layers) {
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name == "output.weight") continue;
     size_t layer = 0;
     std::string_view rest;
-    bool known = false;
-    if (split_layer_tensor(t.name, layer, rest) && layer < num_layers) {
-      for (std::string_view n : kLayerTensors) known = known || rest == n;
+    if (split_layer_tensor(t.name, layer, rest) && layer < num_layers &&
+        (contains(kLlamaLayerTensors, rest) || (is_gemma3(architecture) && contains(kGemma3LayerTensors, rest)))) {
+      continue;
     }
-    if (known) continue;
-    std::string_view what = "a tensor the llama forward pass does not read";
-    if (t.name.ends_with(".bias")) what = "a bias, which the llama block does not have";
+    std::string_view what = "a tensor the forward pass does not read";
+    if (t.name.ends_with(".bias")) what = "a bias, which this block does not have";
     if (t.name == "rope_freqs.weight") what = "per-dimension RoPE frequency factors (Llama 3.1 RoPE scaling)";
     if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)
       what = "mixture-of-experts weights";

@@ -1,13 +1,13 @@
-// Files whose math the llama forward pass does not implement are refused with the key or tensor named,
-// never run approximately: RoPE scaling, biases (qwen2), granite's multipliers, experts, sliding windows.
-#include "model/llama_support.h"
+// Files whose math the forward passes do not implement are refused with the key or tensor named, never run
+// approximately: RoPE scaling, biases (qwen2), granite's multipliers, experts, attention soft-capping.
+#include "model/model_support.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "model/decoder_model.h"
 #include "model/gguf.h"
-#include "model/llama_model.h"
 #include "model/synth.h"
 #include "test_support.h"
 
@@ -32,7 +32,7 @@ std::string rewritten_model(const test::TempDir& dir, const std::function<void(g
 
 // Loading fails as unimplemented, and the message names `must_mention`.
 void expect_refused(const std::string& path, const std::string& must_mention) {
-  auto model = LlamaModel::load(path);
+  auto model = DecoderModel::load(path);
   ASSERT_FALSE(model) << "loaded a file with " << must_mention;
   EXPECT_EQ(model.status().code(), ErrorCode::kUnimplemented) << model.status().message();
   EXPECT_NE(model.status().message().find(must_mention), std::string::npos) << model.status().message();
@@ -49,7 +49,7 @@ TEST(LlamaSupport, PlainLlamaLoadsAndNeutralKeysAreAccepted) {
     w.set_u32("llama.attention.value_length", 16);     // = head dim 64 / 4
     w.set_u32("llama.attention.sliding_window", 512);  // the whole context
   });
-  auto model = LlamaModel::load(path);
+  auto model = DecoderModel::load(path);
   EXPECT_TRUE(model) << model.status().message();
 }
 
@@ -65,7 +65,17 @@ TEST(LlamaSupport, RopeScalingIsRefused) {
       "rope_freqs.weight");
 }
 
-TEST(LlamaSupport, BiasesExpertsWindowsAndUnknownKeysAreRefused) {
+// Mistral 7B v0.1's sliding window is on every layer: read as such, not refused.
+TEST(LlamaSupport, ASlidingWindowShorterThanTheContextWindowsEveryLayer) {
+  test::TempDir dir("llama_support_window");
+  auto model = DecoderModel::load(
+      rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.attention.sliding_window", 128); }));
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_EQ((*model)->config().layer_windows, std::vector<uint32_t>(2, 128));
+  EXPECT_EQ((*model)->config().window_of(1), 128u);
+}
+
+TEST(LlamaSupport, BiasesExpertsAndUnknownKeysAreRefused) {
   test::TempDir dir("llama_support_other");
   expect_refused(
       rewritten_model(
@@ -73,8 +83,6 @@ TEST(LlamaSupport, BiasesExpertsWindowsAndUnknownKeysAreRefused) {
       "blk.0.attn_q.bias");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.expert_count", 8); }),
                  "mixture of experts");
-  expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.attention.sliding_window", 128); }),
-                 "sliding-window");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_f32("llama.attention.logit_softcapping", 50); }),
                  "llama.attention.logit_softcapping");
   expect_refused(

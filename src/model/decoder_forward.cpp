@@ -1,0 +1,123 @@
+#include "model/decoder_forward.h"
+
+#include <cmath>
+
+#include "tensor/convert.h"
+#include "tensor/ops.h"
+
+namespace kvs {
+
+DecoderForward::DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      attention_(pool,
+                 {.num_heads = config.num_heads, .num_kv_heads = config.num_kv_heads, .head_dim = config.head_dim}) {}
+
+size_t DecoderForward::begin(const ForwardBatch& batch, const KvStorage& kv, std::span<const float> logits) {
+  const ModelConfig& c = config_;
+  const size_t n = batch.tokens.size();
+  KVS_ASSERT(batch.positions.size() == n && batch.attention.sequence_of_token.size() == n && batch.kv_slots.size() == n,
+             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n, batch.positions.size(),
+             batch.attention.sequence_of_token.size(), batch.kv_slots.size());
+  KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
+             batch.logits_for.size(), c.vocab_size);
+  const KvCacheSpec& kv_spec = kv.spec();
+  KVS_ASSERT(kv_spec.num_layers == c.num_layers && kv_spec.num_kv_heads == c.num_kv_heads &&
+                 kv_spec.head_dim == c.head_dim && kv_spec.value_width() == c.head_dim && kv.has_values(),
+             "KV storage shape (layers {}, kv heads {}, head dims {}/{}) does not match the model", kv_spec.num_layers,
+             kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width());
+  if (x_.size() < n * c.dim) {
+    x_.resize(n * c.dim);
+    xb_.resize(n * c.dim);
+    q_.resize(n * c.q_dim());
+    k_.resize(n * c.kv_dim());
+    v_.resize(n * c.kv_dim());
+    att_.resize(n * c.q_dim());
+    proj_.resize(n * c.dim);
+    gate_.resize(n * c.ffn_dim);
+    up_.resize(n * c.ffn_dim);
+  }
+  // x[t] = embedding row of token t (times the embedding scale).
+  for (size_t t = 0; t < n; ++t) {
+    const TokenId id = batch.tokens[t];
+    KVS_ASSERT(id >= 0 && static_cast<size_t>(id) < c.vocab_size, "token id {} outside vocabulary of {}", id,
+               c.vocab_size);
+    float* row = &x_[t * c.dim];
+    dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(id), row, c.dim);
+    if (c.embedding_scale != 1.0f)
+      for (size_t i = 0; i < c.dim; ++i) row[i] *= c.embedding_scale;
+  }
+  write_runs_ = kv_write_runs(batch.kv_slots, kv.block_size());
+  return n;
+}
+
+void DecoderForward::project(std::span<const float> x, size_t n,
+                             std::initializer_list<std::pair<const WeightView*, float*>> outs) {
+  // One quantization of x feeds every matrix when they all take int8 activations (Q8_0/Q4_0 weights).
+  bool all_int8 = true;
+  for (const auto& [w, y] : outs) {
+    all_int8 = all_int8 && matmul_activations(w->type, best_isa()) == MatmulActivations::kInt8Blocks;
+  }
+  const size_t cols = outs.begin()->first->cols;
+  if (all_int8) {
+    quantize_activations(x.first(n * cols), n, cols, xq_, pool_);
+    std::vector<QuantizedMatmul> group;
+    for (const auto& [w, y] : outs) group.push_back({.w = w, .y = {y, n * w->rows}});
+    matmul_quantized_group(group, xq_, pool_);
+    return;
+  }
+  for (const auto& [w, y] : outs) matmul(*w, x.first(n * cols), n, {y, n * w->rows}, pool_, scratch_);
+}
+
+void DecoderForward::store_kv(const ForwardBatch& batch, KvStorage& kv, size_t layer) {
+  // Split by block runs (the write path's unit). The stores mostly miss the cache (a new slot's lines were
+  // never read), so on one thread they took several percent of a batched decode step.
+  const size_t kv_dim = config_.kv_dim();
+  pool_.parallel_for(write_runs_.size(), 1, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const KvWriteRun run = write_runs_[r];
+      const size_t floats = run.count * kv_dim, at = run.first * kv_dim;
+      const KvSlot first = batch.kv_slots[run.first];
+      const std::span<const uint32_t> tails = batch.attention.key_tails;
+      const uint32_t tail = tails.empty() ? kNoKeyTail : tails[first.value / kv.block_size()];
+      write_kv_run(kv, layer, first, run.count, {&k_[at], floats}, {&v_[at], floats}, tail);
+    }
+  });
+}
+
+void DecoderForward::rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq,
+                                 std::vector<float>& cos, std::vector<float>& sin) const {
+  const size_t half = inv_freq.size(), n = positions.size();
+  cos.resize(n * half);
+  sin.resize(n * half);
+  for (size_t t = 0; t < n; ++t) rope_cos_sin(positions[t], inv_freq, {&cos[t * half], half}, {&sin[t * half], half});
+}
+
+void DecoderForward::add_to_residual(std::span<const float> y, size_t n) {
+  for (size_t i = 0; i < n * config_.dim; ++i) x_[i] += y[i];
+}
+
+void DecoderForward::rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight,
+                                  size_t n) const {
+  const size_t d = config_.dim;
+  for (size_t t = 0; t < n; ++t) rmsnorm(out.subspan(t * d, d), in.subspan(t * d, d), weight, config_.rms_eps);
+}
+
+void DecoderForward::compute_logits(const ForwardBatch& batch, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  const size_t m = batch.logits_for.size(), n = batch.tokens.size();
+  if (m == 0) return;
+  final_.resize(m * c.dim);
+  for (size_t i = 0; i < m; ++i) {
+    const size_t t = batch.logits_for[i];
+    KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
+    rmsnorm({&final_[i * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, weights_.output_norm, c.rms_eps);
+  }
+  matmul(weights_.output, final_, m, logits, pool_, scratch_);
+  if (const float cap = c.final_logit_softcap; cap > 0.0f) {
+    for (float& l : logits.first(m * c.vocab_size)) l = cap * std::tanh(l / cap);
+  }
+}
+
+}  // namespace kvs

@@ -1,0 +1,71 @@
+// What the decoder forward passes share (one subclass per family: llama_forward, gemma3_forward): the
+// activations of a batch, the embedding lookup, projections that share one quantization of their input,
+// the batch's K/V stores, attention over the batch, and the logits of the rows asked for.
+#pragma once
+
+#include <initializer_list>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "attention/batch_attention.h"
+#include "attention/write_kv.h"
+#include "core/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "model/decoder_weights.h"
+#include "model/forward_batch.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "tensor/matmul.h"
+
+namespace kvs {
+
+class DecoderForward : public ModelRunner {
+ protected:
+  DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool);
+
+  // Checks the batch against the model and the storage, sizes the activations for its n tokens, and fills
+  // x with their embedding rows (times the config's embedding scale). Returns n.
+  size_t begin(const ForwardBatch& batch, const KvStorage& kv, std::span<const float> logits);
+  // outs[i] = x . weights[i]^T for matrices that read the same input; quantized weights share one
+  // quantization of x.
+  void project(std::span<const float> x, size_t n, std::initializer_list<std::pair<const WeightView*, float*>> outs);
+  // Per token (over the pool): fn(t) for t < n.
+  template <typename Fn>
+  void for_tokens(size_t n, Fn&& fn) {
+    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) fn(t);
+    });
+  }
+  // Writes k_ and v_ of the batch's tokens into their slots of `layer`.
+  void store_kv(const ForwardBatch& batch, KvStorage& kv, size_t layer);
+  // cos/sin tables [n][rope_dim / 2] of the batch's positions under `inv_freq`.
+  void rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq, std::vector<float>& cos,
+                   std::vector<float>& sin) const;
+  // The next-token logits of the rows asked for: final norm, the output matrix, the soft-cap if any.
+  void compute_logits(const ForwardBatch& batch, std::span<float> logits);
+  // x += y over the batch's n rows of dim.
+  void add_to_residual(std::span<const float> y, size_t n);
+  void rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight, size_t n) const;
+
+  const ModelConfig& config_;
+  const DecoderWeights& weights_;
+  ThreadPool& pool_;
+  BatchAttention attention_;
+  // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
+  std::vector<float> x_;                // residual stream [n][dim]
+  std::vector<float> xb_;               // normed input [n][dim]
+  std::vector<float> q_;                // [n][q_dim]
+  std::vector<float> k_;                // [n][kv_dim]
+  std::vector<float> v_;                // [n][kv_dim]
+  std::vector<KvWriteRun> write_runs_;  // the batch's K/V stores, one per block run
+  std::vector<float> att_;              // attention output [n][q_dim]
+  std::vector<float> proj_;             // output of wo / w_down [n][dim]
+  std::vector<float> gate_;             // [n][ffn]
+  std::vector<float> up_;               // [n][ffn]
+  std::vector<float> final_;            // normed rows whose logits are wanted [m][dim]
+  MatmulScratch scratch_;               // converted activations, reused across calls
+  QuantizedActivations xq_;             // x quantized once for several Q8_0/Q4_0 matrices
+};
+
+}  // namespace kvs

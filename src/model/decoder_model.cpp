@@ -1,0 +1,33 @@
+#include "model/decoder_model.h"
+
+#include "model/gemma3_forward.h"
+#include "model/llama_forward.h"
+
+namespace kvs {
+
+Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing) {
+  auto file = gguf::File::open(path);
+  if (!file) return file.status();
+  auto config = ModelConfig::from_gguf(*file);
+  if (!config) return config.status();
+  auto weights = DecoderWeights::from_gguf(*file, *config, packing);
+  if (!weights) return weights.status();
+  // The weight views point into the mapping, which stays put when the File is moved.
+  return std::unique_ptr<DecoderModel>(
+      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
+}
+
+KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
+  return {.num_layers = config_.num_layers,
+          .num_kv_heads = config_.num_kv_heads,
+          .head_dim = config_.head_dim,
+          .dtype = dtype,
+          .block_size = block_size};
+}
+
+std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool) const {
+  if (config_.is_gemma3()) return std::make_unique<Gemma3Forward>(*this, pool);
+  return std::make_unique<LlamaForward>(*this, pool);
+}
+
+}  // namespace kvs

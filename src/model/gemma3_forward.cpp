@@ -1,0 +1,73 @@
+#include "model/gemma3_forward.h"
+
+#include <cmath>
+
+#include "tensor/ops.h"
+
+namespace kvs {
+namespace {
+
+std::vector<float> scaled(std::vector<float> inv_freq, float scale) {
+  for (float& f : inv_freq) f *= scale;
+  return inv_freq;
+}
+
+}  // namespace
+
+Gemma3Forward::Gemma3Forward(const DecoderModel& model, ThreadPool& pool)
+    : DecoderForward(model.config(), model.weights(), pool) {
+  const ModelConfig& c = config_;
+  const float local_base = c.rope_freq_base_local > 0.0f ? c.rope_freq_base_local : c.rope_freq_base;
+  local_.inv_freq = rope_inverse_frequencies(c.rope_dim, local_base);
+  global_.inv_freq = scaled(rope_inverse_frequencies(c.rope_dim, c.rope_freq_base), c.rope_freq_scale);
+  if (c.attention_scale > 0.0f) query_scale_ = c.attention_scale * std::sqrt(static_cast<float>(c.head_dim));
+}
+
+void Gemma3Forward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  const size_t n = begin(batch, kv, logits);
+  if (n == 0) return;
+  rope_tables(batch.positions, local_.inv_freq, local_.cos, local_.sin);
+  rope_tables(batch.positions, global_.inv_freq, global_.cos, global_.sin);
+  const size_t half_rope = c.rope_dim / 2, hd = c.head_dim;
+
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    const DecoderLayerWeights& w = weights_.layers[l];
+    const size_t window = c.window_of(l);
+    const Rope& rope = window > 0 ? local_ : global_;
+    // Attention block: xb = norm(x); q,k,v = xb W; norm each q and k head; rope; store k,v; attend;
+    // x += norm(att Wo).
+    rmsnorm_rows(xb_, x_, w.attn_norm, n);
+    project(xb_, n, {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}});
+    for_tokens(n, [&](size_t t) {
+      float* q = &q_[t * c.q_dim()];
+      float* k = &k_[t * c.kv_dim()];
+      for (size_t h = 0; h < c.num_heads; ++h) rmsnorm({q + h * hd, hd}, {q + h * hd, hd}, w.q_norm, c.rms_eps);
+      for (size_t h = 0; h < c.num_kv_heads; ++h) rmsnorm({k + h * hd, hd}, {k + h * hd, hd}, w.k_norm, c.rms_eps);
+      const std::span<const float> cos{&rope.cos[t * half_rope], half_rope}, sin{&rope.sin[t * half_rope], half_rope};
+      rope_neox({q, c.q_dim()}, c.num_heads, hd, cos, sin);
+      rope_neox({k, c.kv_dim()}, c.num_kv_heads, hd, cos, sin);
+      if (query_scale_ != 1.0f)
+        for (size_t i = 0; i < c.q_dim(); ++i) q[i] *= query_scale_;
+    });
+    store_kv(batch, kv, l);
+    attention_.run(kv, l, batch.attention, q_, att_, window);
+    matmul(w.wo, att_, n, proj_, pool_, scratch_);
+    rmsnorm_rows(proj_, proj_, w.post_attention_norm, n);
+    add_to_residual(proj_, n);
+
+    // Feed-forward block: x += norm(W_down (gelu(xb W_gate) * xb W_up)).
+    rmsnorm_rows(xb_, x_, w.ffn_norm, n);
+    project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
+    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
+      geglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim},
+            {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
+    });
+    matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
+    rmsnorm_rows(proj_, proj_, w.post_ffw_norm, n);
+    add_to_residual(proj_, n);
+  }
+  compute_logits(batch, logits);
+}
+
+}  // namespace kvs
