@@ -1,4 +1,4 @@
-// `kvserve synth`: writes a random-weight llama model of a preset or custom shape.
+// `kvserve synth`: writes a random-weight llama or gemma3 model of a preset or custom shape.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -24,13 +24,19 @@ void register_synth(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
       app.add_subcommand("synth",
-                         "Write a llama model with random weights (a preset, or a custom shape given by --layers "
-                         "--dim --heads --ffn --vocab); shape flags given with --preset override the preset");
+                         "Write a llama or gemma3 model with random weights (a preset, or a custom shape given by "
+                         "--layers --dim --heads --ffn --vocab); shape flags given with --preset override the preset");
   cmd->add_option("--preset", opts->preset,
                   fmt::format("Model shape preset: {}", fmt::join(synth_preset_names(), ", ")));
+  cmd->add_option("--arch", opts->custom.architecture,
+                  "Architecture: llama or gemma3 (default: the preset's, or llama)")
+      ->check(CLI::IsMember({"llama", "gemma3"}));
   cmd->add_option("--layers", opts->custom.layers, "Number of transformer blocks");
   cmd->add_option("--dim", opts->custom.dim, "Embedding width (a multiple of --heads)");
   cmd->add_option("--heads", opts->custom.heads, "Query heads; head_dim = dim / heads must be even");
+  cmd->add_option("--head-dim", opts->custom.head_dim, "Width of a head when not dim / heads (Gemma 3: 256)");
+  cmd->add_option("--sliding-window", opts->custom.sliding_window,
+                  "gemma3: the window of its local layers (5 of every 6), in tokens");
   cmd->add_option("--kv-heads", opts->custom.kv_heads,
                   "Key/value heads: = heads for MHA, 1 for MQA, a divisor of heads for GQA (default: --heads)");
   cmd->add_option("--ffn", opts->custom.ffn, "Feed-forward hidden width");
@@ -65,6 +71,9 @@ void register_synth(CLI::App& app) {
       spec.ctx = 2048;
     }
     const SynthSpec& c = opts->custom;
+    if (cmd->count("--arch")) spec.architecture = c.architecture;
+    if (cmd->count("--head-dim")) spec.head_dim = c.head_dim;
+    if (cmd->count("--sliding-window")) spec.sliding_window = c.sliding_window;
     if (cmd->count("--layers")) spec.layers = c.layers;
     if (cmd->count("--dim")) spec.dim = c.dim;
     if (cmd->count("--heads")) spec.heads = c.heads;
@@ -78,8 +87,9 @@ void register_synth(CLI::App& app) {
     spec.type = *dtype_from_name(opts->type);  // IsMember checked the name
     const Status status = write_synth_model(spec, opts->output);
     if (!status) throw CommandError(status.message());
-    fmt::print("wrote {}: {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}, {}\n", opts->output, spec.layers,
-               spec.dim, spec.heads, spec.kv_heads, spec.ffn, spec.vocab, opts->type);
+    fmt::print("wrote {}: {} {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}, {}{}\n", opts->output,
+               spec.architecture, spec.layers, spec.dim, spec.heads, spec.kv_heads, spec.ffn, spec.vocab, opts->type,
+               spec.sliding_window ? fmt::format(", window {}", spec.sliding_window) : "");
   });
 }
 

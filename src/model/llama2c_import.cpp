@@ -147,18 +147,25 @@ Expected<LlamaVocab> read_tokenizer(const std::string& path, size_t vocab_size) 
 }  // namespace
 
 void set_llama_metadata(gguf::Writer& w, const LlamaHParams& h, LlamaVocab vocab) {
-  w.set_string("general.architecture", "llama");
+  const std::string& a = h.architecture;
+  const uint32_t head_dim = h.head_dim ? h.head_dim : h.embedding_length / h.head_count;
+  w.set_string("general.architecture", a);
   w.set_string("general.name", h.name);
   w.set_u32("general.file_type", file_type_of(h.weight_type));
-  w.set_u32("llama.context_length", h.context_length);
-  w.set_u32("llama.embedding_length", h.embedding_length);
-  w.set_u32("llama.block_count", h.block_count);
-  w.set_u32("llama.feed_forward_length", h.feed_forward_length);
-  w.set_u32("llama.attention.head_count", h.head_count);
-  w.set_u32("llama.attention.head_count_kv", h.head_count_kv);
-  w.set_u32("llama.rope.dimension_count", h.embedding_length / h.head_count);
-  w.set_f32("llama.rope.freq_base", h.rope_freq_base);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", h.rms_eps);
+  w.set_u32(a + ".context_length", h.context_length);
+  w.set_u32(a + ".embedding_length", h.embedding_length);
+  w.set_u32(a + ".block_count", h.block_count);
+  w.set_u32(a + ".feed_forward_length", h.feed_forward_length);
+  w.set_u32(a + ".attention.head_count", h.head_count);
+  w.set_u32(a + ".attention.head_count_kv", h.head_count_kv);
+  if (h.head_dim) {
+    w.set_u32(a + ".attention.key_length", head_dim);
+    w.set_u32(a + ".attention.value_length", head_dim);
+  }
+  if (h.sliding_window) w.set_u32(a + ".attention.sliding_window", h.sliding_window);
+  w.set_u32(a + ".rope.dimension_count", head_dim);
+  w.set_f32(a + ".rope.freq_base", h.rope_freq_base);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", h.rms_eps);
   w.set_string("tokenizer.ggml.model", "llama");
   w.set_string_array("tokenizer.ggml.tokens", std::move(vocab.tokens));
   w.set_f32_array("tokenizer.ggml.scores", vocab.scores);

@@ -51,9 +51,10 @@ struct LlamaVocab {
   std::vector<int32_t> types;  // TokenType values
 };
 
-// The llama.* hyper-parameters written as metadata.
+// The <architecture>.* hyper-parameters written as metadata.
 struct LlamaHParams {
-  std::string name;  // general.name
+  std::string architecture = "llama";  // or "gemma3"
+  std::string name;                    // general.name
   uint32_t context_length = 0;
   uint32_t embedding_length = 0;
   uint32_t block_count = 0;
@@ -62,10 +63,12 @@ struct LlamaHParams {
   uint32_t head_count_kv = 0;
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
+  uint32_t head_dim = 0;            // 0: embedding_length / head_count; else written as key and value length
+  uint32_t sliding_window = 0;      // gemma3: attention.sliding_window
   DType weight_type = DType::kF32;  // for general.file_type
 };
 
-// Writes general.*, llama.* and tokenizer.ggml.* keys (model "llama", unk 0, bos 1, eos 2, add_bos).
+// Writes general.*, <architecture>.* and tokenizer.ggml.* keys (model "llama", unk 0, bos 1, eos 2, add_bos).
 void set_llama_metadata(gguf::Writer& writer, const LlamaHParams& hparams, LlamaVocab vocab);
 
 // Produces row `row` (`cols` floats) of a weight matrix into `out`.

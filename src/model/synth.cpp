@@ -82,7 +82,9 @@ uint32_t max_synth_vocab() { return static_cast<uint32_t>(kMinVocab + 1 + 94 + 5
 
 }  // namespace
 
-std::vector<std::string_view> synth_preset_names() { return {"110m", "1b", "tiny-mha", "tiny-mqa", "tiny-gqa"}; }
+std::vector<std::string_view> synth_preset_names() {
+  return {"110m", "1b", "tiny-mha", "tiny-mqa", "tiny-gqa", "gemma3-270m", "gemma3-1b", "tiny-gemma3"};
+}
 
 Expected<SynthSpec> synth_preset(std::string_view name) {
   SynthSpec tiny{.layers = 2, .dim = 64, .heads = 4, .kv_heads = 4, .ffn = 128, .vocab = 512, .ctx = 512};
@@ -99,6 +101,37 @@ Expected<SynthSpec> synth_preset(std::string_view name) {
   if (name == "1b") {
     return SynthSpec{.layers = 22, .dim = 2048, .heads = 32, .kv_heads = 4, .ffn = 5632, .vocab = 32000, .ctx = 2048};
   }
+  // Gemma 3 as released (config.json of gemma-3-270m and gemma-3-1b-pt): query heads of 256 whatever the width.
+  const auto gemma3 = [](uint32_t layers, uint32_t dim, uint32_t ffn) {
+    return SynthSpec{.architecture = "gemma3",
+                     .layers = layers,
+                     .dim = dim,
+                     .heads = 4,
+                     .kv_heads = 1,
+                     .ffn = ffn,
+                     .vocab = 262144,
+                     .ctx = 32768,
+                     .rope_base = 1e6f,
+                     .tied_output = true,
+                     .head_dim = 256,
+                     .sliding_window = 512};
+  };
+  if (name == "gemma3-270m") return gemma3(18, 640, 2048);
+  if (name == "gemma3-1b") return gemma3(26, 1152, 6912);
+  if (name == "tiny-gemma3") {
+    return SynthSpec{.architecture = "gemma3",
+                     .layers = 7,
+                     .dim = 64,
+                     .heads = 4,
+                     .kv_heads = 2,
+                     .ffn = 128,
+                     .vocab = 512,
+                     .ctx = 512,
+                     .rope_base = 1e6f,
+                     .tied_output = true,
+                     .head_dim = 32,
+                     .sliding_window = 8};
+  }
   if (name == "tiny-mha") return tiny;
   if (name == "tiny-mqa") {
     tiny.kv_heads = 1;
@@ -109,9 +142,7 @@ Expected<SynthSpec> synth_preset(std::string_view name) {
     return tiny;
   }
   return Status::invalid_argument(
-      fmt::format("unknown synth preset '{}'; known presets: 110m, 1b, tiny-mha, "
-                  "tiny-mqa, tiny-gqa",
-                  name));
+      fmt::format("unknown synth preset '{}'; known presets: {}", name, fmt::join(synth_preset_names(), ", ")));
 }
 
 Status validate_synth_spec(const SynthSpec& s) {
@@ -124,19 +155,26 @@ Status validate_synth_spec(const SynthSpec& s) {
   if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0) {
     return bad("layers, dim, heads, kv_heads, ffn and ctx must all be positive");
   }
-  if (s.dim % s.heads != 0) return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
+  if (s.architecture != "llama" && s.architecture != "gemma3") {
+    return bad(fmt::format("architecture '{}' is not one synth writes (llama, gemma3)", s.architecture));
+  }
+  if (s.architecture == "gemma3" && s.sliding_window == 0) return bad("gemma3 needs a sliding window");
+  if (s.head_dim == 0 && s.dim % s.heads != 0) {
+    return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
+  }
   if (s.heads % s.kv_heads != 0) {
     return bad(fmt::format("heads {} is not a multiple of kv_heads {}", s.heads, s.kv_heads));
   }
-  if ((s.dim / s.heads) % 2 != 0) return bad(fmt::format("head_dim {} must be even for RoPE", s.dim / s.heads));
+  const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
+  if (head_dim % 2 != 0) return bad(fmt::format("head_dim {} must be even for RoPE", head_dim));
   if (s.vocab < kMinVocab || s.vocab > max_synth_vocab()) {
     return bad(fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
                            max_synth_vocab()));
   }
   const size_t block = dtype_block_elements(s.type);
-  if (s.dim % block != 0 || s.ffn % block != 0) {
-    return bad(
-        fmt::format("{} needs dim {} and ffn {} to be multiples of {}", dtype_name(s.type), s.dim, s.ffn, block));
+  if (s.dim % block != 0 || s.ffn % block != 0 || (s.heads * head_dim) % block != 0) {
+    return bad(fmt::format("{} needs dim {}, ffn {} and heads x head_dim {} to be multiples of {}", dtype_name(s.type),
+                           s.dim, s.ffn, s.heads * head_dim, block));
   }
   const uint64_t widest = std::max<uint64_t>(s.vocab, s.ffn);
   if (widest * s.dim > kMaxTensorElements) {
@@ -152,20 +190,27 @@ Status validate_synth_spec(const SynthSpec& s) {
 Status write_synth_model(const SynthSpec& s, const std::string& path) {
   KVS_RETURN_IF_ERROR(validate_synth_spec(s));
   gguf::Writer w;
-  const LlamaHParams hp{.name = fmt::format("synth-{}l-{}d-{}h-{}kv", s.layers, s.dim, s.heads, s.kv_heads),
-                        .context_length = s.ctx,
-                        .embedding_length = s.dim,
-                        .block_count = s.layers,
-                        .feed_forward_length = s.ffn,
-                        .head_count = s.heads,
-                        .head_count_kv = s.kv_heads,
-                        .rms_eps = 1e-5f,
-                        .rope_freq_base = s.rope_base,
-                        .weight_type = s.type};
+  const bool gemma3 = s.architecture == "gemma3";
+  const LlamaHParams hp{
+      .architecture = s.architecture,
+      .name = fmt::format("synth-{}{}l-{}d-{}h-{}kv", gemma3 ? "gemma3-" : "", s.layers, s.dim, s.heads, s.kv_heads),
+      .context_length = s.ctx,
+      .embedding_length = s.dim,
+      .block_count = s.layers,
+      .feed_forward_length = s.ffn,
+      .head_count = s.heads,
+      .head_count_kv = s.kv_heads,
+      .rms_eps = gemma3 ? 1e-6f : 1e-5f,
+      .rope_freq_base = s.rope_base,
+      .head_dim = s.head_dim,
+      .sliding_window = s.sliding_window,
+      .weight_type = s.type};
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
   w.set_u64("kvserve.synth.seed", s.seed);
 
-  const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, kv_dim = dim / s.heads * s.kv_heads;
+  const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
+  const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, q_dim = head_dim * s.heads, kv_dim = head_dim * s.kv_heads;
+  const bool tied = s.tied_output || gemma3;
   const std::vector<float> ones(dim, 1.0f);
   // std 1/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have
   // a spread near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
@@ -177,17 +222,26 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   // the residual stream still holds the input token's embedding, so the model would mostly repeat
   // its input. Embeddings 10x smaller make that echo negligible next to what the layers add; an
   // output norm gain of 10 restores the logit spread.
-  const float tied_scale = s.tied_output ? 10.0f : 1.0f;
+  // (Gemma's embedding is scaled by sqrt(dim) in the forward pass, so its input rows still have an RMS of 0.1.)
+  const float tied_scale = tied ? 10.0f : 1.0f;
   KVS_RETURN_IF_ERROR(matrix("token_embd.weight", vocab, dim, 1.0f / tied_scale));
   KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", std::vector<float>(dim, tied_scale)));
-  if (!s.tied_output) KVS_RETURN_IF_ERROR(matrix("output.weight", vocab, dim));
+  if (!tied) KVS_RETURN_IF_ERROR(matrix("output.weight", vocab, dim));
+  const std::vector<float> head_ones(head_dim, 1.0f);
   for (size_t i = 0; i < s.layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", dim, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, dim));
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, q_dim));
     KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_norm.weight", ones));
+    if (gemma3) {
+      // Norms of 1, as a freshly initialised Gemma (whose stored weights are 1 + w, w = 0).
+      KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_q_norm.weight", head_ones));
+      KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_k_norm.weight", head_ones));
+      KVS_RETURN_IF_ERROR(add_vector(w, p + "post_attention_norm.weight", ones));
+      KVS_RETURN_IF_ERROR(add_vector(w, p + "post_ffw_norm.weight", ones));
+    }
     KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ffn, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", dim, ffn));
     KVS_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ffn, dim));

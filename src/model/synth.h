@@ -1,5 +1,5 @@
-// Synthetic llama-architecture models: random weights of any shape (MHA, MQA, GQA) with a small
-// working SentencePiece-style vocabulary, for tests and benchmarks without downloads.
+// Synthetic models: random weights of any shape (MHA, MQA, GQA; llama or gemma3 architecture) with a
+// small working SentencePiece-style vocabulary, for tests and benchmarks without downloads.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 namespace kvs {
 
 struct SynthSpec {
+  std::string architecture = "llama";  // or "gemma3": its q/k norms, post-norms, tied output, sliding windows
   uint32_t layers = 2;
   uint32_t dim = 64;
   uint32_t heads = 4;
@@ -23,16 +24,22 @@ struct SynthSpec {
   DType type = DType::kF32;
   uint64_t seed = 1;
   float rope_base = 10000.0f;
-  bool tied_output = false;  // true: no output.weight; the classifier is token_embd.weight
+  bool tied_output = false;     // true: no output.weight; the classifier is token_embd.weight (gemma3: always)
+  uint32_t head_dim = 0;        // 0: dim / heads (Gemma 3: 256 whatever the width)
+  uint32_t sliding_window = 0;  // gemma3: the window of its local layers (5 of every 6), required
 };
 
 // Presets: "110m" (llama2.c 110M shape), "1b" (TinyLlama 1.1B shape), "tiny-mha", "tiny-mqa",
-// "tiny-gqa" (dim 64, 2 layers, 4 heads, 4/1/2 kv heads, ffn 128, vocab 512).
+// "tiny-gqa" (dim 64, 2 layers, 4 heads, 4/1/2 kv heads, ffn 128, vocab 512); "gemma3-270m" and
+// "gemma3-1b" (Gemma 3's shapes: 18/26 layers, dim 640/1152, 4 heads of 256, 1 KV head, window 512,
+// vocab 262144), "tiny-gemma3" (7 layers: window layers on both sides of a global one; dim 64, 4 heads
+// of 32, 2 KV heads, window 8, vocab 512).
 Expected<SynthSpec> synth_preset(std::string_view name);
 std::vector<std::string_view> synth_preset_names();
 
-// Checks the shape: everything non-zero, dim % heads == 0, heads % kv_heads == 0, even head_dim,
-// vocab >= 259 (3 special + 256 byte tokens), and for q8_0/q4_0 dim and ffn multiples of 32.
+// Checks the shape: everything non-zero, dim % heads == 0 (unless head_dim is given), heads % kv_heads == 0,
+// even head_dim, vocab >= 259 (3 special + 256 byte tokens), for q8_0/q4_0 dim, ffn and heads x head_dim
+// multiples of 32, and a known architecture (gemma3 with a window).
 Status validate_synth_spec(const SynthSpec& spec);
 
 // Writes the model to `path`, streaming one tensor at a time (memory ~ the largest tensor).

@@ -27,6 +27,12 @@ TEST(SynthPreset, Shapes) {
   EXPECT_EQ(std::tie(m110.layers, m110.dim, m110.heads, m110.kv_heads, m110.ffn, m110.vocab),
             std::make_tuple(12u, 768u, 12u, 12u, 2048u, 32000u));
   EXPECT_TRUE(m110.tied_output);
+  const SynthSpec g1 = preset("gemma3-1b");
+  EXPECT_EQ(std::tie(g1.architecture, g1.layers, g1.dim, g1.heads, g1.kv_heads, g1.head_dim, g1.ffn, g1.vocab,
+                     g1.sliding_window),
+            std::make_tuple(std::string("gemma3"), 26u, 1152u, 4u, 1u, 256u, 6912u, 262144u, 512u));
+  EXPECT_EQ(preset("gemma3-270m").layers, 18u);
+  EXPECT_FALSE(synth_preset("gemma4"));
   const SynthSpec b1 = preset("1b");
   EXPECT_EQ(std::tie(b1.layers, b1.dim, b1.heads, b1.kv_heads, b1.ffn, b1.vocab, b1.ctx),
             std::make_tuple(22u, 2048u, 32u, 4u, 5632u, 32000u, 2048u));
@@ -38,7 +44,8 @@ TEST(SynthPreset, Shapes) {
             std::make_tuple(2u, 64u, 4u, 2u, 128u, 512u));
   for (std::string_view name : synth_preset_names()) EXPECT_TRUE(validate_synth_spec(preset(name))) << name;
   EXPECT_EQ(synth_preset("7b").status().message(),
-            "unknown synth preset '7b'; known presets: 110m, 1b, tiny-mha, tiny-mqa, tiny-gqa");
+            "unknown synth preset '7b'; known presets: 110m, 1b, tiny-mha, tiny-mqa, tiny-gqa, gemma3-270m, "
+            "gemma3-1b, tiny-gemma3");
 }
 
 TEST(SynthSpecValidation, ClearErrors) {
@@ -59,7 +66,13 @@ TEST(SynthSpecValidation, ClearErrors) {
   s = preset("tiny-mha");
   s.type = DType::kQ8_0;
   s.ffn = 100;
-  EXPECT_NE(error_of(s).find("q8_0 needs dim 64 and ffn 100 to be multiples of 32"), std::string::npos);
+  EXPECT_NE(error_of(s).find("q8_0 needs dim 64, ffn 100 and heads x head_dim 64 to be multiples of 32"),
+            std::string::npos);
+  s = preset("tiny-gemma3");
+  s.sliding_window = 0;
+  EXPECT_NE(error_of(s).find("gemma3 needs a sliding window"), std::string::npos);
+  s.architecture = "qwen2";
+  EXPECT_NE(error_of(s).find("architecture 'qwen2' is not one synth writes (llama, gemma3)"), std::string::npos);
   s = preset("tiny-mha");
   s.vocab = 100;
   EXPECT_NE(error_of(s).find("vocab 100 must be between 259 (3 special + 256 byte tokens) and"), std::string::npos);
