@@ -157,6 +157,11 @@ void PinnedBlocks::replace(size_t index, PinnedBlocks&& single) {
   single.pool_ = nullptr;
 }
 
+void PinnedBlocks::release_at(size_t index) {
+  KVS_ASSERT(index < blocks_.size(), "release block {} of {}", index, blocks_.size());
+  if (blocks_[index] != kNullBlock) pool_->release(std::exchange(blocks_[index], kNullBlock));
+}
+
 void PinnedBlocks::release() {
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
     if (*it != kNullBlock) pool_->release(*it);

@@ -97,6 +97,8 @@ class PinnedBlocks {
   // Puts the one block of `single` (same pool) at `index`, taking over its reference and dropping
   // this handle's reference to the block that was there.
   void replace(size_t index, PinnedBlocks&& single);
+  // Drops this handle's reference to the block at `index`, which becomes a hole (kNullBlock).
+  void release_at(size_t index);
   // Drops every reference, tail first, and empties the handle.
   void release();
 

@@ -33,6 +33,8 @@ class BlockTable {
   void add_blocks(PinnedBlocks blocks) { blocks_.append(std::move(blocks)); }
   // Puts `single`'s block at index `block` (a private copy of a shared block), dropping the old one.
   void replace_block(size_t block, PinnedBlocks single) { blocks_.replace(block, std::move(single)); }
+  // Lets go of block `block`, which becomes a hole (a sliding window has moved past it).
+  void drop_block(size_t block) { blocks_.release_at(block); }
   // A table with the same tokens, hashes and blocks, each block shared (one more reference in `pool`).
   BlockTable fork(BlockPool& pool) const;
   // Records that `tokens` were written at the next positions; their blocks must be in the table.

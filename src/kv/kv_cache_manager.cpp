@@ -93,9 +93,13 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
              cached, n, tokens.size());
+  // A window takes only the matched blocks its first computed token reads: the others are holes.
+  const size_t skipped = std::min(blocks_before_window(cached), match.blocks.size());
+  std::vector<BlockId> taken(match.blocks.begin(), match.blocks.end());
+  std::fill_n(taken.begin(), skipped, kNullBlock);
   // Blocks the match takes off the free list are not free for the new ones.
   size_t taken_idle = 0;
-  for (BlockId b : match.blocks) taken_idle += pool_.meta(b).ref_count == 0;
+  for (BlockId b : taken) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
   if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
@@ -104,7 +108,7 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   const std::optional<size_t> tail = tail_block(cached + n);  // a fresh block: the match's are whole groups
   if (tail && tails_.num_free() == 0) return false;
 
-  PinnedBlocks shared = PinnedBlocks::retain(pool_, match.blocks);
+  PinnedBlocks shared = PinnedBlocks::retain(pool_, taken);
   // The copy's source is pinned before the allocation, which could otherwise evict it.
   if (match.partial_tokens > 0) copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1)));
   std::optional<PinnedBlocks> fresh = allocate(fresh_blocks);
@@ -237,6 +241,17 @@ void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   for (size_t i = before; i < t.blocks().size(); ++i)
     if (i != filling && t.blocks()[i] != kNullBlock) tails_.release(t.blocks()[i]);
   if (config_.prefix_caching) index_full_blocks(t);
+  drop_blocks_before_window(t);
+}
+
+void KvCacheManager::drop_blocks_before_window(BlockTable& t) {
+  // The blocks before the window are holes up to where the last drop stopped: walk back from the new end.
+  for (size_t i = std::min(blocks_before_window(t.num_tokens()), t.blocks().size()); i-- > 0;) {
+    const BlockId block = t.blocks()[i];
+    if (block == kNullBlock) break;
+    t.drop_block(i);
+    release_tails_of_unheld(std::span(&block, 1));
+  }
 }
 
 void KvCacheManager::free(SeqId seq) {
@@ -311,6 +326,15 @@ Status KvCacheManager::check_invariants() const {
   }
   std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
   for (const auto& [id, t] : tables_) {
+    const size_t before_window = std::min(blocks_before_window(t.num_tokens()), t.blocks().size());
+    for (size_t i = 0; i < t.blocks().size(); ++i) {
+      if ((i < before_window) != (t.blocks()[i] == kNullBlock)) {
+        return Status::corrupt(fmt::format(
+            "sequence {} of {} tokens (window {}) has block {} {} but {} blocks "
+            "lie before its window",
+            id, t.num_tokens(), config_.window, i, t.blocks()[i] == kNullBlock ? "a hole" : "held", before_window));
+      }
+    }
     if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), bs)) {
       return Status::corrupt(
           fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(), t.blocks().size()));

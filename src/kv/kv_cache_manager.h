@@ -16,6 +16,13 @@
 // that holder gets a private copy (copy on write, through pending_copies()); the last holder writes
 // in place, so n forks of a prompt cost n - 1 block copies.
 //
+// Sliding window (window > 0): attention reads only the last `window` positions, so a block wholly
+// before the window of a sequence's next token is let go the moment the window passes it (its table
+// keeps a hole, kNullBlock, in its place). A full block so released stays indexed, as any released
+// block, until the pool needs it; a prefix match takes only the matched blocks that intersect the
+// window of the first token it leaves to compute (the rest are holes), but is confirmed block by
+// block from the first, as every match: a hit needs the whole chain of its blocks still cached.
+//
 // Key tails (keys quantized per channel, kv/key_tail_table.h): the block where a sequence's row group
 // is still filling, after a reserve and until the commit that completes the group, holds a key tail;
 // the tail goes back when the group completes or the block is released. A copy on write copies the
@@ -50,6 +57,8 @@ struct KvCacheConfig {
   // Keys quantized per channel: key tails for filling groups, kv_key_tails_for_sequences of the most
   // sequences held at once (at least 1; ignored for other formats).
   size_t num_key_tails = 0;
+  // > 0: a sliding window of this many tokens (the next token at position p reads (p - window, p]).
+  size_t window = 0;
 
   Status validate() const;
 };
@@ -176,6 +185,12 @@ class KvCacheManager {
   void release_tails_of_unheld(std::span<const BlockId> blocks);
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
+  // Blocks wholly before the window of a token at position `position`: [0, this).
+  size_t blocks_before_window(size_t position) const {
+    return config_.window == 0 || position + 1 <= config_.window ? 0 : (position + 1 - config_.window) / block_size();
+  }
+  // Lets go of the table's blocks before the window of its next token.
+  void drop_blocks_before_window(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
   // The hash block `block` of `table` chains from: the previous block's, or the namespace's root.
   const BlockHash& parent_hash(const BlockTable& table, size_t block) const {
