@@ -33,7 +33,7 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
   for (KvDTypes type : plan.types) {
     auto e = bench_engine(model, env.pool, capacity, KvLayout::kPaged, engine_plan, type);
     if (!e) return e.status();
-    const KvCacheSpec& spec = e->engine->kv().config().spec;
+    const KvCacheSpec& spec = e->engine->kv().group(0).config().spec;  // bench models have one layer group
     figures.push_back({.type = type,
                        .bytes_per_token = kv_bytes_per_token(spec),
                        .seqs_in_budget = kv_max_seqs_in_budget(spec, plan.budget_tokens, plan.budget_bytes)});

@@ -25,6 +25,8 @@ void run(const PerplexityCliOptions& options) {
   eval.kv_dtype = kv.dtype;
   eval.kv_key_scales = kv.key_scale_axis;
   eval.kv_rotate_keys = kv.rotate_keys;
+  eval.kv_window = kv.window;
+  eval.kv_hybrid = kv.hybrid;
   std::ifstream in(options.text_path, std::ios::binary);
   if (!in) throw CommandError(fmt::format("cannot read text file '{}'", options.text_path));
   std::ostringstream buffer;

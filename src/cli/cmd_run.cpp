@@ -35,10 +35,8 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
   EngineConfig config{.max_batch_tokens = options.max_batch_tokens,
                       .max_seqs = 1,
                       .block_size = options.block_size,
-                      .kv_dtype = kv.dtype,
-                      .kv_key_scales = kv.key_scale_axis,
-                      .kv_rotate_keys = kv.rotate_keys,
                       .prefix_caching = !options.no_prefix_cache};
+  apply_kv_precision(kv, config);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
@@ -90,18 +88,17 @@ void run(const RunOptions& options) {
   }
   const size_t decode_steps = result->tokens.empty() ? 0 : result->tokens.size() - 1;
   const KvUsage kv = (*engine)->kv().usage();
-  const size_t bytes_per_block = kv_bytes_per_block((*engine)->kv().config().spec).total();
   std::fprintf(stderr,
                "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
                "decode %.1f tok/s, "
-               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %zu layers x %zu "
-               "kv heads x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
+               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %zu kv heads "
+               "x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
                result->prompt_tokens, result->cached_tokens, result->tokens.size(),
                std::string(finish_reason_name(result->finish_reason)).c_str(),
                result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
-               decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage().bytes(),
-               result->kv_blocks_held, kv.blocks_total, result->kv_blocks_held * bytes_per_block,
-               engine_options.block_size, config.attention_kind().c_str(), config.num_layers, config.num_kv_heads,
+               decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage_bytes(),
+               result->kv_blocks_held, kv.blocks_total, result->kv_bytes_held, engine_options.block_size,
+               config.attention_kind().c_str(), (*engine)->kv_layers().describe().c_str(), config.num_kv_heads,
                config.head_dim, kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
 }

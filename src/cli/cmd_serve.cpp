@@ -82,9 +82,7 @@ class ShutdownSignals {
 EngineConfig engine_config(const ServeOptions& options) {
   EngineConfig config = options.engine;
   const KvPrecision kv = parse_kv_precision(options.kv);
-  config.kv_dtype = kv.dtype;
-  config.kv_key_scales = kv.key_scale_axis;
-  config.kv_rotate_keys = kv.rotate_keys;
+  apply_kv_precision(kv, config);
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());

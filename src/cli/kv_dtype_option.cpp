@@ -31,13 +31,30 @@ void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options) {
   command.add_flag("--kv-rotate-keys", options.rotate_keys,
                    "Store keys Hadamard-rotated (queries are rotated alike): spreads outlier channels before "
                    "quantization; needs a power-of-two head dim");
+  command.add_option("--kv-window", options.window,
+                     "Sliding window: every layer attends to at most its last W tokens, and KV blocks before the "
+                     "window are freed (memory O(W) however long the sequence; an accuracy cost on models trained "
+                     "with full attention). Default: the model's own windows (Gemma 3, Mistral v0.1)");
+  command.add_flag("--no-kv-hybrid", options.no_hybrid,
+                   "One KV pool for every layer: window layers then keep the whole context, as global layers "
+                   "do (the baseline of the hybrid layout, which gives each window its own pool)");
+}
+
+void apply_kv_precision(const KvPrecision& kv, EngineConfig& config) {
+  config.kv_dtype = kv.dtype;
+  config.kv_key_scales = kv.key_scale_axis;
+  config.kv_rotate_keys = kv.rotate_keys;
+  config.kv_window = kv.window;
+  config.kv_hybrid = kv.hybrid;
 }
 
 KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
   const KvDType both = parse_type("--kv-dtype", options.both);
   KvPrecision p{.dtype = {options.k.empty() ? both : parse_type("--kv-dtype-k", options.k),
                           options.v.empty() ? both : parse_type("--kv-dtype-v", options.v)},
-                .rotate_keys = options.rotate_keys};
+                .rotate_keys = options.rotate_keys,
+                .window = options.window,
+                .hybrid = !options.no_hybrid};
   const auto axis = kv_scale_axis_from_name(options.key_scales);
   if (!axis) throw CommandError(fmt::format("unknown --kv-key-scales '{}' (channel, token)", options.key_scales));
   p.key_scale_axis = *axis;

@@ -1,13 +1,15 @@
 // The KV cache's precision flags, shared by every command that runs the model (run, serve,
 // perplexity, bench) and by calc: --kv-dtype sets K and V, --kv-dtype-k / --kv-dtype-v set one of
 // them; --kv-key-scales and --kv-rotate-keys choose how quantized keys are grouped and whether they
-// are stored Hadamard-rotated.
+// are stored Hadamard-rotated; --kv-window narrows every layer's attention to a sliding window and
+// --no-kv-hybrid keeps every layer in one pool.
 #pragma once
 
 #include <string>
 
 #include "cli/commands.h"
 #include "core/kv_dtype.h"
+#include "engine/engine.h"
 
 namespace kvs::cli {
 
@@ -17,16 +19,22 @@ struct KvPrecisionOptions {
   std::string v = {};                  // --kv-dtype-v: "" = as --kv-dtype
   std::string key_scales = "channel";  // --kv-key-scales
   bool rotate_keys = false;            // --kv-rotate-keys
+  size_t window = 0;                   // --kv-window
+  bool no_hybrid = false;              // --no-kv-hybrid
 };
 
 struct KvPrecision {
   KvDTypes dtype = {};
   KvScaleAxis key_scale_axis = KvScaleAxis::kPerChannel;
   bool rotate_keys = false;
+  size_t window = 0;   // a forced sliding window (0: the model's)
+  bool hybrid = true;  // layers of different windows in pools of their own
 };
 
 void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options);
 // Throws CommandError naming the flag and the value when one is unknown.
 KvPrecision parse_kv_precision(const KvPrecisionOptions& options);
+// Sets the KV fields of an engine's config.
+void apply_kv_precision(const KvPrecision& kv, EngineConfig& config);
 
 }  // namespace kvs::cli

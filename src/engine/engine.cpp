@@ -15,7 +15,18 @@ Status EngineConfig::validate() const {
   if (max_seqs == 0) return Status::invalid_argument("max seqs must be positive, got 0");
   if (kv_memory_bytes && kv_blocks)
     return Status::invalid_argument("give a KV memory budget or a block count, not both");
+  if (kv_window > 0 && kv_layout == KvLayout::kContiguous) {
+    return Status::invalid_argument(
+        fmt::format("a KV window ({} tokens) needs the paged layout: a contiguous block is never let go", kv_window));
+  }
   return Status::ok();
+}
+
+size_t EngineKvLayout::bytes_total() const {
+  size_t total = 0;
+  for (const KvCacheConfig& g : groups)
+    total += g.num_blocks * kv_bytes_per_block(g.spec).total() + g.num_key_tails * kv_key_tail_bytes(g.spec);
+  return total;
 }
 
 size_t engine_block_size(const Model& model, const EngineConfig& config) {
@@ -30,50 +41,97 @@ KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
   return spec;
 }
 
-Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config) {
+Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
   const KvCacheSpec spec = engine_kv_spec(model, config);
   KVS_RETURN_IF_ERROR(spec.validate());
-  const size_t tails = kv_key_tails_for_sequences(spec, config.max_seqs);
-  size_t blocks = config.kv_blocks;
-  if (blocks == 0) {
+  const bool paged = config.kv_layout == KvLayout::kPaged;
+  EngineKvLayout layout{
+      .layers = KvLayerGroups::make(c.num_layers, c.layer_windows, config.kv_window, config.kv_hybrid && paged)};
+  const size_t n = layout.layers.groups.size(), seqs = config.max_seqs;
+  const size_t chunk = config.max_batch_tokens;
+  std::vector<KvCacheSpec> specs(n, spec);
+  std::vector<size_t> tails(n), need(n), block_bytes(n), blocks(n);  // need: blocks for max_seqs sequences
+  for (size_t g = 0; g < n; ++g) {
+    specs[g].num_layers = layout.layers.groups[g].layers.size();
+    tails[g] = kv_key_tails_for_sequences(specs[g], seqs);
+    need[g] =
+        seqs * kv_max_blocks_per_sequence(spec.block_size, layout.layers.groups[g].window, c.context_length, chunk);
+    block_bytes[g] = kv_bytes_per_block(specs[g]).total();
+  }
+  const auto tail_bytes = [&](size_t g) { return tails[g] * kv_key_tail_bytes(specs[g]); };
+  const bool has_global = layout.layers.groups[0].window == 0;
+  if (config.kv_blocks > 0) {
+    for (size_t g = 0; g < n; ++g)
+      blocks[g] = g == 0 && has_global ? config.kv_blocks : std::min(config.kv_blocks, need[g]);
+  } else {
     size_t budget = config.kv_memory_bytes;
-    if (budget == 0)
-      budget = std::min<size_t>(size_t{1} << 30, kv_bytes_for_sequences(spec, c.context_length, config.max_seqs));
-    blocks = kv_blocks_in_budget(spec, budget, tails);
-    if (blocks == 0) {
-      return Status::out_of_memory(fmt::format("a KV budget of {} bytes is smaller than one block of {} bytes", budget,
-                                               kv_bytes_per_block(spec).total()));
+    if (budget == 0) {  // room for max_seqs whole contexts, or 1 GiB, whichever is less
+      size_t full = 0;
+      for (size_t g = 0; g < n; ++g) full += need[g] * block_bytes[g] + tail_bytes(g);
+      budget = std::min<size_t>(size_t{1} << 30, full);
+    }
+    // Window groups: what they need, scaled down to half the budget (all of it without a global group).
+    size_t window_bytes = 0;
+    for (size_t g = has_global; g < n; ++g) window_bytes += need[g] * block_bytes[g] + tail_bytes(g);
+    const size_t window_budget = has_global ? budget / 2 : budget;
+    const double scale = window_bytes > window_budget ? double(window_budget) / double(window_bytes) : 1.0;
+    size_t used = 0;
+    for (size_t g = has_global; g < n; ++g) {
+      blocks[g] = static_cast<size_t>(double(need[g]) * scale);
+      used += blocks[g] * block_bytes[g] + tail_bytes(g);
+    }
+    if (has_global) blocks[0] = kv_blocks_in_budget(specs[0], budget > used ? budget - used : 0, tails[0]);
+    for (size_t g = 0; g < n; ++g) {
+      if (blocks[g] == 0) {
+        return Status::out_of_memory(fmt::format("a KV budget of {} bytes leaves {} (of {}) no block of {} bytes",
+                                                 budget, layout.layers.groups.size() > 1 ? "a layer group" : "the pool",
+                                                 layout.layers.describe(), block_bytes[g]));
+      }
     }
   }
-  // The contiguous layout is the plain reference: no prefix cache.
-  return KvCacheConfig{
-      .spec = spec,
-      .num_blocks = blocks,
-      .prefix_caching = config.prefix_caching && config.kv_layout == KvLayout::kPaged,
-      .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size),
-      .num_key_tails = tails};
+  for (size_t g = 0; g < n; ++g) {
+    // The contiguous layout is the plain reference: no prefix cache.
+    layout.groups.push_back(KvCacheConfig{
+        .spec = specs[g],
+        .num_blocks = blocks[g],
+        .prefix_caching = config.prefix_caching && paged,
+        .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size),
+        .num_key_tails = tails[g],
+        .window = layout.layers.groups[g].window});
+  }
+  return layout;
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                  const EngineConfig& config) {
-  auto kv_config = engine_kv_config(model, config);
-  if (!kv_config) return kv_config.status();
-  auto kv = KvCacheManager::create(*kv_config);
+  auto layout = engine_kv_layout(model, config);
+  if (!layout) return layout.status();
+  auto kv = HybridKvManager::create(layout->groups);
   if (!kv) return kv.status();
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, pool, config, std::move(kv).value()));
+  return std::unique_ptr<Engine>(
+      new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
-               std::unique_ptr<KvCacheManager> kv)
+               EngineKvLayout layout, std::unique_ptr<HybridKvManager> kv)
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
+      layers_(std::move(layout.layers)),
       kv_(std::move(kv)),
-      storage_(kv_->config().spec, kv_->config().num_blocks, kv_->config().num_key_tails),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
-      runner_(model.make_runner(pool)) {}
+      runner_(model.make_runner(pool)) {
+  storages_.reserve(layout.groups.size());
+  for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+}
+
+size_t Engine::kv_storage_bytes() const {
+  size_t total = 0;
+  for (const KvStorage& s : storages_) total += s.bytes();
+  return total;
+}
 
 Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
@@ -91,11 +149,11 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   // The prompt (plus the first generated token, when a second one follows it) must fit in the whole pool on its
   // own; a token past the context is never computed.
   const size_t must_hold = std::min(context, params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0));
-  const size_t needed = kv_blocks_for_tokens(must_hold, kv_->block_size());
-  if (needed > kv_->pool().num_blocks()) {
+  if (!kv_->fits_alone(must_hold, config_.max_batch_tokens)) {
     return Status::out_of_memory(fmt::format(
-        "the prompt of {} tokens needs {} KV blocks but the whole pool has {} (block size {}); raise --kv-memory",
-        params.prompt.size(), needed, kv_->pool().num_blocks(), kv_->block_size()));
+        "the prompt of {} tokens needs {} KV blocks of {} tokens but the whole pool has {} ({}); raise --kv-memory",
+        params.prompt.size(), kv_blocks_for_tokens(must_hold, kv_->block_size()), kv_->block_size(),
+        kv_->usage().blocks_total, layers_.describe()));
   }
   KVS_RETURN_IF_ERROR(params.sampling.validate());
   if (params.num_samples == 0) return Status::invalid_argument("the number of samples must be at least 1, got 0");
@@ -103,7 +161,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
     return Status::invalid_argument(
         fmt::format("{} samples of a prompt need at least 1 new token each, got 0", params.num_samples));
   }
-  const size_t tails = kv_->key_tail_table().num_tails();
+  const size_t tails = kv_->group(0).key_tail_table().num_tails();
   if (tails > 0 && params.num_samples > tails) {
     return Status::invalid_argument(fmt::format(
         "{} samples of a prompt need as many key tails for their quantized keys, but there are {} (2 per --max-seqs)",
@@ -156,13 +214,14 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   out.prompt_tokens = r.num_prompt_tokens;
   out.completion_tokens = r.num_generated();
   out.cached_tokens = r.num_cached_tokens;
-  out.kv_blocks_held = kv_->contains(r.id) ? kv_->block_table(r.id).size() : 0;
+  out.kv_blocks_held = kv_->num_blocks_held(r.id);
+  out.kv_bytes_held = kv_->bytes_held(r.id);
   if (reason == FinishReason::kKvCacheFull) {
     out.finish_detail = fmt::format(
         "KV cache exhausted: the sequence of {} tokens needs {} blocks of {} tokens, but the whole pool has {} ({} "
-        "bytes)",
+        "bytes; {})",
         r.num_tokens(), kv_blocks_for_tokens(r.num_tokens(), kv_->block_size()), kv_->block_size(),
-        kv_->pool().num_blocks(), kv_->usage().bytes_total);
+        kv_->usage().blocks_total, kv_->usage().bytes_total, layers_.describe());
   }
   scheduler_.remove(&r);  // blocks are freed the moment the request ends
   // Samples never forked (the prompt did not finish) end with it, having generated nothing.
@@ -264,15 +323,17 @@ bool Engine::step() {
   if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
 
   // Partial prefix hits: their matching slots are copied into the sequences' own blocks first.
-  for (const KvBlockCopy& c : kv_->pending_copies()) {
-    storage_.copy_slots(c.source, c.destination, c.num_slots);
-    if (c.source_tail != kNoKeyTail) storage_.copy_key_tail(c.source_tail, c.destination_tail);
+  for (size_t g = 0; g < storages_.size(); ++g) {
+    for (const KvBlockCopy& c : kv_->group(g).pending_copies()) {
+      storages_[g].copy_slots(c.source, c.destination, c.num_slots);
+      if (c.source_tail != kNoKeyTail) storages_[g].copy_key_tail(c.source_tail, c.destination_tail);
+    }
+    kv_->group(g).copies_done();
   }
-  kv_->copies_done();
-  build_model_input(plan.chunks, *kv_, input_);
+  build_model_input(plan.chunks, *kv_, layers_, input_);
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(input_.logits_for.size() * vocab);
-  runner_->forward(input_.view(), storage_, logits_);
+  runner_->forward(input_.view(), storages_, logits_);
   recorder_.totals().step_tokens.observe(static_cast<double>(input_.tokens.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.

@@ -15,7 +15,8 @@
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/hybrid_kv_manager.h"
+#include "kv/kv_layer_groups.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,8 @@ struct EngineConfig {
   KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;  // --kv-key-scales: grouping of quantized keys
   bool kv_rotate_keys = false;                           // --kv-rotate-keys
   bool prefix_caching = true;  // share cached prompt prefixes across requests (--no-prefix-cache)
+  size_t kv_window = 0;        // --kv-window: every layer attends to its last W tokens at most (0: the model's)
+  bool kv_hybrid = true;       // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
 
   Status validate() const;
 };
@@ -45,9 +48,17 @@ struct EngineConfig {
 size_t engine_block_size(const Model& model, const EngineConfig& config);
 // What the KV cache of an engine of `config` over `model` holds (not yet validated).
 KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config);
-// The KV pool an engine of `config` would allocate for `model`: its spec and block count. The
-// calculator's sizing function, so what `run` and `serve` report is what they allocate.
-Expected<KvCacheConfig> engine_kv_config(const Model& model, const EngineConfig& config);
+// The KV pools an engine of `config` would allocate for `model`: its layer groups and each group's spec
+// and block count. The calculator's sizing function, so what `run` and `serve` report is what they
+// allocate. A window group gets blocks for max_seqs sequences of its window and a chunk (less, in
+// proportion, when that would take more than half a budget shared with a global group); the global
+// group gets the rest of the budget (or --kv-blocks).
+struct EngineKvLayout {
+  KvLayerGroups layers;
+  std::vector<KvCacheConfig> groups = {};  // [group]
+  size_t bytes_total() const;              // every group's pool and key tails
+};
+Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config);
 
 class Engine {
  public:
@@ -66,13 +77,15 @@ class Engine {
   bool has_work() const { return !requests_.empty(); }
 
   EngineMetrics metrics() const;
-  const KvCacheManager& kv() const { return *kv_; }
-  const KvStorage& kv_storage() const { return storage_; }
+  const HybridKvManager& kv() const { return *kv_; }
+  std::span<const KvStorage> kv_storages() const { return storages_; }  // [layer group]
+  size_t kv_storage_bytes() const;
+  const KvLayerGroups& kv_layers() const { return layers_; }
   const ModelConfig& model_config() const { return model_.config(); }
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
-         std::unique_ptr<KvCacheManager> kv);
+         EngineKvLayout layout, std::unique_ptr<HybridKvManager> kv);
   struct PendingOutput {
     SeqId seq;  // the sequence whose sink gets it
     RequestOutput output;
@@ -89,8 +102,9 @@ class Engine {
   const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
-  std::unique_ptr<KvCacheManager> kv_;  // block accounting
-  KvStorage storage_;                   // the K/V bytes its blocks index
+  KvLayerGroups layers_;                 // which pool each layer's K/V live in
+  std::unique_ptr<HybridKvManager> kv_;  // block accounting, per layer group
+  std::vector<KvStorage> storages_;      // [layer group]: the K/V bytes its blocks index
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id

@@ -32,6 +32,7 @@ Expected<GenerationResult> generate(Engine& engine, RequestParams params, const 
       result.finish_reason = out.finish_reason;
       result.finish_detail = out.finish_detail;
       result.kv_blocks_held = out.kv_blocks_held;
+      result.kv_bytes_held = out.kv_bytes_held;
       result.cached_tokens = out.cached_tokens;
     }
   });

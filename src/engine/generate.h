@@ -21,6 +21,7 @@ struct GenerationResult {
   double prefill_seconds = 0.0;  // from the start to the first generated token
   double decode_seconds = 0.0;   // the rest
   size_t kv_blocks_held = 0;     // blocks the request held when it finished
+  size_t kv_bytes_held = 0;      // their bytes (blocks of different layer groups differ in size)
 };
 
 using TextSink = std::function<void(std::string_view piece)>;

@@ -65,7 +65,9 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
                       .kv_dtype = options.kv_dtype,
                       .kv_key_scales = options.kv_key_scales,
                       .kv_rotate_keys = options.kv_rotate_keys,
-                      .prefix_caching = false};
+                      .prefix_caching = false,
+                      .kv_window = options.kv_window,
+                      .kv_hybrid = options.kv_hybrid};
   config.kv_blocks = kv_blocks_for_tokens(L, config.block_size);
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();

@@ -22,6 +22,8 @@ struct PerplexityOptions {
   KvDTypes kv_dtype = KvDType::kF32;  // element types of the KV cache the chunks are evaluated with
   KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;
   bool kv_rotate_keys = false;
+  size_t kv_window = 0;  // a forced sliding window (0: the model's own)
+  bool kv_hybrid = true;
   // Also evaluate each chunk with an f32 KV cache and compare the two distributions at every scored
   // token (what a cache's precision costs, beyond the perplexity: KL divergence and top-1 agreement).
   bool compare_with_f32 = false;

@@ -59,7 +59,8 @@ struct RequestOutput {
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
   size_t cached_tokens = 0;   // at the end: prompt tokens whose K/V came from the prefix cache
-  size_t kv_blocks_held = 0;  // at the end: the KV blocks the request held when it finished
+  size_t kv_blocks_held = 0;  // at the end: the KV blocks the request held when it finished (every layer group)
+  size_t kv_bytes_held = 0;   // and their bytes
   std::string finish_detail;  // at the end: why, when the reason needs words (kKvCacheFull)
   Status error;               // set when the request failed
   // With track_logprob: the sum over the sample's generated tokens so far of log p(token), p the

@@ -63,8 +63,9 @@ SchedulePlan Scheduler::schedule() {
     SequenceState* r = waiting_.front();
     if (!running_.empty() && seats + 1 + r->num_forks > config_.max_seqs) break;
     KVS_ASSERT(!kv_.contains(r->id), "waiting sequence {} holds KV blocks", r->id.value);
-    const PrefixMatch match = r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : PrefixMatch{};
-    const size_t cached = match.num_tokens(kv_.block_size());
+    const HybridPrefixMatch match =
+        r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : kv_.no_match();
+    const size_t cached = match.num_tokens;
     const size_t n = std::min(r->num_tokens() - cached, budget);
     if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n)) break;
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/hybrid_kv_manager.h"
 
 namespace kvs {
 
@@ -41,7 +41,7 @@ struct SchedulePlan {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+  Scheduler(const SchedulerConfig& config, HybridKvManager& kv) : config_(config), kv_(kv) {}
 
   void add(SequenceState* seq) { waiting_.push_back(seq); }
   // Adds a sequence that already holds blocks (a sample forked from a running one) to the running set.
@@ -65,7 +65,7 @@ class Scheduler {
   size_t num_uncomputed(const SequenceState& seq) const { return seq.num_tokens() - num_computed(seq); }
 
   SchedulerConfig config_;
-  KvCacheManager& kv_;
+  HybridKvManager& kv_;
   std::vector<SequenceState*> running_;  // admission order: the back is preempted first
   std::deque<SequenceState*> waiting_;
   size_t num_preemptions_ = 0;

@@ -86,6 +86,25 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   return m;
 }
 
+std::vector<BlockId> KvCacheManager::blocks_taken(const PrefixMatch& match) const {
+  // A window takes only the matched blocks its first computed token reads: the others are holes.
+  const size_t skipped = std::min(blocks_before_window(match.num_tokens(block_size())), match.blocks.size());
+  std::vector<BlockId> taken(match.blocks.begin(), match.blocks.end());
+  std::fill_n(taken.begin(), skipped, kNullBlock);
+  return taken;
+}
+
+bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n) const {
+  const size_t bs = block_size(), cached = match.num_tokens(bs);
+  // Blocks the match takes off the free list are not free for the new ones.
+  size_t taken_idle = 0;
+  for (BlockId b : blocks_taken(match)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
+  if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
+  const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
+  if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
+  return !tail_block(cached + n) || tails_.num_free() > 0;
+}
+
 bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match,
                            size_t n) {
   KVS_ASSERT(!contains(seq), "sequence {} begins twice", seq.value);
@@ -93,20 +112,12 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
              cached, n, tokens.size());
-  // A window takes only the matched blocks its first computed token reads: the others are holes.
-  const size_t skipped = std::min(blocks_before_window(cached), match.blocks.size());
-  std::vector<BlockId> taken(match.blocks.begin(), match.blocks.end());
-  std::fill_n(taken.begin(), skipped, kNullBlock);
-  // Blocks the match takes off the free list are not free for the new ones.
-  size_t taken_idle = 0;
-  for (BlockId b : taken) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
-  if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
+  if (!can_begin(match, n)) return false;
+  const std::vector<BlockId> taken = blocks_taken(match);
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
-  if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
   const std::optional<size_t> tail = tail_block(cached + n);  // a fresh block: the match's are whole groups
-  if (tail && tails_.num_free() == 0) return false;
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, taken);
   // The copy's source is pinned before the allocation, which could otherwise evict it.

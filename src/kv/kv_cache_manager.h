@@ -119,6 +119,8 @@ class KvCacheManager {
   // blocks count as free, except those the match itself takes).
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
                            size_t n);
+  // Would begin(..., match, n) succeed right now?
+  bool can_begin(const PrefixMatch& match, size_t n) const;
   // Starts `child` (which holds no blocks) as a copy of `parent`: the same tokens and blocks, each
   // shared. `parent` must hold no room past its tokens (it was just committed).
   void fork(SeqId parent, SeqId child);
@@ -189,6 +191,8 @@ class KvCacheManager {
   size_t blocks_before_window(size_t position) const {
     return config_.window == 0 || position + 1 <= config_.window ? 0 : (position + 1 - config_.window) / block_size();
   }
+  // The match's blocks a sequence takes: all, or under a window those its first computed token reads (holes before).
+  std::vector<BlockId> blocks_taken(const PrefixMatch& match) const;
   // Lets go of the table's blocks before the window of its next token.
   void drop_blocks_before_window(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }

@@ -1,5 +1,7 @@
 #include "kv/kv_sizing.h"
 
+#include <algorithm>
+
 namespace kvs {
 
 KvBlockBytes kv_bytes_per_block(const KvCacheSpec& s) {
@@ -32,6 +34,18 @@ size_t kv_blocks_in_budget(const KvCacheSpec& s, size_t budget, size_t num_key_t
 size_t kv_max_seqs_in_budget(const KvCacheSpec& s, size_t tokens, size_t budget) {
   const size_t per_seq = kv_bytes_for_sequences(s, tokens, 1);
   return per_seq == 0 ? 0 : budget / per_seq;
+}
+
+size_t kv_blocks_held(size_t tokens, size_t block_size, size_t window) {
+  const size_t written = kv_blocks_for_tokens(tokens, block_size);
+  const size_t first_read = window > 0 && tokens + 1 > window ? tokens + 1 - window : 0;
+  return written - std::min(written, first_read / block_size);
+}
+
+size_t kv_max_blocks_per_sequence(size_t block_size, size_t window, size_t tokens, size_t chunk) {
+  const size_t whole = kv_blocks_for_tokens(tokens, block_size);
+  if (window == 0) return whole;
+  return std::min(whole, kv_blocks_for_tokens(window - 1 + std::min(chunk, tokens), block_size) + 1);
 }
 
 }  // namespace kvs

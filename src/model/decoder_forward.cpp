@@ -14,19 +14,29 @@ DecoderForward::DecoderForward(const ModelConfig& config, const DecoderWeights& 
       attention_(pool,
                  {.num_heads = config.num_heads, .num_kv_heads = config.num_kv_heads, .head_dim = config.head_dim}) {}
 
-size_t DecoderForward::begin(const ForwardBatch& batch, const KvStorage& kv, std::span<const float> logits) {
+size_t DecoderForward::begin(const ForwardBatch& batch, std::span<const KvStorage> kv, std::span<const float> logits) {
   const ModelConfig& c = config_;
   const size_t n = batch.tokens.size();
-  KVS_ASSERT(batch.positions.size() == n && batch.attention.sequence_of_token.size() == n && batch.kv_slots.size() == n,
-             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", n, batch.positions.size(),
-             batch.attention.sequence_of_token.size(), batch.kv_slots.size());
+  KVS_ASSERT(batch.layers && batch.layers->num_layers() == c.num_layers &&
+                 batch.layers->groups.size() == batch.kv.size() && kv.size() == batch.kv.size(),
+             "{} KV storages and {} group batches for a layout of {} groups", kv.size(), batch.kv.size(),
+             batch.layers ? batch.layers->groups.size() : 0);
+  KVS_ASSERT(batch.positions.size() == n, "batch arrays disagree: {} tokens, {} positions", n, batch.positions.size());
   KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
              batch.logits_for.size(), c.vocab_size);
-  const KvCacheSpec& kv_spec = kv.spec();
-  KVS_ASSERT(kv_spec.num_layers == c.num_layers && kv_spec.num_kv_heads == c.num_kv_heads &&
-                 kv_spec.head_dim == c.head_dim && kv_spec.value_width() == c.head_dim && kv.has_values(),
-             "KV storage shape (layers {}, kv heads {}, head dims {}/{}) does not match the model", kv_spec.num_layers,
-             kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width());
+  write_runs_.resize(kv.size());
+  for (size_t g = 0; g < kv.size(); ++g) {
+    const KvGroupBatch& group = batch.kv[g];
+    KVS_ASSERT(group.attention.sequence_of_token.size() == n && group.kv_slots.size() == n,
+               "group {}: {} tokens, {} sequence ids, {} slots", g, n, group.attention.sequence_of_token.size(),
+               group.kv_slots.size());
+    const KvCacheSpec& kv_spec = kv[g].spec();
+    KVS_ASSERT(kv_spec.num_layers == batch.layers->groups[g].layers.size() && kv_spec.num_kv_heads == c.num_kv_heads &&
+                   kv_spec.head_dim == c.head_dim && kv_spec.value_width() == c.head_dim && kv[g].has_values(),
+               "KV storage {} shape (layers {}, kv heads {}, head dims {}/{}) does not match the model", g,
+               kv_spec.num_layers, kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width());
+    write_runs_[g] = kv_write_runs(group.kv_slots, kv[g].block_size());
+  }
   if (x_.size() < n * c.dim) {
     x_.resize(n * c.dim);
     xb_.resize(n * c.dim);
@@ -48,7 +58,6 @@ size_t DecoderForward::begin(const ForwardBatch& batch, const KvStorage& kv, std
     if (c.embedding_scale != 1.0f)
       for (size_t i = 0; i < c.dim; ++i) row[i] *= c.embedding_scale;
   }
-  write_runs_ = kv_write_runs(batch.kv_slots, kv.block_size());
   return n;
 }
 
@@ -70,20 +79,30 @@ void DecoderForward::project(std::span<const float> x, size_t n,
   for (const auto& [w, y] : outs) matmul(*w, x.first(n * cols), n, {y, n * w->rows}, pool_, scratch_);
 }
 
-void DecoderForward::store_kv(const ForwardBatch& batch, KvStorage& kv, size_t layer) {
+void DecoderForward::store_kv(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer) {
   // Split by block runs (the write path's unit). The stores mostly miss the cache (a new slot's lines were
   // never read), so on one thread they took several percent of a batched decode step.
   const size_t kv_dim = config_.kv_dim();
-  pool_.parallel_for(write_runs_.size(), 1, [&](size_t begin, size_t end) {
+  const size_t g = batch.layers->group_of[layer], at_layer = batch.layers->index_in_group[layer];
+  const KvGroupBatch& group = batch.kv[g];
+  KvStorage& storage = kv[g];
+  const std::vector<KvWriteRun>& runs = write_runs_[g];
+  pool_.parallel_for(runs.size(), 1, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
-      const KvWriteRun run = write_runs_[r];
+      const KvWriteRun run = runs[r];
       const size_t floats = run.count * kv_dim, at = run.first * kv_dim;
-      const KvSlot first = batch.kv_slots[run.first];
-      const std::span<const uint32_t> tails = batch.attention.key_tails;
-      const uint32_t tail = tails.empty() ? kNoKeyTail : tails[first.value / kv.block_size()];
-      write_kv_run(kv, layer, first, run.count, {&k_[at], floats}, {&v_[at], floats}, tail);
+      const KvSlot first = group.kv_slots[run.first];
+      const std::span<const uint32_t> tails = group.attention.key_tails;
+      const uint32_t tail = tails.empty() ? kNoKeyTail : tails[first.value / storage.block_size()];
+      write_kv_run(storage, at_layer, first, run.count, {&k_[at], floats}, {&v_[at], floats}, tail);
     }
   });
+}
+
+void DecoderForward::attend(const ForwardBatch& batch, std::span<const KvStorage> kv, size_t layer) {
+  const size_t g = batch.layers->group_of[layer];
+  attention_.run(kv[g], batch.layers->index_in_group[layer], batch.kv[g].attention, q_, att_,
+                 batch.layers->attention_window[layer]);
 }
 
 void DecoderForward::rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq,

@@ -26,7 +26,7 @@ class DecoderForward : public ModelRunner {
 
   // Checks the batch against the model and the storage, sizes the activations for its n tokens, and fills
   // x with their embedding rows (times the config's embedding scale). Returns n.
-  size_t begin(const ForwardBatch& batch, const KvStorage& kv, std::span<const float> logits);
+  size_t begin(const ForwardBatch& batch, std::span<const KvStorage> kv, std::span<const float> logits);
   // outs[i] = x . weights[i]^T for matrices that read the same input; quantized weights share one
   // quantization of x.
   void project(std::span<const float> x, size_t n, std::initializer_list<std::pair<const WeightView*, float*>> outs);
@@ -37,8 +37,10 @@ class DecoderForward : public ModelRunner {
       for (size_t t = begin; t < end; ++t) fn(t);
     });
   }
-  // Writes k_ and v_ of the batch's tokens into their slots of `layer`.
-  void store_kv(const ForwardBatch& batch, KvStorage& kv, size_t layer);
+  // Writes k_ and v_ of the batch's tokens into their slots of `layer` (in its group's storage).
+  void store_kv(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer);
+  // att_ = attention of q_ over `layer`'s cached K/V, within the layer's window.
+  void attend(const ForwardBatch& batch, std::span<const KvStorage> kv, size_t layer);
   // cos/sin tables [n][rope_dim / 2] of the batch's positions under `inv_freq`.
   void rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq, std::vector<float>& cos,
                    std::vector<float>& sin) const;
@@ -53,19 +55,19 @@ class DecoderForward : public ModelRunner {
   ThreadPool& pool_;
   BatchAttention attention_;
   // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
-  std::vector<float> x_;                // residual stream [n][dim]
-  std::vector<float> xb_;               // normed input [n][dim]
-  std::vector<float> q_;                // [n][q_dim]
-  std::vector<float> k_;                // [n][kv_dim]
-  std::vector<float> v_;                // [n][kv_dim]
-  std::vector<KvWriteRun> write_runs_;  // the batch's K/V stores, one per block run
-  std::vector<float> att_;              // attention output [n][q_dim]
-  std::vector<float> proj_;             // output of wo / w_down [n][dim]
-  std::vector<float> gate_;             // [n][ffn]
-  std::vector<float> up_;               // [n][ffn]
-  std::vector<float> final_;            // normed rows whose logits are wanted [m][dim]
-  MatmulScratch scratch_;               // converted activations, reused across calls
-  QuantizedActivations xq_;             // x quantized once for several Q8_0/Q4_0 matrices
+  std::vector<float> x_;                             // residual stream [n][dim]
+  std::vector<float> xb_;                            // normed input [n][dim]
+  std::vector<float> q_;                             // [n][q_dim]
+  std::vector<float> k_;                             // [n][kv_dim]
+  std::vector<float> v_;                             // [n][kv_dim]
+  std::vector<std::vector<KvWriteRun>> write_runs_;  // [group]: the batch's K/V stores, one per block run
+  std::vector<float> att_;                           // attention output [n][q_dim]
+  std::vector<float> proj_;                          // output of wo / w_down [n][dim]
+  std::vector<float> gate_;                          // [n][ffn]
+  std::vector<float> up_;                            // [n][ffn]
+  std::vector<float> final_;                         // normed rows whose logits are wanted [m][dim]
+  MatmulScratch scratch_;                            // converted activations, reused across calls
+  QuantizedActivations xq_;                          // x quantized once for several Q8_0/Q4_0 matrices
 };
 
 }  // namespace kvs

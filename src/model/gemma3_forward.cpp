@@ -23,7 +23,7 @@ Gemma3Forward::Gemma3Forward(const DecoderModel& model, ThreadPool& pool)
   if (c.attention_scale > 0.0f) query_scale_ = c.attention_scale * std::sqrt(static_cast<float>(c.head_dim));
 }
 
-void Gemma3Forward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) {
+void Gemma3Forward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = config_;
   const size_t n = begin(batch, kv, logits);
   if (n == 0) return;
@@ -33,8 +33,7 @@ void Gemma3Forward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<
 
   for (size_t l = 0; l < c.num_layers; ++l) {
     const DecoderLayerWeights& w = weights_.layers[l];
-    const size_t window = c.window_of(l);
-    const Rope& rope = window > 0 ? local_ : global_;
+    const Rope& rope = c.window_of(l) > 0 ? local_ : global_;  // the model's window, whatever the KV layout
     // Attention block: xb = norm(x); q,k,v = xb W; norm each q and k head; rope; store k,v; attend;
     // x += norm(att Wo).
     rmsnorm_rows(xb_, x_, w.attn_norm, n);
@@ -51,7 +50,7 @@ void Gemma3Forward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<
         for (size_t i = 0; i < c.q_dim(); ++i) q[i] *= query_scale_;
     });
     store_kv(batch, kv, l);
-    attention_.run(kv, l, batch.attention, q_, att_, window);
+    attend(batch, kv, l);
     matmul(w.wo, att_, n, proj_, pool_, scratch_);
     rmsnorm_rows(proj_, proj_, w.post_attention_norm, n);
     add_to_residual(proj_, n);

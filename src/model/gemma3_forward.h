@@ -16,7 +16,7 @@ class Gemma3Forward final : public DecoderForward {
  public:
   Gemma3Forward(const DecoderModel& model, ThreadPool& pool);
 
-  void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) override;
+  void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
  private:
   // RoPE of window (local) and global layers: inverse frequencies once per model, cos/sin per batch.

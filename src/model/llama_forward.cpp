@@ -8,7 +8,7 @@ LlamaForward::LlamaForward(const DecoderModel& model, ThreadPool& pool)
     : DecoderForward(model.config(), model.weights(), pool),
       rope_inv_freq_(rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base)) {}
 
-void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) {
+void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = config_;
   const size_t n = begin(batch, kv, logits);
   if (n == 0) return;
@@ -27,7 +27,7 @@ void LlamaForward::forward(const ForwardBatch& batch, KvStorage& kv, std::span<f
       rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, cos, sin);
     });
     store_kv(batch, kv, l);
-    attention_.run(kv, l, batch.attention, q_, att_, c.window_of(l));
+    attend(batch, kv, l);
     matmul(w.wo, att_, n, proj_, pool_, scratch_);
     add_to_residual(proj_, n);
 

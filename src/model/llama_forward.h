@@ -15,7 +15,7 @@ class LlamaForward final : public DecoderForward {
   LlamaForward(const DecoderModel& model, ThreadPool& pool);
 
   // logits: [batch.logits_for.size()][vocab_size]. The KV storage's shape must match the model.
-  void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) override;
+  void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
  private:
   std::vector<float> rope_inv_freq_;        // [rope_dim / 2], once per model

@@ -18,9 +18,9 @@ namespace kvs {
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
-  // Writes each token's K/V into its slot, reads what batch.attention says, and fills
-  // logits: [batch.logits_for.size()][vocab_size]. The storage's shape must be the model's kv_spec.
-  virtual void forward(const ForwardBatch& batch, KvStorage& kv, std::span<float> logits) = 0;
+  // Writes each token's K/V into its slot of each layer group's storage (kv[group], of the group's layers),
+  // reads what each group's attention batch says, and fills logits: [batch.logits_for.size()][vocab_size].
+  virtual void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) = 0;
 };
 
 class Model {

@@ -37,7 +37,7 @@ inline EngineTrace trace_request(const Model& model, const Tokenizer& tokenizer,
   if (!result) return trace;
   trace.tokens = result->tokens;
   trace.result = *result;
-  EXPECT_EQ((*engine)->kv().pool().num_used_blocks(), 0u) << "blocks not returned";
+  EXPECT_EQ((*engine)->kv().usage().blocks_used, 0u) << "blocks not returned";
   return trace;
 }
 

@@ -90,7 +90,7 @@ class Gemma3Reference : public ::testing::Test {
     EXPECT_GE(std::set<TokenId>(trace.tokens.begin(), trace.tokens.end()).size(), 4u) << what;
   }
 
-  test::TempDir dir_{"gemma3_reference"};
+  test::TempDir dir_{std::string("gemma3_") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::string path_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -139,7 +139,7 @@ TEST(PagedKv, AllocatedBytesEqualTheCalculatorPrediction) {
       EXPECT_EQ(result->kv_blocks_held * kv_bytes_per_block(spec).total(), kv_bytes_for_sequences(spec, length, 1))
           << "length " << length << ", block size " << block_size;
       EXPECT_EQ(result->kv_blocks_held, kv_blocks_for_tokens(length, block_size));
-      EXPECT_EQ((*engine)->kv_storage().bytes(), 400 * kv_bytes_per_block(spec).total());
+      EXPECT_EQ((*engine)->kv_storage_bytes(), 400 * kv_bytes_per_block(spec).total());
       EXPECT_EQ((*engine)->kv().usage().blocks_used, 0u);  // blocks go back the moment the request ends
     }
   }

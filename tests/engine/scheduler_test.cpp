@@ -11,16 +11,16 @@ namespace kvs {
 namespace {
 
 struct Toy {
-  std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<HybridKvManager> kv;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<std::unique_ptr<SequenceState>> seqs;
   std::vector<KvBlockCopy> last_copies;  // what the last step's admissions asked the engine to copy
 
   Toy(size_t block_size, size_t num_blocks, SchedulerConfig config, bool prefix_caching = true) {
-    auto m =
-        KvCacheManager::create({.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .block_size = block_size},
-                                .num_blocks = num_blocks,
-                                .prefix_caching = prefix_caching});
+    const KvCacheConfig group{.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .block_size = block_size},
+                              .num_blocks = num_blocks,
+                              .prefix_caching = prefix_caching};
+    auto m = HybridKvManager::create(std::span(&group, 1));
     EXPECT_TRUE(m) << m.status().message();
     kv = std::move(m).value();
     scheduler = std::make_unique<Scheduler>(config, *kv);
@@ -35,8 +35,8 @@ struct Toy {
   // Runs a plan as the engine would: commits every chunk, and a chunk that completes "samples" one token.
   SchedulePlan step() {
     SchedulePlan plan = scheduler->schedule();
-    last_copies.assign(kv->pending_copies().begin(), kv->pending_copies().end());
-    kv->copies_done();  // the engine copies the slots of partial prefix hits here
+    last_copies.assign(kv->group(0).pending_copies().begin(), kv->group(0).pending_copies().end());
+    kv->group(0).copies_done();  // the engine copies the slots of partial prefix hits here
     for (const ScheduledChunk& c : plan.chunks) {
       const bool completes = c.completes();
       scheduler->on_computed(c);
@@ -62,7 +62,7 @@ TEST(Scheduler, ChunkedPrefillUnderTheTokenBudgetThenDecode) {
   p = toy.step();  // decode: one token
   EXPECT_EQ(p.chunks[0].num_tokens, 1u);
   EXPECT_EQ(toy.kv->num_tokens(a->id), 14u);
-  EXPECT_EQ(toy.kv->tokens(a->id).front(), 1);
+  EXPECT_EQ(toy.kv->group(0).tokens(a->id).front(), 1);
 }
 
 TEST(Scheduler, RunningFirstThenAdmissionInArrivalOrder) {
@@ -93,7 +93,7 @@ void preempt_the_latest_admission(bool prefix_caching) {
   SequenceState* a = toy.add(3);
   SequenceState* b = toy.add(3);
   toy.step();  // both prefilled: 2 blocks each, 4 tokens each after sampling
-  EXPECT_EQ(toy.kv->pool().num_free_blocks(), 0u);
+  EXPECT_EQ(toy.kv->group(0).pool().num_free_blocks(), 0u);
   SchedulePlan p = toy.step();  // a's 4th token fits its second block; b's too
   p = toy.step();               // the 5th tokens need a third block each: b is preempted for a
   ASSERT_EQ(p.preempted.size(), 1u);

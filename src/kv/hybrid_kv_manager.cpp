@@ -1,0 +1,144 @@
+#include "kv/hybrid_kv_manager.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvs {
+
+PrefixMatch truncate_match(const PrefixMatch& match, size_t num_tokens, size_t bs) {
+  KVS_ASSERT(num_tokens <= match.num_tokens(bs), "a match of {} tokens cut to {}", match.num_tokens(bs), num_tokens);
+  const size_t full = num_tokens / bs, rest = num_tokens % bs;
+  PrefixMatch m{.blocks = {match.blocks.begin(), match.blocks.begin() + static_cast<ptrdiff_t>(full)},
+                .hashes = {match.hashes.begin(), match.hashes.begin() + static_cast<ptrdiff_t>(full)}};
+  if (rest > 0) {
+    m.partial_source = full < match.blocks.size() ? match.blocks[full] : match.partial_source;
+    m.partial_tokens = rest;
+  }
+  return m;
+}
+
+Expected<std::unique_ptr<HybridKvManager>> HybridKvManager::create(std::span<const KvCacheConfig> configs) {
+  if (configs.empty()) return Status::invalid_argument("a KV manager needs at least one layer group");
+  std::vector<std::unique_ptr<KvCacheManager>> groups;
+  for (const KvCacheConfig& c : configs) {
+    if (c.spec.block_size != configs[0].spec.block_size) {
+      return Status::invalid_argument(
+          fmt::format("KV layer groups of block sizes {} and {}", configs[0].spec.block_size, c.spec.block_size));
+    }
+    auto m = KvCacheManager::create(c);
+    if (!m) return m.status();
+    groups.push_back(std::move(m).value());
+  }
+  return std::unique_ptr<HybridKvManager>(new HybridKvManager(std::move(groups)));
+}
+
+uint32_t HybridKvManager::name_space(std::string_view cache_salt) {
+  const uint32_t ns = groups_[0]->name_space(cache_salt);
+  for (size_t g = 1; g < groups_.size(); ++g) {
+    KVS_ASSERT(groups_[g]->name_space(cache_salt) == ns, "KV layer groups disagree on namespace {}", ns);
+  }
+  return ns;
+}
+
+HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns) {
+  HybridPrefixMatch m;
+  size_t common = SIZE_MAX;
+  for (const auto& group : groups_) {
+    m.groups.push_back(group->match_prefix(tokens, ns));
+    common = std::min(common, m.groups.back().num_tokens(block_size()));
+  }
+  // Every group's match is confirmed from the first block, so each holds every shorter prefix too.
+  for (PrefixMatch& g : m.groups) g = truncate_match(g, common, block_size());
+  m.num_tokens = common;
+  return m;
+}
+
+bool HybridKvManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const HybridPrefixMatch& match,
+                            size_t n) {
+  KVS_ASSERT(match.groups.size() == groups_.size(), "a match of {} groups for {}", match.groups.size(), groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (!groups_[g]->can_begin(match.groups[g], n)) return false;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    KVS_ASSERT(groups_[g]->begin(seq, tokens, ns, match.groups[g], n), "group {} could begin but did not", g);
+  }
+  return true;
+}
+
+void HybridKvManager::fork(SeqId parent, SeqId child) {
+  for (const auto& group : groups_) group->fork(parent, child);
+}
+
+bool HybridKvManager::can_reserve(SeqId seq, size_t n) const {
+  return std::ranges::all_of(groups_, [&](const auto& group) { return group->can_reserve(seq, n); });
+}
+
+bool HybridKvManager::reserve(SeqId seq, size_t n) {
+  if (!can_reserve(seq, n)) return false;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    KVS_ASSERT(groups_[g]->reserve(seq, n), "group {} could reserve {} tokens but did not", g, n);
+  return true;
+}
+
+void HybridKvManager::commit(SeqId seq, std::span<const TokenId> tokens) {
+  for (const auto& group : groups_) group->commit(seq, tokens);
+}
+
+void HybridKvManager::free(SeqId seq) {
+  for (const auto& group : groups_) group->free(seq);
+}
+
+size_t HybridKvManager::num_blocks_held(SeqId seq) const {
+  if (!contains(seq)) return 0;
+  size_t held = 0;
+  for (const auto& group : groups_) {
+    for (BlockId b : group->block_table(seq)) held += b != kNullBlock;
+  }
+  return held;
+}
+
+size_t HybridKvManager::bytes_held(SeqId seq) const {
+  if (!contains(seq)) return 0;
+  size_t bytes = 0;
+  for (const auto& group : groups_) {
+    const size_t per_block = kv_bytes_per_block(group->config().spec).total();
+    for (BlockId b : group->block_table(seq)) bytes += b != kNullBlock ? per_block : 0;
+  }
+  return bytes;
+}
+
+bool HybridKvManager::fits_alone(size_t tokens, size_t chunk) const {
+  return std::ranges::all_of(groups_, [&](const auto& group) {
+    return kv_max_blocks_per_sequence(block_size(), group->config().window, tokens, chunk) <=
+           group->pool().num_blocks();
+  });
+}
+
+KvUsage HybridKvManager::usage() const {
+  KvUsage total;
+  for (const auto& group : groups_) {
+    const KvUsage u = group->usage();
+    total.blocks_total += u.blocks_total;
+    total.blocks_used += u.blocks_used;
+    total.blocks_used_peak += u.blocks_used_peak;
+    total.blocks_cached_idle += u.blocks_cached_idle;
+    total.key_tails_total += u.key_tails_total;
+    total.key_tails_used += u.key_tails_used;
+    total.bytes_total += u.bytes_total;
+    total.bytes_used += u.bytes_used;
+  }
+  return total;
+}
+
+Status HybridKvManager::check_invariants() const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    KVS_RETURN_IF_ERROR(groups_[g]->check_invariants().with_context(fmt::format("KV layer group {}", g)));
+    if (g > 0 && groups_[g]->num_sequences() != groups_[0]->num_sequences()) {
+      return Status::corrupt(fmt::format("KV layer group {} holds {} sequences, group 0 {}", g,
+                                         groups_[g]->num_sequences(), groups_[0]->num_sequences()));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kvs
