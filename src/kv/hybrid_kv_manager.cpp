@@ -42,15 +42,30 @@ uint32_t HybridKvManager::name_space(std::string_view cache_salt) {
 }
 
 HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns) {
-  HybridPrefixMatch m;
+  HybridPrefixMatch m{.groups = std::vector<PrefixMatch>(groups_.size())};
+  // A global group's match is confirmed from the first block, so it holds every shorter prefix too; a window
+  // group's need not (the blocks before a shorter prefix's window may be gone): each is asked again with the
+  // common length as a limit until all agree (the length only falls, so this ends).
   size_t common = SIZE_MAX;
-  for (const auto& group : groups_) {
-    m.groups.push_back(group->match_prefix(tokens, ns));
-    common = std::min(common, m.groups.back().num_tokens(block_size()));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g]->config().window > 0) continue;
+    m.groups[g] = groups_[g]->match_prefix(tokens, ns);
+    common = std::min(common, m.groups[g].num_tokens(block_size()));
   }
-  // Every group's match is confirmed from the first block, so each holds every shorter prefix too.
-  for (PrefixMatch& g : m.groups) g = truncate_match(g, common, block_size());
-  m.num_tokens = common;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (groups_[g]->config().window == 0) continue;
+      m.groups[g] = groups_[g]->match_prefix(tokens, ns, common);
+      const size_t found = m.groups[g].num_tokens(block_size());
+      changed = changed || (found < common && common != SIZE_MAX);
+      common = std::min(common, found);
+    }
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g]->config().window == 0) m.groups[g] = truncate_match(m.groups[g], common, block_size());
+  }
+  m.num_tokens = common == SIZE_MAX ? 0 : common;
   return m;
 }
 

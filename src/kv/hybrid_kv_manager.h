@@ -2,8 +2,8 @@
 // group, each with its own pool, block tables and prefix index, moved in step: a sequence begins,
 // grows, forks, commits and is freed in every group at once, all or nothing (running out of blocks in
 // any group is running out of memory). A prefix hit is the longest prefix every group holds: the global
-// group's whole chain, and a window group's (confirmed from the first block too) of which it takes only
-// what the window of the first computed token reads. With one group this is a plain KvCacheManager.
+// group's whole chain, and in a window group the blocks of the window of the first computed token (the
+// only ones it takes). With one group this is a plain KvCacheManager.
 #pragma once
 
 #include <memory>

@@ -55,11 +55,12 @@ std::optional<PinnedBlocks> KvCacheManager::allocate(size_t n) {
   return PinnedBlocks(pool_, std::move(*blocks));
 }
 
-PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns) {
+PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns, size_t max_tokens) {
   PrefixMatch m;
   if (!config_.prefix_caching || tokens.size() < 2) return m;
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
-  const size_t bs = block_size(), limit = tokens.size() - 1;  // the last token is computed
+  const size_t bs = block_size(), limit = std::min(tokens.size() - 1, max_tokens);  // the last token is computed
+  if (config_.window > 0) return match_windowed(tokens, ns, limit);
   BlockHash parent_hash = roots_[ns];
   ContentRef parent = ContentRef::root(ns);
   for (size_t first = 0; first + bs <= limit; first += bs) {
@@ -72,7 +73,13 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
     parent_hash = hash;
     parent = content_of(*hit);
   }
-  const size_t next = m.blocks.size() * bs;
+  add_partial_match(m, tokens, parent, limit);
+  return m;
+}
+
+void KvCacheManager::add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent,
+                                       size_t limit) {
+  const size_t bs = block_size(), next = m.blocks.size() * bs;
   const PrefixIndex::PartialMatch partial =
       index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
   // Keys quantized per channel lie in the source's rows only for its complete groups (a filling one
@@ -82,6 +89,35 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   if (copied > 0) {
     m.partial_source = partial.block;
     m.partial_tokens = copied;
+  }
+}
+
+PrefixMatch KvCacheManager::match_windowed(std::span<const TokenId> tokens, uint32_t ns, size_t limit) {
+  const size_t bs = block_size(), full = limit / bs;
+  // Every whole block's chained hash, and the cached block holding it (by hash and its own tokens).
+  std::vector<BlockHash> hashes(full);
+  std::vector<BlockId> found(full, kNullBlock);
+  std::vector<size_t> run(full + 1, 0);  // run[k]: found blocks ending at block k - 1, back to back
+  BlockHash hash = roots_[ns];
+  for (size_t i = 0; i < full; ++i) {
+    const std::span<const TokenId> block_tokens = tokens.subspan(i * bs, bs);
+    hash = config_.hasher(hash, block_tokens);
+    hashes[i] = hash;
+    found[i] = index_.find_full_by_hash(hash, block_tokens).value_or(kNullBlock);
+    run[i + 1] = found[i] == kNullBlock ? 0 : run[i] + 1;
+  }
+  // The most whole blocks k whose window (blocks [blocks_before_window(k bs), k)) is all cached.
+  size_t k = full;
+  while (k > 0 && run[k] < k - std::min(k, blocks_before_window(k * bs))) --k;
+  PrefixMatch m;
+  const size_t first_needed = std::min(k, blocks_before_window(k * bs));
+  for (size_t i = 0; i < k; ++i) {
+    m.blocks.push_back(i < first_needed ? kNullBlock : found[i]);
+    m.hashes.push_back(hashes[i]);
+  }
+  // A partial block after them, under the last whole one (which is then cached), or the root.
+  if (k == 0 || m.blocks.back() != kNullBlock) {
+    add_partial_match(m, tokens, k == 0 ? ContentRef::root(ns) : content_of(m.blocks.back()), limit);
   }
   return m;
 }
@@ -132,7 +168,10 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
   t.advance(tokens.first(cached));
-  for (size_t i = 0; i < match.blocks.size(); ++i) t.push_hash(match.hashes[i], content_of(match.blocks[i]));
+  for (size_t i = 0; i < match.blocks.size(); ++i) {
+    const BlockId b = match.blocks[i];
+    t.push_hash(match.hashes[i], b == kNullBlock ? ContentRef::unknown() : content_of(b));
+  }
   if (tail) KVS_ASSERT(tails_.assign(t.blocks()[*tail]), "a key tail was free but assignment failed");
   if (config_.prefix_caching) {
     stats_.queried_tokens += tokens.size();

@@ -20,8 +20,9 @@
 // before the window of a sequence's next token is let go the moment the window passes it (its table
 // keeps a hole, kNullBlock, in its place). A full block so released stays indexed, as any released
 // block, until the pool needs it; a prefix match takes only the matched blocks that intersect the
-// window of the first token it leaves to compute (the rest are holes), but is confirmed block by
-// block from the first, as every match: a hit needs the whole chain of its blocks still cached.
+// window of the first token it leaves to compute (the rest are holes): it needs only those blocks still
+// cached, each found by its chained hash and confirmed by its own tokens (the blocks before it, which
+// would confirm its parent, may be gone).
 //
 // Key tails (keys quantized per channel, kv/key_tail_table.h): the block where a sequence's row group
 // is still filling, after a reserve and until the commit that completes the group, holds a key tail;
@@ -112,8 +113,9 @@ class KvCacheManager {
   uint32_t name_space(std::string_view cache_salt);
   // The longest cached prefix of `tokens` in `name_space`: whole blocks confirmed by their tokens,
   // then the best partial match; at most tokens.size() - 1 tokens (the last is always computed, for
-  // its logits). Empty when prefix caching is off.
-  PrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space);
+  // its logits) and at most `max_tokens`. Empty when prefix caching is off. Under a window: the longest
+  // whose window blocks are cached (blocks before the window are holes in the match).
+  PrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space, size_t max_tokens = SIZE_MAX);
   // Starts `seq` (which holds no blocks) from `match`, a lookup of `tokens` made just now, with room
   // for `n` more tokens. False, with nothing changed, when the pool cannot supply the blocks (cached
   // blocks count as free, except those the match itself takes).
@@ -191,6 +193,11 @@ class KvCacheManager {
   size_t blocks_before_window(size_t position) const {
     return config_.window == 0 || position + 1 <= config_.window ? 0 : (position + 1 - config_.window) / block_size();
   }
+  // match_prefix under a window: `limit` tokens at most.
+  PrefixMatch match_windowed(std::span<const TokenId> tokens, uint32_t name_space, size_t limit);
+  // The best partial match after `full` whole blocks whose last is `parent` (a root for 0), of at most
+  // limit - full * block_size tokens, in whole copy units.
+  void add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent, size_t limit);
   // The match's blocks a sequence takes: all, or under a window those its first computed token reads (holes before).
   std::vector<BlockId> blocks_taken(const PrefixMatch& match) const;
   // Lets go of the table's blocks before the window of its next token.

@@ -42,6 +42,10 @@ size_t kv_blocks_held(size_t tokens, size_t block_size, size_t window) {
   return written - std::min(written, first_read / block_size);
 }
 
+size_t kv_bytes_held(const KvCacheSpec& spec, size_t window, size_t tokens) {
+  return kv_blocks_held(tokens, spec.block_size, window) * kv_bytes_per_block(spec).total();
+}
+
 size_t kv_max_blocks_per_sequence(size_t block_size, size_t window, size_t tokens, size_t chunk) {
   const size_t whole = kv_blocks_for_tokens(tokens, block_size);
   if (window == 0) return whole;

@@ -46,6 +46,8 @@ size_t kv_max_seqs_in_budget(const KvCacheSpec& spec, size_t tokens, size_t budg
 // Sliding windows (window 0: none). The blocks a sequence of `tokens` committed tokens holds: those of
 // the positions its next token reads, (tokens - window, tokens], among the ceil(tokens / block_size) written.
 size_t kv_blocks_held(size_t tokens, size_t block_size, size_t window);
+// Their bytes in a pool of `spec` (a layer group's layers), key tails aside.
+size_t kv_bytes_held(const KvCacheSpec& spec, size_t window, size_t tokens);
 // The most blocks one sequence holds at once while it grows to `tokens` in chunks of up to `chunk`: the
 // (window - 1) positions before a chunk, the chunk, and a block where they straddle a boundary; or all.
 size_t kv_max_blocks_per_sequence(size_t block_size, size_t window, size_t tokens, size_t chunk);

@@ -25,6 +25,12 @@ std::optional<BlockId> PrefixIndex::find_full(const BlockHash& hash, ContentRef 
   return BlockId{it->second};
 }
 
+std::optional<BlockId> PrefixIndex::find_full_by_hash(const BlockHash& hash, std::span<const TokenId> tokens) const {
+  const auto it = by_hash_.find(hash);
+  if (it == by_hash_.end() || !same_tokens(entries_[it->second].tokens, tokens)) return std::nullopt;
+  return BlockId{it->second};
+}
+
 PrefixIndex::PartialMatch PrefixIndex::find_partial(ContentRef parent, std::span<const TokenId> query) const {
   PartialMatch best;
   if (query.empty()) return best;

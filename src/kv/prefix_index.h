@@ -26,7 +26,11 @@ struct ContentRef {
   static constexpr uint32_t kRoot = UINT32_MAX;
   uint32_t block = kRoot;   // kRoot: a first block, under namespace `generation`
   uint32_t generation = 0;  // the parent block's generation, or the namespace of a root
+  static constexpr uint32_t kUnknown = UINT32_MAX - 1;
   static ContentRef root(uint32_t name_space) { return {kRoot, name_space}; }
+  // A parent that was not looked up (a sliding window's block before the window): no entry's parent is this,
+  // so a child indexed under it is found by hash only (find_full_by_hash).
+  static ContentRef unknown() { return {kUnknown, 0}; }
   bool operator==(const ContentRef&) const = default;
 };
 
@@ -37,6 +41,9 @@ class PrefixIndex {
   // The indexed full block under `hash`, if its content is confirmed (same parent, same tokens). An
   // indexed block whose content differs is a collision: counted, and a miss.
   std::optional<BlockId> find_full(const BlockHash& hash, ContentRef parent, std::span<const TokenId> tokens);
+  // The indexed full block under `hash` whose tokens equal `tokens`, whatever its parent: for a sliding window,
+  // whose blocks before the window may be gone. The chained 128-bit hash stands for the prefix.
+  std::optional<BlockId> find_full_by_hash(const BlockHash& hash, std::span<const TokenId> tokens) const;
 
   struct PartialMatch {
     BlockId block = kNullBlock;

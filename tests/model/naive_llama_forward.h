@@ -16,7 +16,8 @@ namespace kvs::testing {
 
 class NaiveLlama {
  public:
-  explicit NaiveLlama(const gguf::File& f) {
+  // window > 0: every layer attends to the last `window` positions only (a forced sliding window).
+  explicit NaiveLlama(const gguf::File& f, size_t window = 0) : window_(window) {
     dim_ = static_cast<size_t>(*f.get_int("llama.embedding_length"));
     layers_ = static_cast<size_t>(*f.get_int("llama.block_count"));
     heads_ = static_cast<size_t>(*f.get_int("llama.attention.head_count"));
@@ -56,15 +57,17 @@ class NaiveLlama {
       std::vector<float> attn(dim_, 0.0f);
       for (size_t h = 0; h < heads_; ++h) {
         const size_t kvh = h / (heads_ / kv_heads_);
-        std::vector<float> scores(pos + 1);
-        for (size_t t = 0; t <= pos; ++t) {
+        const size_t first = window_ > 0 && pos + 1 > window_ ? pos + 1 - window_ : 0;
+        std::vector<float> scores(pos + 1 - first);
+        for (size_t t = first; t <= pos; ++t) {
           float s = 0.0f;
           for (size_t i = 0; i < hd; ++i) s += q[h * hd + i] * k_cache_[l][t * kv_dim + kvh * hd + i];
-          scores[t] = s / std::sqrt(static_cast<float>(hd));
+          scores[t - first] = s / std::sqrt(static_cast<float>(hd));
         }
         softmax(scores);
-        for (size_t t = 0; t <= pos; ++t) {
-          for (size_t i = 0; i < hd; ++i) attn[h * hd + i] += scores[t] * v_cache_[l][t * kv_dim + kvh * hd + i];
+        for (size_t t = first; t <= pos; ++t) {
+          for (size_t i = 0; i < hd; ++i)
+            attn[h * hd + i] += scores[t - first] * v_cache_[l][t * kv_dim + kvh * hd + i];
         }
       }
       add(x, matvec(w(p + "attn_output.weight"), attn, dim_));
@@ -121,7 +124,7 @@ class NaiveLlama {
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
 
-  size_t dim_ = 0, layers_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0, pos_ = 0;
+  size_t window_ = 0, dim_ = 0, layers_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0, pos_ = 0;
   float eps_ = 1e-5f, rope_base_ = 10000.0f;
   std::map<std::string, std::vector<float>> weights_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][pos * kv_dim]

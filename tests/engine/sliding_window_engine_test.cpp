@@ -1,0 +1,233 @@
+// Sliding windows through the engine: the hybrid layout (Gemma 3's window layers in a pool of their own)
+// holds exactly the bytes the sizing function predicts at every step of a 5,000-token generation and
+// gives the same logits as one pool for all layers; a forced window (--kv-window) on a llama model equals
+// the naive reference with the same window, in O(window) memory; and windows compose with batching,
+// prefix caching, quantized K/V and preemption (each run equals its plain counterpart).
+//
+// Bounds: the hybrid and single-pool layouts, batched and alone, a prefix hit and a miss, read the same
+// K/V bits in the same order (only their blocks differ), so their logits are bitwise equal. Against the
+// naive fp32 llama (one token at a time, sums in another order) the bound is the 1e-4 of
+// kv_cache_equivalence_test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "engine_trace.h"
+#include "model/naive_llama_forward.h"
+#include "model/synth.h"
+#include "test_support.h"
+
+namespace kvs {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<DecoderModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Loaded write_and_load(const SynthSpec& spec, const std::string& path) {
+  EXPECT_TRUE(write_synth_model(spec, path));
+  auto model = DecoderModel::load(path);
+  EXPECT_TRUE(model) << model.status().message();
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
+  return {std::move(model).value(), std::make_unique<Tokenizer>(std::move(tokenizer).value())};
+}
+
+// tiny-gemma3 with a context of 8192 and a window of 40 (not a multiple of the block size).
+SynthSpec long_gemma3() {
+  SynthSpec s = *synth_preset("tiny-gemma3");
+  s.ctx = 8192;
+  s.sliding_window = 40;
+  return s;
+}
+
+std::vector<TokenId> prompt_of(size_t n, size_t salt = 0) {
+  std::vector<TokenId> p{1};
+  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<TokenId>(260 + (i * 37 + salt * 11) % 250));
+  return p;
+}
+
+void expect_bitwise_equal(const test::EngineTrace& a, const test::EngineTrace& b, const std::string& what) {
+  EXPECT_EQ(a.tokens, b.tokens) << what;
+  EXPECT_EQ(test::worst_logit_difference(a, b), 0.0f) << what;
+}
+
+class SlidingWindowEngine : public ::testing::Test {
+ protected:
+  test::TempDir dir_{std::string("window_") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  ThreadPool pool_{2};
+};
+
+// Every step of a 5,000-token generation: each group holds what kv_bytes_held predicts for its window (the
+// window group a few blocks, the global group the whole sequence), and nothing else is held.
+TEST_F(SlidingWindowEngine, HybridBytesHeldEqualThePredictionAtEveryStepOf5000Tokens) {
+  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_batch_tokens = 64, .max_seqs = 1});
+  ASSERT_TRUE(engine) << engine.status().message();
+  Engine& e = **engine;
+  ASSERT_EQ(e.kv_layers().describe(), "1 global layers + 6 layers of window 40");
+  RequestParams params = test::greedy_request(prompt_of(100), 4900, /*all_logits=*/false);
+  auto id = e.add_request(std::move(params), {});
+  ASSERT_TRUE(id);
+  size_t steps = 0, largest_window_blocks = 0;
+  while (e.step()) {
+    const size_t n = e.kv().num_tokens(*id);
+    if (!e.kv().contains(*id)) continue;
+    size_t predicted = 0;
+    for (size_t g = 0; g < e.kv().num_groups(); ++g) {
+      const KvCacheConfig& c = e.kv().group(g).config();
+      predicted += kv_bytes_held(c.spec, c.window, n);
+      ASSERT_EQ(e.kv().group(g).usage().blocks_used, kv_blocks_held(n, 16, c.window)) << "group " << g << " n " << n;
+    }
+    ASSERT_EQ(e.kv().usage().bytes_used, predicted) << "tokens " << n;
+    ASSERT_EQ(e.kv().bytes_held(*id), predicted) << "tokens " << n;
+    largest_window_blocks = std::max(largest_window_blocks, e.kv().group(1).usage().blocks_used);
+    if (++steps % 500 == 0) {
+      const Status s = e.kv().check_invariants();
+      ASSERT_TRUE(s.is_ok()) << s.message();
+    }
+  }
+  EXPECT_GT(steps, 4800u);
+  EXPECT_LE(largest_window_blocks, kv_blocks_for_tokens(40 - 1 + 64, 16) + 1);  // the window and a chunk
+  EXPECT_EQ(e.kv().usage().blocks_used, 0u);
+}
+
+TEST_F(SlidingWindowEngine, HybridLayoutGivesTheLogitsOfOnePoolForAllLayers) {
+  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  for (size_t chunk : {7, 512}) {
+    const EngineConfig hybrid{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = 8};
+    EngineConfig single = hybrid;
+    single.kv_hybrid = false;
+    const RequestParams params = test::greedy_request(prompt_of(90), 150);
+    const auto a = test::trace_request(*m.model, *m.tokenizer, pool_, hybrid, params);
+    const auto b = test::trace_request(*m.model, *m.tokenizer, pool_, single, params);
+    expect_bitwise_equal(a, b, fmt::format("chunk {}", chunk));
+    EXPECT_LT(a.result.kv_bytes_held, b.result.kv_bytes_held / 3) << "the window layers hold only their window";
+    EXPECT_GE(std::set<TokenId>(a.tokens.begin(), a.tokens.end()).size(), 4u);
+  }
+}
+
+// --kv-window 12 on a llama model: the naive reference with the same window, and the blocks held are
+// those of the window, however long the sequence.
+TEST_F(SlidingWindowEngine, AForcedWindowOnLlamaEqualsTheNaiveWindowedReference) {
+  SynthSpec spec = *synth_preset("tiny-gqa");
+  const Loaded m = write_and_load(spec, dir_.file("l.gguf"));
+  auto file = gguf::File::open(dir_.file("l.gguf"));
+  ASSERT_TRUE(file);
+  for (size_t block : {4, 16}) {
+    for (size_t chunk : {5, 512}) {
+      const EngineConfig config{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = block, .kv_window = 12};
+      const auto trace =
+          test::trace_request(*m.model, *m.tokenizer, pool_, config, test::greedy_request(prompt_of(30), 40));
+      ASSERT_EQ(trace.tokens.size(), 40u);
+      kvs::testing::NaiveLlama reference(*file, 12);
+      std::vector<TokenId> fed = prompt_of(30);
+      fed.insert(fed.end(), trace.tokens.begin(), trace.tokens.end() - 1);
+      float worst = 0.0f;
+      for (size_t p = 0; p < fed.size(); ++p) {
+        const std::vector<float> want = reference.step(fed[p]);
+        const std::vector<float>& got = trace.logits.at(p);
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+        if (p + 1 >= 30) {
+          EXPECT_EQ(trace.tokens[p + 1 - 30], kvs::testing::argmax(want)) << "position " << p;
+        }
+      }
+      EXPECT_LE(worst, 1e-4f) << "block " << block << " chunk " << chunk;
+      EXPECT_EQ(trace.result.kv_blocks_held, kv_blocks_held(69, block, 12)) << "block " << block;
+    }
+  }
+}
+
+// Three requests at once equal each alone; a follow-up turn (the first request's prompt and answer, then
+// more) hits the prefix cache in both groups (the window group still holds the last window of the first
+// turn) and equals its miss on a fresh engine; with int8 K/V too. The int8 keys are grouped per token here:
+// keys grouped per channel are quantized when a group of 16 rows completes, so their bits depend on where
+// chunks end (tests/engine/quantized_kv_test bounds that), and batched chunks end elsewhere than alone.
+TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
+  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
+    const std::string what(kv_dtype_name(dtype));
+    const EngineConfig config{.max_batch_tokens = 48,
+                              .max_seqs = 3,
+                              .block_size = 16,
+                              .kv_dtype = dtype,
+                              .kv_key_scales = KvScaleAxis::kPerToken};
+    EngineConfig no_cache = config;
+    no_cache.prefix_caching = false;
+    std::vector<test::EngineTrace> alone;
+    for (size_t r = 0; r < 3; ++r) {
+      alone.push_back(test::trace_request(*m.model, *m.tokenizer, pool_, no_cache,
+                                          test::greedy_request(prompt_of(70 + 20 * r, r), 60)));
+    }
+    auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
+    ASSERT_TRUE(engine);
+    std::vector<test::EngineTrace> batched(3);
+    for (size_t r = 0; r < 3; ++r) {
+      RequestParams p = test::greedy_request(prompt_of(70 + 20 * r, r), 60);
+      p.on_logits = [&batched, r](size_t position, std::span<const float> logits) {
+        batched[r].logits[position].assign(logits.begin(), logits.end());
+      };
+      auto id = (*engine)->add_request(std::move(p), [&batched, r](const RequestOutput& out) {
+        batched[r].tokens.insert(batched[r].tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      });
+      ASSERT_TRUE(id);
+    }
+    while ((*engine)->step()) {
+    }
+    // (The batched requests share their first token, BOS, through the prefix cache: that row is not computed.)
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(batched[r].tokens, alone[r].tokens) << what << " request " << r;
+      for (const auto& [position, row] : batched[r].logits)
+        ASSERT_EQ(row, alone[r].logits.at(position)) << what << " request " << r << " position " << position;
+    }
+    // The next turn of request 2: its prompt, its answer (but the last token, never computed), 20 more tokens.
+    std::vector<TokenId> turn = prompt_of(110, 2);
+    turn.insert(turn.end(), alone[2].tokens.begin(), alone[2].tokens.end() - 1);
+    for (size_t i = 0; i < 20; ++i) turn.push_back(static_cast<TokenId>(300 + i));
+    test::EngineTrace hit;
+    RequestParams next = test::greedy_request(turn, 30);
+    next.on_logits = [&](size_t position, std::span<const float> logits) {
+      hit.logits[position].assign(logits.begin(), logits.end());
+    };
+    auto result = generate(**engine, std::move(next));
+    ASSERT_TRUE(result);
+    hit.tokens = result->tokens;
+    EXPECT_GE(result->cached_tokens, 160u) << what;  // 168 computed tokens of the first turn, to a block
+    const auto miss = test::trace_request(*m.model, *m.tokenizer, pool_, no_cache, test::greedy_request(turn, 30));
+    EXPECT_EQ(hit.tokens, miss.tokens) << what;
+    for (const auto& [position, row] : hit.logits) ASSERT_EQ(row, miss.logits.at(position)) << what << " " << position;
+    const Status s = (*engine)->kv().check_invariants();
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+}
+
+// A global pool too small for two long sequences: one is preempted and recomputed; both equal their runs alone.
+TEST_F(SlidingWindowEngine, PreemptedSequencesResumeToTheSameOutput) {
+  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  const EngineConfig alone_config{.max_batch_tokens = 32, .max_seqs = 1, .block_size = 16, .prefix_caching = false};
+  EngineConfig tight = alone_config;
+  tight.max_seqs = 2;
+  tight.kv_blocks = 20;  // the global group: 320 tokens for two sequences of up to 260
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, tight);
+  ASSERT_TRUE(engine) << engine.status().message();
+  std::vector<std::vector<TokenId>> out(2);
+  for (size_t r = 0; r < 2; ++r) {
+    auto id = (*engine)->add_request(
+        test::greedy_request(prompt_of(60, r), 200, false),
+        [&out, r](const RequestOutput& o) { out[r].insert(out[r].end(), o.new_tokens.begin(), o.new_tokens.end()); });
+    ASSERT_TRUE(id);
+  }
+  while ((*engine)->step()) {
+  }
+  EXPECT_GT((*engine)->metrics().preemptions_total, 0u);
+  for (size_t r = 0; r < 2; ++r) {
+    const auto alone = test::trace_request(*m.model, *m.tokenizer, pool_, alone_config,
+                                           test::greedy_request(prompt_of(60, r), 200, false));
+    EXPECT_EQ(out[r], alone.tokens) << "request " << r;
+  }
+}
+
+}  // namespace
+}  // namespace kvs
