@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/kv_dtype_option.h"
 #include "core/byte_size.h"
+#include "kv/kv_layer_groups.h"
 #include "kv/kv_presets.h"
 #include "kv/kv_sizing.h"
 #include "model/gguf.h"
@@ -29,8 +30,14 @@ struct CalcOptions {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1ull << 30)); }
 
+struct Shape {
+  KvCacheSpec spec;
+  size_t context = 0;
+  std::vector<uint32_t> layer_windows = {};  // empty: every layer global
+};
+
 // The model shape from exactly one of: -m, --preset, explicit dimensions.
-std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& label) {
+Shape resolve_shape(const CalcOptions& o, std::string& label) {
   const int sources = !o.model_path.empty() + !o.preset.empty() + (o.layers || o.kv_heads || o.head_dim);
   if (sources != 1) {
     throw CommandError("give exactly one of -m MODEL.gguf, --preset NAME, or --layers/--kv-heads/--head-dim");
@@ -43,14 +50,17 @@ std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& 
     label = o.model_path;
     return {KvCacheSpec{
                 .num_layers = config->num_layers, .num_kv_heads = config->num_kv_heads, .head_dim = config->head_dim},
-            config->context_length};
+            config->context_length, config->layer_windows};
   }
   if (!o.preset.empty()) {
     std::string names;
     for (const auto& p : kv_model_presets()) {
       if (p.name == o.preset) {
         label = o.preset;
-        return {p.spec, p.context_length};
+        const size_t pattern = p.window_pattern ? p.window_pattern : p.spec.num_layers + 1;  // 0: all windowed
+        return {p.spec, p.context_length,
+                p.sliding_window ? interleaved_windows(p.spec.num_layers, p.sliding_window, pattern)
+                                 : std::vector<uint32_t>{}};
       }
       names += (names.empty() ? "" : ", ") + std::string(p.name);
     }
@@ -64,9 +74,19 @@ std::pair<KvCacheSpec, size_t> resolve_shape(const CalcOptions& o, std::string& 
   return {KvCacheSpec{.num_layers = o.layers, .num_kv_heads = o.kv_heads, .head_dim = o.head_dim}, 0};
 }
 
+// What one sequence of `tokens` holds per KV layer group (the engine's layout, kv_layer_groups.h).
+struct GroupFigures {
+  KvCacheSpec spec;  // the group's layers
+  size_t window = 0;
+  size_t bytes_per_seq = 0;
+  size_t blocks_per_seq = 0;
+};
+
 void run(const CalcOptions& o) {
   std::string label;
-  auto [spec, context] = resolve_shape(o, label);
+  Shape shape = resolve_shape(o, label);
+  KvCacheSpec& spec = shape.spec;
+  const size_t context = shape.context;
   const KvPrecision kv = parse_kv_precision(o.kv);
   spec.dtype = kv.dtype;
   spec.key_scale_axis = kv.key_scale_axis;
@@ -84,10 +104,28 @@ void run(const CalcOptions& o) {
   const KvBlockBytes block = kv_bytes_per_block(spec);
   const size_t blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
   const size_t per_seq = kv_bytes_for_sequences(spec, tokens, 1);
-  const size_t total = kv_bytes_for_sequences(spec, tokens, o.seqs);
   const double per_token = kv_bytes_per_token(spec);
   const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
   const size_t tails_per_seq = kv_key_tails_for_sequences(spec, 1), tail_bytes = kv_key_tail_bytes(spec);
+  // Sliding windows: each group's layers hold what their window reads (the engine's hybrid layout).
+  const KvLayerGroups layout = KvLayerGroups::make(spec.num_layers, shape.layer_windows, kv.window, kv.hybrid);
+  std::vector<GroupFigures> groups;
+  size_t hybrid_per_seq = 0;
+  for (const KvLayerGroup& g : layout.groups) {
+    KvCacheSpec group_spec = spec;
+    group_spec.num_layers = g.layers.size();
+    const size_t bytes = kv_bytes_held(group_spec, g.window, tokens) +
+                         kv_key_tails_for_sequences(group_spec, 1) * kv_key_tail_bytes(group_spec);
+    groups.push_back({.spec = group_spec,
+                      .window = g.window,
+                      .bytes_per_seq = bytes,
+                      .blocks_per_seq = kv_blocks_held(tokens, spec.block_size, g.window)});
+    hybrid_per_seq += bytes;
+  }
+  const bool windowed = layout.groups.size() > 1 || layout.groups[0].window > 0;
+  // With windows, a sequence holds its groups' bytes; the plain figures are every layer holding every token.
+  const size_t seq_bytes = windowed ? hybrid_per_seq : per_seq, all_seqs = seq_bytes * o.seqs;
+  const auto seqs_in = [&](size_t b) { return windowed ? b / seq_bytes : kv_max_seqs_in_budget(spec, tokens, b); };
   if (o.json) {
     nlohmann::json j = {{"model", label},
                         {"kv_dtype", kv_dtypes_name(spec.dtype)},
@@ -100,14 +138,23 @@ void run(const CalcOptions& o) {
                         {"bytes_per_block", block.total()},
                         {"scale_bytes_per_block", block.scales},
                         {"blocks_per_seq", blocks_per_seq},
-                        {"bytes_per_seq", per_seq},
+                        {"bytes_per_seq", seq_bytes},
                         {"key_tails_per_seq", tails_per_seq},
                         {"key_tail_bytes", tail_bytes},
-                        {"total_bytes", total},
-                        {"total_gib", total / double(1ull << 30)}};
+                        {"total_bytes", all_seqs},
+                        {"total_gib", all_seqs / double(1ull << 30)}};
     if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
-    if (budget)
-      j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", kv_max_seqs_in_budget(spec, tokens, *budget)}});
+    if (windowed) {
+      nlohmann::json g = nlohmann::json::array();
+      for (const GroupFigures& f : groups) {
+        g.push_back({{"layers", f.spec.num_layers},
+                     {"window", f.window},
+                     {"blocks_per_seq", f.blocks_per_seq},
+                     {"bytes_per_seq", f.bytes_per_seq}});
+      }
+      j.update({{"layer_groups", g}, {"bytes_per_seq_all_global", per_seq}});
+    }
+    if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", seqs_in(*budget)}});
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -118,15 +165,25 @@ void run(const CalcOptions& o) {
   std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
-  std::printf("  per sequence         : %14zu bytes = %zu blocks for %zu tokens%s (%s)\n", per_seq, blocks_per_seq,
-              tokens,
+  std::printf("  %s: %14zu bytes = %zu blocks for %zu tokens%s (%s)\n",
+              windowed ? "all layers global   " : "per sequence         ", per_seq, blocks_per_seq, tokens,
               tails_per_seq ? fmt::format(" + {} key tails of {} bytes", tails_per_seq, tail_bytes).c_str() : "",
               gib(per_seq).c_str());
-  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", total,
-              gib(total).c_str());
+  if (windowed) {
+    for (const GroupFigures& f : groups) {
+      const std::string name = f.window ? fmt::format("{} layers, window {}", f.spec.num_layers, f.window)
+                                        : fmt::format("{} global layers", f.spec.num_layers);
+      std::printf("    %-19s: %14zu bytes = %zu blocks of %zu bytes\n", name.c_str(), f.bytes_per_seq, f.blocks_per_seq,
+                  kv_bytes_per_block(f.spec).total());
+    }
+    std::printf("  per sequence, hybrid : %14zu bytes (%s, %.1fx less)\n", hybrid_per_seq, gib(hybrid_per_seq).c_str(),
+                double(per_seq) / double(hybrid_per_seq));
+  }
+  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", all_seqs,
+              gib(all_seqs).c_str());
   if (budget) {
     std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
-                kv_max_seqs_in_budget(spec, tokens, *budget), tokens);
+                seqs_in(*budget), tokens);
   }
 }
 

@@ -7,6 +7,12 @@
 
 namespace kvs {
 
+std::vector<uint32_t> interleaved_windows(size_t num_layers, size_t window, size_t pattern) {
+  std::vector<uint32_t> windows(num_layers, static_cast<uint32_t>(window));
+  for (size_t l = pattern - 1; l < num_layers; l += pattern) windows[l] = 0;
+  return windows;
+}
+
 KvLayerGroups KvLayerGroups::make(size_t num_layers, std::span<const uint32_t> model_windows, size_t forced_window,
                                   bool hybrid) {
   KvLayerGroups g;

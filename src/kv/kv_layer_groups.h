@@ -18,6 +18,9 @@ struct KvLayerGroup {
   std::vector<uint32_t> layers;  // the model layers it holds, ascending; storage layer i is layers[i]
 };
 
+// Interleaved windows as Gemma 3 has them: layer l is global (0) when l % pattern == pattern - 1, else `window`.
+std::vector<uint32_t> interleaved_windows(size_t num_layers, size_t window, size_t pattern);
+
 struct KvLayerGroups {
   std::vector<KvLayerGroup> groups;        // global (window 0) first, then windows ascending
   std::vector<uint32_t> group_of;          // [layer]

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kv/kv_layer_groups.h"
 #include "model/model_support.h"
 
 namespace kvs {
@@ -27,8 +28,7 @@ Status read_gemma3(const gguf::File& file, ModelConfig& c) {
   constexpr size_t kPattern = 6;
   auto window = required_uint(file, "gemma3.attention.sliding_window");
   if (!window) return window.status();
-  c.layer_windows.assign(c.num_layers, static_cast<uint32_t>(*window));
-  for (size_t l = kPattern - 1; l < c.num_layers; l += kPattern) c.layer_windows[l] = 0;
+  c.layer_windows = interleaved_windows(c.num_layers, *window, kPattern);
   c.rope_style = RopeStyle::kNeox;
   c.rope_freq_base_local = 10000.0f;
   if (file.get_string("gemma3.rope.scaling.type").value_or("none") == "linear") {

@@ -211,5 +211,47 @@ TEST(CliKv, CalcGivesTheDesignNoteFigures) {
   expect_clean_error(run_kvserve({"calc", "--preset", "llama-2-7b", "--kv-dtype", "fp8"}, dir), "fp8");
 }
 
+// Gemma 3's hybrid layout: calc's figures are the engine's. A tiny gemma3 file (6 window layers of 8 tokens, 1
+// global) runs 100 tokens; the bytes its sequence held at the end are what calc predicts for its computed
+// tokens (the prompt and all but the last generated one), which --no-kv-hybrid raises to every layer's whole
+// context; calc of the released shapes gives Gemma 3's own savings.
+TEST(CliKv, CalcPredictsTheBytesTheHybridLayoutHolds) {
+  test::TempDir dir("cli_calc_hybrid");
+  const std::string model = dir.file("g.gguf");
+  ASSERT_EQ(run_kvserve({"synth", "--preset", "tiny-gemma3", "-o", model}, dir).exit_code, 0);
+  const auto held_bytes = [](const std::string& err) {
+    const size_t at = err.find("blocks used (");
+    return at == std::string::npos ? 0 : std::stoul(err.substr(at + 13));
+  };
+  const auto calc_bytes = [&](std::vector<std::string> extra, size_t tokens) {
+    std::vector<std::string> args = {"calc",       "-m",  model,   "--tokens", std::to_string(tokens),
+                                     "--kv-dtype", "f32", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_kvserve(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["bytes_per_seq"].get<size_t>() : 0;
+  };
+  for (const std::vector<std::string>& layout : {std::vector<std::string>{}, {"--no-kv-hybrid"}}) {
+    std::vector<std::string> args = {"run", "-m", model, "-p", "hello", "-n", "100", "--temp", "0", "--ignore-eos"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    auto run = run_kvserve(args, dir);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const size_t prompt = std::stoul(run.err.substr(run.err.find("prompt ") + 7));
+    EXPECT_EQ(held_bytes(run.err), calc_bytes(layout, prompt + 99)) << run.err;
+  }
+  EXPECT_LT(calc_bytes({}, 2000) * 3, calc_bytes({"--no-kv-hybrid"}, 2000));
+  auto gemma =
+      run_kvserve({"calc", "--preset", "gemma-3-27b", "--tokens", "131072", "--kv-dtype", "f16", "--json"}, dir);
+  ASSERT_EQ(gemma.exit_code, 0) << gemma.err;
+  const auto j = nlohmann::json::parse(gemma.out);
+  // 10 global layers x 131072 tokens and 52 layers x 64 blocks of 16 tokens, x 16 KV heads x 128 x K,V x 2 bytes.
+  EXPECT_EQ(j["bytes_per_seq"].get<size_t>(), (size_t{10} * 131072 + 52 * 64 * 16) * 16 * 128 * 2 * 2);
+  EXPECT_EQ(j["bytes_per_seq_all_global"].get<size_t>(), 62ull * 131072 * 16 * 128 * 2 * 2);
+  auto forced =
+      run_kvserve({"calc", "--preset", "llama-3-8b", "--tokens", "32768", "--kv-window", "4096", "--json"}, dir);
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(nlohmann::json::parse(forced.out)["bytes_per_seq"].get<size_t>(), 256u * 16 * 32 * 8 * 128 * 2 * 2);
+}
+
 }  // namespace
 }  // namespace kvs
