@@ -30,13 +30,20 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
   engine_plan.paging_block_size = plan.block_size;
   std::vector<BenchEngine> engines;
   std::vector<KvTypeFigures> figures;
-  for (KvDTypes type : plan.types) {
+  for (const KvVariant& type : plan.types) {
     auto e = bench_engine(model, env.pool, capacity, KvLayout::kPaged, engine_plan, type);
     if (!e) return e.status();
-    const KvCacheSpec& spec = e->engine->kv().group(0).config().spec;  // bench models have one layer group
-    figures.push_back({.type = type,
-                       .bytes_per_token = kv_bytes_per_token(spec),
-                       .seqs_in_budget = kv_max_seqs_in_budget(spec, plan.budget_tokens, plan.budget_bytes)});
+    // Over every layer group: bytes per position without windows, and sequences of budget_tokens as held.
+    double bytes_per_token = 0.0;
+    size_t held = 0;
+    for (size_t g = 0; g < e->engine->kv().num_groups(); ++g) {
+      const KvCacheConfig& c = e->engine->kv().group(g).config();
+      bytes_per_token += kv_bytes_per_token(c.spec);
+      held += kv_bytes_held(c.spec, c.window, plan.budget_tokens) +
+              kv_key_tails_for_sequences(c.spec, 1) * kv_key_tail_bytes(c.spec);
+    }
+    figures.push_back(
+        {.type = type, .bytes_per_token = bytes_per_token, .seqs_in_budget = held ? plan.budget_bytes / held : 0});
     engines.push_back(std::move(e).value());
   }
   const size_t vocab = model.config().vocab_size;
@@ -50,10 +57,11 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
       for (size_t k = 0; k < n; ++k) {
         const size_t t = rep % 2 == 0 ? k : n - 1 - k;
         env.progress.step(fmt::format("decode {} tokens at depth {}, kv {}, rep {}/{}", plan.decode_tokens, depth,
-                                      kv_dtypes_name(plan.types[t]), rep + 1, plan.reps));
+                                      plan.types[t].name(), rep + 1, plan.reps));
         auto r = decode_at_depth(*engines[t].engine, context, depth, first, plan.decode_tokens, env.now);
         if (!r) return r.status();
         rate[t] = r->tok_s;
+        if (rep == 0) figures[t].bytes_held.push_back(r->kv_bytes_held);
       }
       for (size_t t = 0; t < n; ++t) {
         tok_s[t].push_back(rate[t]);
@@ -69,20 +77,22 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
 }
 
 std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures) {
-  std::string out = fmt::format("{:<18} {:>14} {:>10}", "kv type", "bytes/token", "seqs");
+  std::string out = fmt::format("{:<18} {:>14} {:>10}", "kv", "bytes/token", "seqs");
   for (size_t depth : plan.depths)
-    out += fmt::format(" {:>24}", fmt::format("tok/s @{} (vs {})", depth, kv_dtypes_name(plan.types[0])));
+    out += fmt::format(" {:>34}", fmt::format("tok/s @{} (vs {}), MiB held", depth, plan.types[0].name()));
   out += "\n";
   for (const KvTypeFigures& f : figures) {
-    out += fmt::format("{:<18} {:>14.1f} {:>10}", kv_dtypes_name(f.type), f.bytes_per_token, f.seqs_in_budget);
+    out += fmt::format("{:<18} {:>14.1f} {:>10}", f.type.name(), f.bytes_per_token, f.seqs_in_budget);
     for (size_t d = 0; d < f.tok_s.size(); ++d) {
-      out += fmt::format(" {:>24}", fmt::format("{:.2f} ({:.3f}x)", f.tok_s[d].mean, f.speedup[d].mean));
+      out += fmt::format(" {:>34}", fmt::format("{:.2f} ({:.3f}x), {:.2f}", f.tok_s[d].mean, f.speedup[d].mean,
+                                                double(f.bytes_held[d]) / double(1 << 20)));
     }
     out += "\n";
   }
   out += fmt::format(
-      "seqs: sequences of {} tokens that fit in {} bytes; speed-ups are per repetition, {} reps of {} tokens\n",
-      plan.budget_tokens, plan.budget_bytes, plan.reps, plan.decode_tokens);
+      "seqs: sequences of {} tokens that fit in {} bytes; speed-ups are per repetition, {} reps of {} tokens; "
+      "held: by the sequence at depth + {} tokens\n",
+      plan.budget_tokens, plan.budget_bytes, plan.reps, plan.decode_tokens, plan.decode_tokens - 1);
   return out;
 }
 
@@ -94,9 +104,12 @@ nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFi
   for (const KvTypeFigures& f : figures) {
     nlohmann::json depths = nlohmann::json::array();
     for (size_t d = 0; d < f.tok_s.size(); ++d) {
-      depths.push_back({{"depth", plan.depths[d]}, {"tok_s", summary(f.tok_s[d])}, {"speedup", summary(f.speedup[d])}});
+      depths.push_back({{"depth", plan.depths[d]},
+                        {"tok_s", summary(f.tok_s[d])},
+                        {"speedup", summary(f.speedup[d])},
+                        {"kv_bytes_held", f.bytes_held[d]}});
     }
-    rows.push_back({{"kv_type", kv_dtypes_name(f.type)},
+    rows.push_back({{"kv_type", f.type.name()},
                     {"bytes_per_token", f.bytes_per_token},
                     {"seqs_in_budget", f.seqs_in_budget},
                     {"decode", depths}});

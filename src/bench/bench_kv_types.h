@@ -1,7 +1,9 @@
-// `kvserve bench --kv-types`: decode speed at several depths for each KV element type on one model,
-// the types interleaved within every repetition (A B C, then C B A: a drift of the host's bandwidth
-// reaches all alike), with each type's bytes per token and how many sequences of a given length fit a
-// memory budget. The first type is the baseline the others' speed is a ratio of.
+// `kvserve bench --kv-types`: decode speed at several depths for each way of keeping the KV cache on one
+// model (element types; a forced window; one pool for all layers instead of the hybrid layout of a
+// sliding-window model), interleaved within every repetition (A B C, then C B A: a drift of the host's
+// bandwidth reaches all alike), with each one's bytes per token, the bytes a sequence holds at each depth,
+// and how many sequences of a given length fit a memory budget. The first is the baseline the others'
+// speed is a ratio of.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,7 +15,7 @@
 namespace kvs {
 
 struct KvTypesPlan {
-  std::vector<KvDTypes> types = {KvDType::kF16, KvDType::kInt8, KvDType::kInt4};
+  std::vector<KvVariant> types = {{.dtype = KvDType::kF16}, {.dtype = KvDType::kInt8}, {.dtype = KvDType::kInt4}};
   std::vector<size_t> depths = {0, 1024, 4096};
   size_t decode_tokens = 64;
   size_t reps = 3;
@@ -27,11 +29,12 @@ struct KvTypesPlan {
 };
 
 struct KvTypeFigures {
-  KvDTypes type = {};
-  double bytes_per_token = 0.0;       // K/V of one position, all layers, scales included
-  size_t seqs_in_budget = 0;          // sequences of plan.budget_tokens in plan.budget_bytes
-  std::vector<Summary> tok_s = {};    // [depth]: tokens / time of each repetition
-  std::vector<Summary> speedup = {};  // [depth]: per repetition, tok/s over the first type's in the same repetition
+  KvVariant type = {};
+  double bytes_per_token = 0.0;         // K/V of one position, all layers, scales included
+  size_t seqs_in_budget = 0;            // sequences of plan.budget_tokens in plan.budget_bytes
+  std::vector<Summary> tok_s = {};      // [depth]: tokens / time of each repetition
+  std::vector<Summary> speedup = {};    // [depth]: per repetition, tok/s over the first type's in the same repetition
+  std::vector<size_t> bytes_held = {};  // [depth]: by the sequence at its end (depth + decode tokens - 1 positions)
 };
 
 Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan,

@@ -60,8 +60,10 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
   size_t generated = 0;
   bool finished = false;
   Status error;
+  size_t bytes_held = 0;
   auto id = engine.add_request(std::move(params), [&](const RequestOutput& out) {
     generated += out.new_tokens.size();
+    if (out.finished) bytes_held = out.kv_bytes_held;
     finished = finished || out.finished;
     if (out.finished && out.finish_reason != FinishReason::kLength)
       error = Status::out_of_range(
@@ -90,6 +92,8 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
     run.step_seconds.push_back(now() - step_start);
   }
   KVS_RETURN_IF_ERROR(error);
+  step_until(SIZE_MAX);  // to the end, where the bytes held are reported
+  run.kv_bytes_held = bytes_held;
   if (run.step_seconds.size() != steps) {
     return Status::out_of_range(
         fmt::format("benchmark request took {} timed tokens, not {}", run.step_seconds.size(), steps));
@@ -106,11 +110,19 @@ Expected<DecodeRates> decode_at_depth(Engine& engine, std::span<const TokenId> c
   double total = 0.0;
   for (double s : run->step_seconds) total += s;
   return DecodeRates{.tok_s = static_cast<double>(run->step_seconds.size()) / total,
-                     .median_tok_s = 1.0 / median(run->step_seconds)};
+                     .median_tok_s = 1.0 / median(run->step_seconds),
+                     .kv_bytes_held = run->kv_bytes_held};
+}
+
+std::string KvVariant::name() const {
+  std::string n = kv_dtypes_name(dtype);
+  if (window > 0) n += fmt::format("@w{}", window);
+  if (!hybrid) n += "@global";
+  return n;
 }
 
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, KvDTypes kv_dtype) {
+                                   const BenchPlan& plan, const KvVariant& kv) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
@@ -118,7 +130,9 @@ Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, 
                       .max_seqs = 1,
                       .block_size = plan.paging_block_size,
                       .kv_layout = layout,
-                      .kv_dtype = kv_dtype};
+                      .kv_dtype = kv.dtype,
+                      .kv_window = kv.window,
+                      .kv_hybrid = kv.hybrid};
   config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
   auto engine = Engine::create(model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();

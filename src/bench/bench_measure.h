@@ -41,6 +41,7 @@ std::vector<TokenId> bench_tokens(size_t n, size_t vocab, uint64_t seed);
 struct TimedRun {
   double prefill_seconds = 0.0;
   std::vector<double> step_seconds;
+  size_t kv_bytes_held = 0;  // by the request when it finished (its last token computed)
 };
 Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, size_t warm_steps, size_t steps,
                              const BenchClock& now, bool recompute_history = false);
@@ -52,6 +53,7 @@ Expected<TimedRun> timed_run(Engine& engine, std::span<const TokenId> prompt, si
 struct DecodeRates {
   double tok_s = 0.0;
   double median_tok_s = 0.0;
+  size_t kv_bytes_held = 0;  // at the end, depth + tokens - 1 positions computed
 };
 Expected<DecodeRates> decode_at_depth(Engine& engine, std::span<const TokenId> context, size_t depth, TokenId first,
                                       size_t tokens, const BenchClock& now);
@@ -61,8 +63,15 @@ struct BenchEngine {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
 };
+// How a benchmark's KV cache is kept: element types, and a forced window or one pool for all layers.
+struct KvVariant {
+  KvDTypes dtype = KvDType::kF32;
+  size_t window = 0;         // --kv-window
+  bool hybrid = true;        // false: --no-kv-hybrid
+  std::string name() const;  // "f16", "f16@global" (one pool), "f16@w512" (forced window)
+};
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, KvDTypes kv_dtype = KvDType::kF32);
+                                   const BenchPlan& plan, const KvVariant& kv = {});
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);

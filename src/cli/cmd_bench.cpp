@@ -107,15 +107,34 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out.flush()) throw CommandError(fmt::format("cannot write {}", path));
 }
 
-// "int8" (K and V) or "int8/int4" (K / V).
-KvDTypes parse_kv_types_item(const std::string& item) {
-  const size_t slash = item.find('/');
-  const auto k = kv_dtype_from_name(item.substr(0, slash));
-  const auto v = slash == std::string::npos ? k : kv_dtype_from_name(item.substr(slash + 1));
-  if (!k || !v)
-    throw CommandError(
-        fmt::format("--kv-types: unknown KV type '{}' (f32, f16, bf16, int8, int4, or K/V as int8/int4)", item));
-  return {*k, *v};
+// "int8" (K and V) or "int8/int4" (K / V), then optionally "@w512" (a forced window) and "@global" (one pool
+// for every layer, not the hybrid layout).
+KvVariant parse_kv_types_item(const std::string& item) {
+  const size_t at = item.find('@');
+  const std::string type = item.substr(0, at);
+  const size_t slash = type.find('/');
+  const auto k = kv_dtype_from_name(type.substr(0, slash));
+  const auto v = slash == std::string::npos ? k : kv_dtype_from_name(type.substr(slash + 1));
+  if (!k || !v) {
+    throw CommandError(fmt::format(
+        "--kv-types: unknown KV type '{}' (f32, f16, bf16, int8, int4, or K/V as int8/int4; then @wN, @global)", item));
+  }
+  KvVariant variant{.dtype = {*k, *v}};
+  for (size_t pos = at; pos != std::string::npos;) {
+    const size_t next = item.find('@', pos + 1);
+    const std::string suffix = item.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    if (suffix == "global") {
+      variant.hybrid = false;
+    } else if (suffix.size() > 1 && suffix[0] == 'w' &&
+               suffix.find_first_not_of("0123456789", 1) == std::string::npos) {
+      variant.window = std::stoul(suffix.substr(1));
+    } else {
+      throw CommandError(
+          fmt::format("--kv-types: unknown '@{}' in '{}' (@wN: a window of N tokens; @global)", suffix, item));
+    }
+    pos = next;
+  }
+  return variant;
 }
 
 void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t threads) {
@@ -207,7 +226,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
   cmd->add_option("--kv-types", o->kv_types,
                   "Only measure decode per KV type, interleaved: e.g. f16,int8,int4,int8/int4 (K/V); the first is "
-                  "the baseline")
+                  "the baseline. A type may end in @wN (a forced window of N tokens) and @global (one pool for every "
+                  "layer: a sliding-window model's window layers keep the whole context), e.g. f16,f16@global,f16@w512")
       ->delimiter(',');
   cmd->add_option("--kv-depths", o->kv_depths, "Depths of --kv-types")->delimiter(',')->capture_default_str();
   cmd->add_option("--kv-tokens", o->kv_tokens, "Tokens decoded per repetition with --kv-types")->capture_default_str();

@@ -72,6 +72,28 @@ TEST(BenchCli, NoRepackKeepsTheFileLayout) {
   EXPECT_NE(j["command"].get<std::string>().find("--no-repack"), std::string::npos) << j["command"];
 }
 
+// --kv-types with layouts on a gemma3 file: the hybrid layout holds less at depth than one pool for all layers,
+// a forced window of 4 less still; the figures are in the JSON. (Shapes and bytes only, never a speed.)
+TEST(BenchCli, KvLayoutsOfAWindowModelReportTheBytesEachHolds) {
+  test::TempDir dir("cli_bench_layouts");
+  const std::string model = dir.file("g.gguf"), json_path = dir.file("layouts.json");
+  ASSERT_EQ(test::run_kvserve({"synth", "--preset", "tiny-gemma3", "-o", model}, dir).exit_code, 0);
+  auto r = test::run_kvserve({"bench", "-m", model, "--kv-types", "f32,f32@global,f16@w4", "--kv-depths", "0,200",
+                              "--kv-tokens", "4", "--reps", "1", "--threads", "2", "--json", json_path},
+                             dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("f32@global"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(test::read_file(json_path));
+  ASSERT_EQ(j["types"].size(), 3u);
+  const auto held = [&](size_t type) { return j["types"][type]["decode"][1]["kv_bytes_held"].get<size_t>(); };
+  EXPECT_EQ(j["types"][2]["kv_type"], "f16@w4");
+  EXPECT_LT(held(0) * 3, held(1)) << "6 of 7 layers hold their window of 8, not 204 tokens";
+  EXPECT_LT(held(2), held(0));
+  auto bad = test::run_kvserve({"bench", "-m", model, "--kv-types", "f32@w"}, dir);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("'@w' in 'f32@w'"), std::string::npos) << bad.err;
+}
+
 TEST(BenchCli, BadFlagsAreRejected) {
   test::TempDir dir("cli_bench_flags");
   auto r = test::run_kvserve({"bench", "--reps", "0", "--quick"}, dir);
