@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include "kv/kv_sizing.h"
@@ -117,6 +118,33 @@ nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFi
   return {{"budget_bytes", plan.budget_bytes},   {"budget_tokens", plan.budget_tokens},
           {"decode_tokens", plan.decode_tokens}, {"reps", plan.reps},
           {"block_size", plan.block_size},       {"types", rows}};
+}
+
+std::vector<PlotPanel> kv_types_panels(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures) {
+  static constexpr std::array<const char*, 6> kColors = {"#1f77b4", "#d62728", "#2ca02c",
+                                                         "#ff7f0e", "#9467bd", "#8c564b"};
+  PlotPanel memory{.title = "KV memory a sequence holds",
+                   .x_label = "sequence length (tokens)",
+                   .y_label = "MiB held",
+                   .series = {}};
+  PlotPanel speed{.title = "Decode throughput vs depth",
+                  .x_label = "tokens already in the KV cache",
+                  .y_label = "tokens per second",
+                  .legend_at_bottom = true,
+                  .series = {}};
+  for (size_t t = 0; t < figures.size(); ++t) {
+    const KvTypeFigures& f = figures[t];
+    PlotSeries held{.name = f.type.name(), .color = kColors[t % kColors.size()], .points = {}};
+    PlotSeries rate = held;
+    for (size_t d = 0; d < plan.depths.size(); ++d) {
+      const double length = static_cast<double>(plan.depths[d] + plan.decode_tokens - 1);
+      held.points.emplace_back(length, static_cast<double>(f.bytes_held[d]) / double(1 << 20));
+      rate.points.emplace_back(static_cast<double>(plan.depths[d]), f.tok_s[d].mean);
+    }
+    memory.series.push_back(std::move(held));
+    speed.series.push_back(std::move(rate));
+  }
+  return {memory, speed};
 }
 
 }  // namespace kvs

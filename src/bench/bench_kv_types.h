@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_measure.h"
+#include "bench/bench_svg.h"
 
 namespace kvs {
 
@@ -42,5 +43,7 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
 
 std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
 nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
+// Two charts: KV bytes a sequence holds vs its length, and decode tok/s vs depth, one line per type.
+std::vector<PlotPanel> kv_types_panels(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
 
 }  // namespace kvs

@@ -155,6 +155,7 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t t
   fmt::print("{}", kv_types_table(plan, *figures));
   std::fflush(stdout);
   if (!o.json_path.empty()) write_text(o.json_path, kv_types_json(plan, *figures).dump(2) + "\n");
+  if (!o.plot_path.empty()) write_text(o.plot_path, render_svg(kv_types_panels(plan, *figures)));
 }
 
 void run(const BenchOptions& o, bool reps_given) {
@@ -233,7 +234,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--kv-tokens", o->kv_tokens, "Tokens decoded per repetition with --kv-types")->capture_default_str();
   cmd->add_option("--plot", o->plot_path,
                   "Write an SVG: ms/token vs context with and without the KV cache, decode "
-                  "tok/s vs depth");
+                  "tok/s vs depth (with --kv-types: KV bytes held vs length, and decode tok/s vs depth, per type)");
   cmd->callback([o, cmd] { run(*o, cmd->count("--reps") > 0); });
 }
 
