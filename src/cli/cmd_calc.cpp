@@ -166,20 +166,20 @@ void run(const CalcOptions& o) {
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
   std::printf("  %s: %14zu bytes = %zu blocks for %zu tokens%s (%s)\n",
-              windowed ? "all layers global   " : "per sequence         ", per_seq, blocks_per_seq, tokens,
+              windowed ? "all layers global    " : "per sequence         ", per_seq, blocks_per_seq, tokens,
               tails_per_seq ? fmt::format(" + {} key tails of {} bytes", tails_per_seq, tail_bytes).c_str() : "",
               gib(per_seq).c_str());
   if (windowed) {
     for (const GroupFigures& f : groups) {
-      const std::string name = f.window ? fmt::format("{} layers, window {}", f.spec.num_layers, f.window)
-                                        : fmt::format("{} global layers", f.spec.num_layers);
-      std::printf("    %-19s: %14zu bytes = %zu blocks of %zu bytes\n", name.c_str(), f.bytes_per_seq, f.blocks_per_seq,
-                  kv_bytes_per_block(f.spec).total());
+      const std::string name = fmt::format("{} {} layers", f.spec.num_layers, f.window ? "window" : "global");
+      std::printf("    %-19s: %14zu bytes = %zu blocks of %zu bytes%s\n", name.c_str(), f.bytes_per_seq,
+                  f.blocks_per_seq, kv_bytes_per_block(f.spec).total(),
+                  f.window ? fmt::format(" (window {})", f.window).c_str() : "");
     }
     std::printf("  per sequence, hybrid : %14zu bytes (%s, %.1fx less)\n", hybrid_per_seq, gib(hybrid_per_seq).c_str(),
                 double(per_seq) / double(hybrid_per_seq));
   }
-  std::printf("  total, %zu sequence%s : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", all_seqs,
+  std::printf("  total, %zu sequence%s   : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", all_seqs,
               gib(all_seqs).c_str());
   if (budget) {
     std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
