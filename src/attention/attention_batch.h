@@ -8,6 +8,7 @@
 #include <span>
 
 #include "core/ids.h"
+#include "kv/kv_layer_groups.h"
 
 namespace kvs {
 
@@ -16,6 +17,7 @@ struct SequenceAttention {               // one per sequence in the batch
   uint32_t num_cached = 0;               // slots holding K/V across `blocks` once this batch is written
   std::span<float> slot_mass = {};       // empty, or [num_cached]: += attention probability of each slot,
                                          // summed over query heads and this batch's tokens (heavy hitters)
+  uint32_t window = 0;                   // > 0: the sequence's own window (a request's), where narrower than a layer's
 };
 
 struct AttentionBatch {

@@ -15,10 +15,11 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
   KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * out_width, "q {} / out {} floats for {} tokens of {} / {}",
              q.size(), out.size(), n, q_width, out_width);
   if (n == 0) return;
-  // A token's first visible slot: the window's, or 0.
+  // A token's first visible slot: the narrower of the layer's and its sequence's window, or 0.
   const auto first_slot = [&](size_t t) -> size_t {
     const size_t visible = batch.visible_slots[t];
-    return window > 0 && visible > window ? visible - window : 0;
+    const size_t w = narrower_window(window, batch.sequences[batch.sequence_of_token[t]].window);
+    return w > 0 && visible > w ? visible - w : 0;
   };
   // Work items: (token, kv head) pairs in that order; an item costs its visible slots plus a fixed part.
   constexpr size_t kFixedCost = 32;  // slots' worth of per-call work

@@ -20,7 +20,8 @@ class BatchAttention {
 
   // q: [n][num_heads * head_dim], out: [n][num_heads * value_width] for the batch's n tokens. Results do not depend on
   // the split. window > 0: a sliding window, each token sees only the last `window` of its visible slots (itself
-  // included), which are its last `window` positions while slot i holds position i.
+  // included), which are its last `window` positions while slot i holds position i; a sequence's own window
+  // (SequenceAttention::window) narrows it further.
   void run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
            std::span<float> out, size_t window = 0);
 

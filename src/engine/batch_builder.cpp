@@ -36,8 +36,9 @@ void build_model_input(std::span<const ScheduledChunk> chunks, const HybridKvMan
     const size_t end = chunk.first + chunk.num_tokens;
     const bool completes = chunk.completes();
     for (size_t g = 0; g < kv.num_groups(); ++g) {
-      in.groups[g].sequences.push_back(
-          {.blocks = kv.group(g).block_table(seq.id), .num_cached = static_cast<uint32_t>(end)});
+      in.groups[g].sequences.push_back({.blocks = kv.group(g).block_table(seq.id),
+                                        .num_cached = static_cast<uint32_t>(end),
+                                        .window = static_cast<uint32_t>(seq.kv_window)});
     }
     for (size_t p = chunk.first; p < end; ++p) {
       in.tokens.push_back(seq.tokens[p]);

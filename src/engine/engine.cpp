@@ -167,6 +167,11 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         "{} samples of a prompt need as many key tails for their quantized keys, but there are {} (2 per --max-seqs)",
         params.num_samples, tails));
   }
+  if (params.kv_window > 0 && params.recompute_history) {
+    return Status::invalid_argument(
+        fmt::format("a request's KV window ({} tokens) does not combine with the no-cache baseline, which keeps no KV",
+                    params.kv_window));
+  }
   if (params.num_samples > 1 && (params.recompute_history || params.all_logits || params.on_logits)) {
     return Status::invalid_argument(
         fmt::format("parallel sampling ({} samples) does not combine with per-token logits or the no-cache baseline",
@@ -176,6 +181,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
   request->prefix_namespace = kv_->name_space(request->params.cache_salt);
+  request->kv_window = request->params.kv_window;
   request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
   request->num_forks = request->params.num_samples - 1;
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
@@ -257,6 +263,7 @@ void Engine::fork_samples(Request& first, std::span<const float> logits, std::ve
     sample->request_id = first.request_id;
     sample->sample = i;
     sample->prefix_namespace = first.prefix_namespace;
+    sample->kv_window = first.kv_window;
     sample->use_prefix_cache = first.use_prefix_cache;
     sample->num_cached_tokens = first.num_cached_tokens;
     kv_->fork(first.id, id);

@@ -40,6 +40,9 @@ struct RequestParams {
   bool all_logits = false;      // logits after every computed token (cached ones have none), not only the last
   LogitsSink on_logits = {};    // receives every logits row computed for this request, in order
   std::string cache_salt = {};  // requests with different salts never share cached K/V (tenants)
+  // > 0: every layer of this request attends to its last kv_window tokens at most, and the blocks before
+  // them are freed (as --kv-window, for one request).
+  size_t kv_window = 0;
   // Parallel sampling (OpenAI's n, best_of): this many independent samples of the prompt, each a
   // sequence of its own that shares the prompt's KV blocks; sample i draws with seed + i. Their
   // outputs carry the sample index; the request ends when every sample has finished.
@@ -86,6 +89,7 @@ struct SequenceState {
   bool all_logits = false;        // the batch computes logits for each of its tokens, not only a chunk's last
   bool use_prefix_cache = true;   // look up cached prefixes when admitted
   uint32_t prefix_namespace = 0;  // the KV manager's namespace of its cache salt
+  size_t kv_window = 0;           // > 0: its own sliding window (RequestParams::kv_window)
   size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
   size_t num_forks = 0;           // samples forked from it once its prompt is computed (seats held for them)
 };

@@ -67,7 +67,7 @@ SchedulePlan Scheduler::schedule() {
         r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : kv_.no_match();
     const size_t cached = match.num_tokens;
     const size_t n = std::min(r->num_tokens() - cached, budget);
-    if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n)) break;
+    if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n, r->kv_window)) break;
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;
     waiting_.pop_front();
     running_.push_back(r);

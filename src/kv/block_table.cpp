@@ -12,7 +12,7 @@ void BlockTable::advance(std::span<const TokenId> tokens) {
 }
 
 BlockTable BlockTable::fork(BlockPool& pool) const {
-  BlockTable child(block_size_, name_space_);
+  BlockTable child(block_size_, name_space_, window_);
   child.tokens_ = tokens_;
   child.blocks_ = PinnedBlocks::retain(pool, blocks());
   child.hashes_ = hashes_;

@@ -16,10 +16,12 @@ namespace kvs {
 
 class BlockTable {
  public:
-  BlockTable(size_t block_size, uint32_t name_space) : block_size_(block_size), name_space_(name_space) {}
+  BlockTable(size_t block_size, uint32_t name_space, size_t window = 0)
+      : block_size_(block_size), name_space_(name_space), window_(window) {}
 
   size_t block_size() const { return block_size_; }
   uint32_t name_space() const { return name_space_; }  // the cache salt's: where its prefixes are found
+  size_t window() const { return window_; }            // > 0: the sequence's own sliding window (a request's)
   // Positions whose K/V are written: the sequence's one count of computed tokens.
   size_t num_tokens() const { return tokens_.size(); }
   std::span<const TokenId> tokens() const { return tokens_; }
@@ -57,6 +59,7 @@ class BlockTable {
  private:
   size_t block_size_;
   uint32_t name_space_;
+  size_t window_ = 0;
   std::vector<TokenId> tokens_;
   PinnedBlocks blocks_;
   std::vector<BlockHash> hashes_;     // [full block]: chained hash

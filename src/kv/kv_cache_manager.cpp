@@ -108,9 +108,9 @@ PrefixMatch KvCacheManager::match_windowed(std::span<const TokenId> tokens, uint
   }
   // The most whole blocks k whose window (blocks [blocks_before_window(k bs), k)) is all cached.
   size_t k = full;
-  while (k > 0 && run[k] < k - std::min(k, blocks_before_window(k * bs))) --k;
+  while (k > 0 && run[k] < k - std::min(k, blocks_before_window(k * bs, 0))) --k;
   PrefixMatch m;
-  const size_t first_needed = std::min(k, blocks_before_window(k * bs));
+  const size_t first_needed = std::min(k, blocks_before_window(k * bs, 0));
   for (size_t i = 0; i < k; ++i) {
     m.blocks.push_back(i < first_needed ? kNullBlock : found[i]);
     m.hashes.push_back(hashes[i]);
@@ -122,34 +122,34 @@ PrefixMatch KvCacheManager::match_windowed(std::span<const TokenId> tokens, uint
   return m;
 }
 
-std::vector<BlockId> KvCacheManager::blocks_taken(const PrefixMatch& match) const {
+std::vector<BlockId> KvCacheManager::blocks_taken(const PrefixMatch& match, size_t window) const {
   // A window takes only the matched blocks its first computed token reads: the others are holes.
-  const size_t skipped = std::min(blocks_before_window(match.num_tokens(block_size())), match.blocks.size());
+  const size_t skipped = std::min(blocks_before_window(match.num_tokens(block_size()), window), match.blocks.size());
   std::vector<BlockId> taken(match.blocks.begin(), match.blocks.end());
   std::fill_n(taken.begin(), skipped, kNullBlock);
   return taken;
 }
 
-bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n) const {
+bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t window) const {
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   // Blocks the match takes off the free list are not free for the new ones.
   size_t taken_idle = 0;
-  for (BlockId b : blocks_taken(match)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
+  for (BlockId b : blocks_taken(match, window)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
   if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
   return !tail_block(cached + n) || tails_.num_free() > 0;
 }
 
-bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match,
-                           size_t n) {
+bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match, size_t n,
+                           size_t window) {
   KVS_ASSERT(!contains(seq), "sequence {} begins twice", seq.value);
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
              cached, n, tokens.size());
-  if (!can_begin(match, n)) return false;
-  const std::vector<BlockId> taken = blocks_taken(match);
+  if (!can_begin(match, n, window)) return false;
+  const std::vector<BlockId> taken = blocks_taken(match, window);
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
@@ -164,7 +164,7 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
     pending_copies_.push_back(
         {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
   }
-  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns)).first->second;
+  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window)).first->second;
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
   t.advance(tokens.first(cached));
@@ -296,7 +296,7 @@ void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
 
 void KvCacheManager::drop_blocks_before_window(BlockTable& t) {
   // The blocks before the window are holes up to where the last drop stopped: walk back from the new end.
-  for (size_t i = std::min(blocks_before_window(t.num_tokens()), t.blocks().size()); i-- > 0;) {
+  for (size_t i = std::min(blocks_before_window(t.num_tokens(), t.window()), t.blocks().size()); i-- > 0;) {
     const BlockId block = t.blocks()[i];
     if (block == kNullBlock) break;
     t.drop_block(i);
@@ -376,7 +376,7 @@ Status KvCacheManager::check_invariants() const {
   }
   std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
   for (const auto& [id, t] : tables_) {
-    const size_t before_window = std::min(blocks_before_window(t.num_tokens()), t.blocks().size());
+    const size_t before_window = std::min(blocks_before_window(t.num_tokens(), t.window()), t.blocks().size());
     for (size_t i = 0; i < t.blocks().size(); ++i) {
       if ((i < before_window) != (t.blocks()[i] == kNullBlock)) {
         return Status::corrupt(fmt::format(

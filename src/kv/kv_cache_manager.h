@@ -43,6 +43,7 @@
 #include "kv/block_table.h"
 #include "kv/key_tail_table.h"
 #include "kv/kv_format.h"
+#include "kv/kv_layer_groups.h"
 #include "kv/kv_sizing.h"
 #include "kv/prefix_hash.h"
 #include "kv/prefix_index.h"
@@ -118,11 +119,12 @@ class KvCacheManager {
   PrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space, size_t max_tokens = SIZE_MAX);
   // Starts `seq` (which holds no blocks) from `match`, a lookup of `tokens` made just now, with room
   // for `n` more tokens. False, with nothing changed, when the pool cannot supply the blocks (cached
-  // blocks count as free, except those the match itself takes).
+  // blocks count as free, except those the match itself takes). window > 0: the sequence's own sliding
+  // window, where narrower than the manager's (a request's): its blocks before it are let go too.
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
-                           size_t n);
-  // Would begin(..., match, n) succeed right now?
-  bool can_begin(const PrefixMatch& match, size_t n) const;
+                           size_t n, size_t window = 0);
+  // Would begin(..., match, n, window) succeed right now?
+  bool can_begin(const PrefixMatch& match, size_t n, size_t window = 0) const;
   // Starts `child` (which holds no blocks) as a copy of `parent`: the same tokens and blocks, each
   // shared. `parent` must hold no room past its tokens (it was just committed).
   void fork(SeqId parent, SeqId child);
@@ -189,9 +191,10 @@ class KvCacheManager {
   void release_tails_of_unheld(std::span<const BlockId> blocks);
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
-  // Blocks wholly before the window of a token at position `position`: [0, this).
-  size_t blocks_before_window(size_t position) const {
-    return config_.window == 0 || position + 1 <= config_.window ? 0 : (position + 1 - config_.window) / block_size();
+  // Blocks wholly before the window (the narrower of the manager's and `window`) of a token at `position`: [0, this).
+  size_t blocks_before_window(size_t position, size_t window) const {
+    const size_t w = narrower_window(config_.window, window);
+    return w == 0 || position + 1 <= w ? 0 : (position + 1 - w) / block_size();
   }
   // match_prefix under a window: `limit` tokens at most.
   PrefixMatch match_windowed(std::span<const TokenId> tokens, uint32_t name_space, size_t limit);
@@ -199,7 +202,7 @@ class KvCacheManager {
   // limit - full * block_size tokens, in whole copy units.
   void add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent, size_t limit);
   // The match's blocks a sequence takes: all, or under a window those its first computed token reads (holes before).
-  std::vector<BlockId> blocks_taken(const PrefixMatch& match) const;
+  std::vector<BlockId> blocks_taken(const PrefixMatch& match, size_t window) const;
   // Lets go of the table's blocks before the window of its next token.
   void drop_blocks_before_window(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }

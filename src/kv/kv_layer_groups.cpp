@@ -19,8 +19,7 @@ KvLayerGroups KvLayerGroups::make(size_t num_layers, std::span<const uint32_t> m
   g.attention_window.resize(num_layers);
   for (size_t l = 0; l < num_layers; ++l) {
     const size_t model = model_windows.empty() ? 0 : model_windows[l];
-    const bool narrowed = forced_window > 0 && (model == 0 || forced_window < model);
-    g.attention_window[l] = static_cast<uint32_t>(narrowed ? forced_window : model);
+    g.attention_window[l] = static_cast<uint32_t>(narrower_window(model, forced_window));
   }
   std::map<size_t, std::vector<uint32_t>> by_window;  // 0 (global) sorts first
   if (hybrid) {

@@ -18,6 +18,9 @@ struct KvLayerGroup {
   std::vector<uint32_t> layers;  // the model layers it holds, ascending; storage layer i is layers[i]
 };
 
+// The narrower of two windows, 0 meaning none (the whole context).
+inline size_t narrower_window(size_t a, size_t b) { return a == 0 ? b : b == 0 ? a : (a < b ? a : b); }
+
 // Interleaved windows as Gemma 3 has them: layer l is global (0) when l % pattern == pattern - 1, else `window`.
 std::vector<uint32_t> interleaved_windows(size_t num_layers, size_t window, size_t pattern);
 

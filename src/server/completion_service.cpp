@@ -54,6 +54,7 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.stop_strings.insert(params.stop_strings.end(), request.stop.begin(), request.stop.end());
   params.stop_at_eos = !request.ignore_eos;
   params.cache_salt = request.cache_salt;
+  params.kv_window = request.kv_window;
   params.num_samples = request.best_of;
   params.track_logprob = request.best_of > request.n;  // to rank the samples
   return params;

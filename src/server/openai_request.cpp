@@ -260,6 +260,9 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
     return read_bool(v, key, r.ignore_eos);
   } else if (key == "cache_salt") {
     return read_string(v, key, r.cache_salt);
+  } else if (key == "kv_window") {
+    KVS_API_TRY(read_int(v, key, 0, std::numeric_limits<int32_t>::max(), integer));
+    r.kv_window = static_cast<size_t>(integer);
   } else if (key == "n" || key == "best_of") {
     KVS_API_TRY(read_int(v, key, 1, static_cast<int64_t>(limits.max_samples), integer));
     (key == "n" ? r.n : r.best_of) = static_cast<size_t>(integer);

@@ -3,7 +3,8 @@
 //
 // Sampling defaults follow OpenAI (temperature 1, top_p 1) with top_k and min_p off, so a
 // request that names none of them samples from the full distribution. Extras that map onto the
-// engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt; n and best_of (parallel samples of
+// engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt, kv_window (a sliding window for this request
+// alone, as --kv-window); n and best_of (parallel samples of
 // one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
 // Accepted only at their neutral value (else 400): frequency/presence_penalty = 0, logprobs off, logit_bias {},
 // suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
@@ -50,6 +51,7 @@ struct ApiRequest {
   bool echo = false;           // completions: the prompt text comes first in the output
   bool ignore_eos = false;
   std::string cache_salt;  // requests with different salts never share cached prompt K/V (vLLM's field)
+  size_t kv_window = 0;    // kvserve's: > 0, this request attends to (and keeps the K/V of) its last N tokens
   size_t n = 1;            // choices returned
   size_t best_of = 1;      // samples generated (>= n): the n with the highest log-probability per token are returned
 };

@@ -203,6 +203,48 @@ TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
   }
 }
 
+// A request's own window (RequestParams::kv_window, the API's kv_window) beside a request without one, in one
+// batch: the first equals an engine whose every request has --kv-window 12, and holds only its window's blocks;
+// the second equals its run alone with full attention. A window does not combine with the no-cache baseline.
+TEST_F(SlidingWindowEngine, ARequestsOwnWindowAppliesToItAlone) {
+  const Loaded m = write_and_load(*synth_preset("tiny-gqa"), dir_.file("l.gguf"));
+  const EngineConfig config{.max_batch_tokens = 24, .max_seqs = 2, .block_size = 4, .prefix_caching = false};
+  EngineConfig forced = config;
+  forced.kv_window = 12;
+  const auto windowed_alone =
+      test::trace_request(*m.model, *m.tokenizer, pool_, forced, test::greedy_request(prompt_of(30), 40));
+  const auto full_alone =
+      test::trace_request(*m.model, *m.tokenizer, pool_, config, test::greedy_request(prompt_of(40, 1), 40));
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
+  ASSERT_TRUE(engine);
+  std::vector<test::EngineTrace> together(2);
+  for (size_t r = 0; r < 2; ++r) {
+    RequestParams p = test::greedy_request(r == 0 ? prompt_of(30) : prompt_of(40, 1), 40);
+    if (r == 0) p.kv_window = 12;
+    p.on_logits = [&together, r](size_t position, std::span<const float> logits) {
+      together[r].logits[position].assign(logits.begin(), logits.end());
+    };
+    ASSERT_TRUE((*engine)->add_request(std::move(p), [&together, r](const RequestOutput& out) {
+      together[r].tokens.insert(together[r].tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (out.finished) together[r].result.kv_blocks_held = out.kv_blocks_held;
+    }));
+  }
+  while ((*engine)->step()) {
+    const Status s = (*engine)->kv().check_invariants();
+    ASSERT_TRUE(s.is_ok()) << s.message();
+  }
+  expect_bitwise_equal(together[0], windowed_alone, "the windowed request");
+  expect_bitwise_equal(together[1], full_alone, "the request without a window");
+  EXPECT_EQ(together[0].result.kv_blocks_held, kv_blocks_held(69, 4, 12));
+  EXPECT_EQ(together[1].result.kv_blocks_held, kv_blocks_for_tokens(79, 4));
+  RequestParams baseline = test::greedy_request(prompt_of(10), 4);
+  baseline.kv_window = 8;
+  baseline.recompute_history = true;
+  const auto refused = (*engine)->add_request(std::move(baseline), {});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("KV window (8 tokens)"), std::string::npos) << refused.status().message();
+}
+
 // A global pool too small for two long sequences: one is preempted and recomputed; both equal their runs alone.
 TEST_F(SlidingWindowEngine, PreemptedSequencesResumeToTheSameOutput) {
   const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));

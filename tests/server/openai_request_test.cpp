@@ -44,6 +44,18 @@ TEST(OpenAiRequest, CompletionWithEveryMappedField) {
   EXPECT_TRUE(r->stream && r->include_usage && r->ignore_eos && r->echo);
 }
 
+// kvserve's kv_window: a sliding window for the one request; a whole number, none by default.
+TEST(OpenAiRequest, KvWindow) {
+  auto none = completion(R"({"prompt":"x"})");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->kv_window, 0u);
+  auto w = chat(R"({"messages":[{"role":"user","content":"x"}],"kv_window":256})");
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  EXPECT_EQ(w->kv_window, 256u);
+  expect_error(completion(R"({"prompt":"x","kv_window":-1})"), "kv_window", "-1");
+  expect_error(completion(R"({"prompt":"x","kv_window":"big"})"), "kv_window", "kv_window");
+}
+
 // n choices of best_of samples (best_of defaults to n), on both endpoints; n samples can be streamed.
 TEST(OpenAiRequest, ParallelSamples) {
   auto defaults = completion(R"({"prompt":"x"})");
