@@ -42,7 +42,7 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
              context.num_slots);
   // Scores cover slots [base, num_slots): whole blocks from first_slot's, whose slots before first_slot are masked.
   const size_t first_block = context.first_slot / block_size, base = first_block * block_size;
-  const size_t n_ctx = context.num_slots - base;
+  const size_t n_ctx = paged_score_slots(context, block_size);
   KVS_ASSERT(num_blocks <= blocks.size(), "context of {} slots needs {} blocks, the list has {}", context.num_slots,
              num_blocks, blocks.size());
   KVS_ASSERT(kv_head_begin <= kv_head_end && kv_head_end <= shape.num_kv_heads, "KV heads [{}, {}) outside [0, {})",

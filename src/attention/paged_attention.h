@@ -34,19 +34,18 @@ struct PagedContext {
   size_t key_tail_first = 0;
 };
 
-// For every query head of KV heads [kv_head_begin, kv_head_end):
-//   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
-// q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
-// (num_heads / num_kv_heads) x paged_score_slots(context, block size) floats, and as many times head_dim more when
-// the keys are stored rotated. Each
-// head's result does not depend on the range it is computed in (the same sums in the same order). slot_mass is added to
-// atomically (other threads may be adding for other heads or tokens of the same sequence), so its low bits depend on
-// the order.
 // Slots a call scores: from the start of first_slot's block to num_slots.
 inline size_t paged_score_slots(const PagedContext& context, size_t block_size) {
   return context.num_slots - context.first_slot / block_size * block_size;
 }
 
+// For every query head of KV heads [kv_head_begin, kv_head_end):
+//   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
+// q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
+// (num_heads / num_kv_heads) x paged_score_slots(context, block size) floats, and as many times head_dim more when
+// the keys are stored rotated. Each head's result does not depend on the range it is computed in (the same sums in
+// the same order). slot_mass is added to atomically (other threads may be adding for other heads or tokens of the
+// same sequence), so its low bits depend on the order.
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
                      const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores);
 

@@ -114,8 +114,7 @@ void run(const CalcOptions& o) {
   for (const KvLayerGroup& g : layout.groups) {
     KvCacheSpec group_spec = spec;
     group_spec.num_layers = g.layers.size();
-    const size_t bytes = kv_bytes_held(group_spec, g.window, tokens) +
-                         kv_key_tails_for_sequences(group_spec, 1) * kv_key_tail_bytes(group_spec);
+    const size_t bytes = kv_bytes_for_sequences(group_spec, tokens, 1, g.window);
     groups.push_back({.spec = group_spec,
                       .window = g.window,
                       .bytes_per_seq = bytes,

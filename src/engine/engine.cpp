@@ -22,13 +22,6 @@ Status EngineConfig::validate() const {
   return Status::ok();
 }
 
-size_t EngineKvLayout::bytes_total() const {
-  size_t total = 0;
-  for (const KvCacheConfig& g : groups)
-    total += g.num_blocks * kv_bytes_per_block(g.spec).total() + g.num_key_tails * kv_key_tail_bytes(g.spec);
-  return total;
-}
-
 size_t engine_block_size(const Model& model, const EngineConfig& config) {
   return config.kv_layout == KvLayout::kContiguous ? model.config().context_length : config.block_size;
 }
@@ -91,15 +84,15 @@ Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig
       }
     }
   }
+  const std::string identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size);
   for (size_t g = 0; g < n; ++g) {
     // The contiguous layout is the plain reference: no prefix cache.
-    layout.groups.push_back(KvCacheConfig{
-        .spec = specs[g],
-        .num_blocks = blocks[g],
-        .prefix_caching = config.prefix_caching && paged,
-        .model_identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size),
-        .num_key_tails = tails[g],
-        .window = layout.layers.groups[g].window});
+    layout.groups.push_back(KvCacheConfig{.spec = specs[g],
+                                          .num_blocks = blocks[g],
+                                          .prefix_caching = config.prefix_caching && paged,
+                                          .model_identity = identity,
+                                          .num_key_tails = tails[g],
+                                          .window = layout.layers.groups[g].window});
   }
   return layout;
 }

@@ -56,7 +56,6 @@ KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config);
 struct EngineKvLayout {
   KvLayerGroups layers;
   std::vector<KvCacheConfig> groups = {};  // [group]
-  size_t bytes_total() const;              // every group's pool and key tails
 };
 Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config);
 
@@ -78,7 +77,6 @@ class Engine {
 
   EngineMetrics metrics() const;
   const HybridKvManager& kv() const { return *kv_; }
-  std::span<const KvStorage> kv_storages() const { return storages_; }  // [layer group]
   size_t kv_storage_bytes() const;
   const KvLayerGroups& kv_layers() const { return layers_; }
   const ModelConfig& model_config() const { return model_.config(); }

@@ -103,22 +103,22 @@ void HybridKvManager::free(SeqId seq) {
   for (const auto& group : groups_) group->free(seq);
 }
 
-size_t HybridKvManager::num_blocks_held(SeqId seq) const {
+size_t HybridKvManager::blocks_held_in(size_t g, SeqId seq) const {
   if (!contains(seq)) return 0;
+  const std::span<const BlockId> table = groups_[g]->block_table(seq);
+  return table.size() - static_cast<size_t>(std::ranges::count(table, kNullBlock));
+}
+
+size_t HybridKvManager::num_blocks_held(SeqId seq) const {
   size_t held = 0;
-  for (const auto& group : groups_) {
-    for (BlockId b : group->block_table(seq)) held += b != kNullBlock;
-  }
+  for (size_t g = 0; g < groups_.size(); ++g) held += blocks_held_in(g, seq);
   return held;
 }
 
 size_t HybridKvManager::bytes_held(SeqId seq) const {
-  if (!contains(seq)) return 0;
   size_t bytes = 0;
-  for (const auto& group : groups_) {
-    const size_t per_block = kv_bytes_per_block(group->config().spec).total();
-    for (BlockId b : group->block_table(seq)) bytes += b != kNullBlock ? per_block : 0;
-  }
+  for (size_t g = 0; g < groups_.size(); ++g)
+    bytes += blocks_held_in(g, seq) * kv_bytes_per_block(groups_[g]->config().spec).total();
   return bytes;
 }
 

@@ -60,6 +60,7 @@ class HybridKvManager {
 
  private:
   explicit HybridKvManager(std::vector<std::unique_ptr<KvCacheManager>> groups) : groups_(std::move(groups)) {}
+  size_t blocks_held_in(size_t group, SeqId seq) const;  // blocks (not holes) of seq's table in `group`
   std::vector<std::unique_ptr<KvCacheManager>> groups_;
 };
 

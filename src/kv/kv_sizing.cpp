@@ -17,9 +17,8 @@ size_t kv_key_tails_for_sequences(const KvCacheSpec& s, size_t seqs) {
   return kv_format(s).has_key_tails() ? kKeyTailsPerSequence * seqs : 0;
 }
 
-size_t kv_bytes_for_sequences(const KvCacheSpec& s, size_t tokens, size_t seqs) {
-  return seqs * kv_blocks_for_tokens(tokens, s.block_size) * kv_bytes_per_block(s).total() +
-         kv_key_tails_for_sequences(s, seqs) * kv_key_tail_bytes(s);
+size_t kv_bytes_for_sequences(const KvCacheSpec& s, size_t tokens, size_t seqs, size_t window) {
+  return seqs * kv_bytes_held(s, window, tokens) + kv_key_tails_for_sequences(s, seqs) * kv_key_tail_bytes(s);
 }
 
 double kv_bytes_per_token(const KvCacheSpec& s) {

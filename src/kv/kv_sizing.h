@@ -35,8 +35,9 @@ size_t kv_blocks_for_tokens(size_t tokens, size_t block_size);
 // keys are quantized per channel.
 size_t kv_key_tail_bytes(const KvCacheSpec& spec);
 size_t kv_key_tails_for_sequences(const KvCacheSpec& spec, size_t seqs);
-// Exact bytes for `seqs` sequences of `tokens` tokens each, block-rounded, with their key tails.
-size_t kv_bytes_for_sequences(const KvCacheSpec& spec, size_t tokens, size_t seqs);
+// Exact bytes for `seqs` sequences of `tokens` tokens each, block-rounded, with their key tails; under a
+// sliding window (window > 0) the blocks each holds are those of its window (kv_blocks_held).
+size_t kv_bytes_for_sequences(const KvCacheSpec& spec, size_t tokens, size_t seqs, size_t window = 0);
 // Bytes per token without block rounding (for the per-token line of the breakdown).
 double kv_bytes_per_token(const KvCacheSpec& spec);
 // Blocks that fit in a budget beside `num_key_tails` key tails.

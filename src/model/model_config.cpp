@@ -130,12 +130,6 @@ Status ModelConfig::validate() const {
   return Status::ok();
 }
 
-bool ModelConfig::has_windows() const {
-  for (uint32_t w : layer_windows)
-    if (w > 0) return true;
-  return false;
-}
-
 std::string ModelConfig::attention_kind() const {
   if (num_kv_heads == num_heads) return "MHA";
   if (num_kv_heads == 1) return "MQA";

@@ -50,7 +50,6 @@ struct ModelConfig {
   std::string attention_kind() const;                             // "MHA", "MQA" or "GQA"
   // The window of `layer`'s attention in tokens, 0 for full attention.
   size_t window_of(size_t layer) const { return layer_windows.empty() ? 0 : layer_windows[layer]; }
-  bool has_windows() const;
   bool is_gemma3() const { return architecture == "gemma3"; }
 };
 

@@ -29,6 +29,7 @@ constexpr std::array<std::string_view, 4> kGemma3LayerTensors = {"attn_q_norm.we
                                                                  "post_attention_norm.weight", "post_ffw_norm.weight"};
 
 bool is_gemma3(std::string_view architecture) { return architecture == "gemma3"; }
+bool is_llama(std::string_view architecture) { return architecture == "llama" || architecture == "mistral"; }
 
 bool contains(std::span<const std::string_view> names, std::string_view name) {
   for (std::string_view n : names)
@@ -92,12 +93,8 @@ bool split_layer_tensor(std::string_view name, size_t& layer, std::string_view& 
 
 }  // namespace
 
-bool is_llama_architecture(std::string_view architecture) {
-  return architecture == "llama" || architecture == "mistral";
-}
-
 bool is_supported_architecture(std::string_view architecture) {
-  return is_llama_architecture(architecture) || is_gemma3(architecture);
+  return is_llama(architecture) || is_gemma3(architecture);
 }
 
 std::string_view supported_architectures() { return "llama, mistral, gemma3"; }

@@ -11,9 +11,8 @@
 
 namespace kvs {
 
-// Architectures with exactly the Llama block (RMSNorm, interleaved RoPE, SwiGLU, no biases).
-bool is_llama_architecture(std::string_view architecture);
-// Llama, or Gemma 3 (the Llama block plus q/k norms, post-norms, GELU, interleaved sliding windows).
+// Llama (llama, mistral: RMSNorm, interleaved RoPE, SwiGLU, no biases), or Gemma 3 (the Llama block plus q/k norms,
+// post-norms, GELU, interleaved sliding windows).
 bool is_supported_architecture(std::string_view architecture);
 std::string_view supported_architectures();  // for messages: "llama, mistral, gemma3"
 
