@@ -105,12 +105,23 @@ void DecoderForward::attend(const ForwardBatch& batch, std::span<const KvStorage
                  batch.layers->attention_window[layer]);
 }
 
-void DecoderForward::rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq,
-                                 std::vector<float>& cos, std::vector<float>& sin) const {
-  const size_t half = inv_freq.size(), n = positions.size();
-  cos.resize(n * half);
-  sin.resize(n * half);
-  for (size_t t = 0; t < n; ++t) rope_cos_sin(positions[t], inv_freq, {&cos[t * half], half}, {&sin[t * half], half});
+void DecoderForward::rope_tables(std::span<const uint32_t> positions, Rope& rope) const {
+  const size_t half = rope.inv_freq.size(), n = positions.size();
+  rope.cos.resize(n * half);
+  rope.sin.resize(n * half);
+  for (size_t t = 0; t < n; ++t) {
+    rope_cos_sin(positions[t], rope.inv_freq, {&rope.cos[t * half], half}, {&rope.sin[t * half], half});
+  }
+}
+
+void DecoderForward::rotate(std::span<float> heads, size_t n_heads, const Rope& rope, size_t t) const {
+  const size_t half = rope.inv_freq.size();
+  const std::span<const float> cos{&rope.cos[t * half], half}, sin{&rope.sin[t * half], half};
+  if (config_.rope_style == RopeStyle::kNeox) {
+    rope_neox(heads, n_heads, config_.head_dim, cos, sin);
+  } else {
+    rope_interleaved(heads, n_heads, config_.head_dim, cos, sin);
+  }
 }
 
 void DecoderForward::add_to_residual(std::span<const float> y, size_t n) {

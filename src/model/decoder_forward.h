@@ -41,9 +41,23 @@ class DecoderForward : public ModelRunner {
   void store_kv(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer);
   // att_ = attention of q_ over `layer`'s cached K/V, within the layer's window.
   void attend(const ForwardBatch& batch, std::span<const KvStorage> kv, size_t layer);
-  // cos/sin tables [n][rope_dim / 2] of the batch's positions under `inv_freq`.
-  void rope_tables(std::span<const uint32_t> positions, std::span<const float> inv_freq, std::vector<float>& cos,
-                   std::vector<float>& sin) const;
+  // RoPE at one base: inverse frequencies once per model, cos/sin per batch.
+  struct Rope {
+    std::vector<float> inv_freq;  // [rope_dim / 2]
+    std::vector<float> cos, sin;  // [n][rope_dim / 2] for the batch's positions
+  };
+  // rope.cos/sin of the batch's positions.
+  void rope_tables(std::span<const uint32_t> positions, Rope& rope) const;
+  // Rotates the n_heads heads of token t (back to back in `heads`) by its angles, in the config's RoPE style.
+  void rotate(std::span<float> heads, size_t n_heads, const Rope& rope, size_t t) const;
+  // gate_[t] = act(gate_[t]) * up_[t] for the batch's n rows (act: swiglu, geglu), split over the pool.
+  template <typename Activation>
+  void gate_activation(size_t n, Activation act) {
+    const size_t f = config_.ffn_dim;
+    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
+      act(std::span(&gate_[begin * f], (end - begin) * f), std::span<const float>(&up_[begin * f], (end - begin) * f));
+    });
+  }
   // The next-token logits of the rows asked for: final norm, the output matrix, the soft-cap if any.
   void compute_logits(const ForwardBatch& batch, std::span<float> logits);
   // x += y over the batch's n rows of dim.

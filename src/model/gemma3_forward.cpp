@@ -27,9 +27,9 @@ void Gemma3Forward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, 
   const ModelConfig& c = config_;
   const size_t n = begin(batch, kv, logits);
   if (n == 0) return;
-  rope_tables(batch.positions, local_.inv_freq, local_.cos, local_.sin);
-  rope_tables(batch.positions, global_.inv_freq, global_.cos, global_.sin);
-  const size_t half_rope = c.rope_dim / 2, hd = c.head_dim;
+  rope_tables(batch.positions, local_);
+  rope_tables(batch.positions, global_);
+  const size_t hd = c.head_dim;
 
   for (size_t l = 0; l < c.num_layers; ++l) {
     const DecoderLayerWeights& w = weights_.layers[l];
@@ -43,9 +43,8 @@ void Gemma3Forward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, 
       float* k = &k_[t * c.kv_dim()];
       for (size_t h = 0; h < c.num_heads; ++h) rmsnorm({q + h * hd, hd}, {q + h * hd, hd}, w.q_norm, c.rms_eps);
       for (size_t h = 0; h < c.num_kv_heads; ++h) rmsnorm({k + h * hd, hd}, {k + h * hd, hd}, w.k_norm, c.rms_eps);
-      const std::span<const float> cos{&rope.cos[t * half_rope], half_rope}, sin{&rope.sin[t * half_rope], half_rope};
-      rope_neox({q, c.q_dim()}, c.num_heads, hd, cos, sin);
-      rope_neox({k, c.kv_dim()}, c.num_kv_heads, hd, cos, sin);
+      rotate({q, c.q_dim()}, c.num_heads, rope, t);
+      rotate({k, c.kv_dim()}, c.num_kv_heads, rope, t);
       if (query_scale_ != 1.0f)
         for (size_t i = 0; i < c.q_dim(); ++i) q[i] *= query_scale_;
     });
@@ -58,10 +57,7 @@ void Gemma3Forward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, 
     // Feed-forward block: x += norm(W_down (gelu(xb W_gate) * xb W_up)).
     rmsnorm_rows(xb_, x_, w.ffn_norm, n);
     project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
-    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
-      geglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim},
-            {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
-    });
+    gate_activation(n, [](std::span<float> gate, std::span<const float> up) { geglu(gate, up); });
     matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
     rmsnorm_rows(proj_, proj_, w.post_ffw_norm, n);
     add_to_residual(proj_, n);

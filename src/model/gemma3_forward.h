@@ -19,12 +19,7 @@ class Gemma3Forward final : public DecoderForward {
   void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
  private:
-  // RoPE of window (local) and global layers: inverse frequencies once per model, cos/sin per batch.
-  struct Rope {
-    std::vector<float> inv_freq;  // [rope_dim / 2]
-    std::vector<float> cos, sin;  // [n][rope_dim / 2]
-  };
-  Rope local_, global_;
+  Rope local_, global_;       // RoPE of the window (local) layers and of the global ones
   float query_scale_ = 1.0f;  // the attention kernel divides by sqrt(head_dim); this makes it attention_scale
 };
 

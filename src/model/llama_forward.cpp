@@ -6,15 +6,14 @@ namespace kvs {
 
 LlamaForward::LlamaForward(const DecoderModel& model, ThreadPool& pool)
     : DecoderForward(model.config(), model.weights(), pool),
-      rope_inv_freq_(rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base)) {}
+      rope_{.inv_freq = rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base), .cos = {}, .sin = {}} {}
 
 void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = config_;
   const size_t n = begin(batch, kv, logits);
   if (n == 0) return;
   // RoPE angles depend only on the position: once per token for every layer, Q and K.
-  rope_tables(batch.positions, rope_inv_freq_, rope_cos_, rope_sin_);
-  const size_t half_rope = c.rope_dim / 2;
+  rope_tables(batch.positions, rope_);
 
   for (size_t l = 0; l < c.num_layers; ++l) {
     const DecoderLayerWeights& w = weights_.layers[l];
@@ -22,9 +21,8 @@ void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, s
     rmsnorm_rows(xb_, x_, w.attn_norm, n);
     project(xb_, n, {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}});
     for_tokens(n, [&](size_t t) {
-      const std::span<const float> cos{&rope_cos_[t * half_rope], half_rope}, sin{&rope_sin_[t * half_rope], half_rope};
-      rope_interleaved({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, c.head_dim, cos, sin);
-      rope_interleaved({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, c.head_dim, cos, sin);
+      rotate({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, rope_, t);
+      rotate({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, rope_, t);
     });
     store_kv(batch, kv, l);
     attend(batch, kv, l);
@@ -34,10 +32,7 @@ void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, s
     // Feed-forward block: x += W_down (silu(xb W_gate) * xb W_up).
     rmsnorm_rows(xb_, x_, w.ffn_norm, n);
     project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
-    pool_.parallel_for(n, 1, [&](size_t begin, size_t end) {
-      swiglu({&gate_[begin * c.ffn_dim], (end - begin) * c.ffn_dim},
-             {&up_[begin * c.ffn_dim], (end - begin) * c.ffn_dim});
-    });
+    gate_activation(n, [](std::span<float> gate, std::span<const float> up) { swiglu(gate, up); });
     matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
     add_to_residual(proj_, n);
   }

@@ -18,8 +18,7 @@ class LlamaForward final : public DecoderForward {
   void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
  private:
-  std::vector<float> rope_inv_freq_;        // [rope_dim / 2], once per model
-  std::vector<float> rope_cos_, rope_sin_;  // [n][rope_dim / 2] for this batch's positions
+  Rope rope_;
 };
 
 }  // namespace kvs

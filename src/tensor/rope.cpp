@@ -24,8 +24,12 @@ void rope_cos_sin(size_t pos, std::span<const float> inv_freq, std::span<float> 
   }
 }
 
-void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
-                      std::span<const float> sin) {
+namespace {
+
+// Rotates pairs (v[i * step], v[i * step + partner]) of each head by (cos[i], sin[i]): the interleaved layout is
+// step 2, partner 1; NeoX is step 1, partner cos.size().
+void rotate_pairs(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
+                  std::span<const float> sin, size_t step, size_t partner) {
   const size_t pairs = cos.size();
   KVS_ASSERT(sin.size() == pairs && 2 * pairs <= head_dim && heads.size() >= n_heads * head_dim,
              "rope: {} cos / {} sin values, head_dim {}, {} heads in {} floats", pairs, sin.size(), head_dim, n_heads,
@@ -33,27 +37,25 @@ void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, s
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = heads.data() + h * head_dim;
     for (size_t i = 0; i < pairs; ++i) {
-      const float v0 = v[2 * i], v1 = v[2 * i + 1];
-      v[2 * i] = v0 * cos[i] - v1 * sin[i];
-      v[2 * i + 1] = v0 * sin[i] + v1 * cos[i];
+      float& a = v[i * step];
+      float& b = v[i * step + partner];
+      const float v0 = a, v1 = b;
+      a = v0 * cos[i] - v1 * sin[i];
+      b = v0 * sin[i] + v1 * cos[i];
     }
   }
 }
 
+}  // namespace
+
+void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
+                      std::span<const float> sin) {
+  rotate_pairs(heads, n_heads, head_dim, cos, sin, 2, 1);
+}
+
 void rope_neox(std::span<float> heads, size_t n_heads, size_t head_dim, std::span<const float> cos,
                std::span<const float> sin) {
-  const size_t pairs = cos.size();
-  KVS_ASSERT(sin.size() == pairs && 2 * pairs <= head_dim && heads.size() >= n_heads * head_dim,
-             "rope: {} cos / {} sin values, head_dim {}, {} heads in {} floats", pairs, sin.size(), head_dim, n_heads,
-             heads.size());
-  for (size_t h = 0; h < n_heads; ++h) {
-    float* v = heads.data() + h * head_dim;
-    for (size_t i = 0; i < pairs; ++i) {
-      const float v0 = v[i], v1 = v[i + pairs];
-      v[i] = v0 * cos[i] - v1 * sin[i];
-      v[i + pairs] = v0 * sin[i] + v1 * cos[i];
-    }
-  }
+  rotate_pairs(heads, n_heads, head_dim, cos, sin, 1, cos.size());
 }
 
 void rope_interleaved(std::span<float> heads, size_t n_heads, size_t head_dim, size_t rope_dim, size_t pos,
