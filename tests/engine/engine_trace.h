@@ -8,12 +8,29 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/generate.h"
 #include "model/decoder_model.h"
 
 namespace kvs::test {
+
+// A model file loaded with its tokenizer (the test fails, and the pointers are empty, when either fails).
+struct LoadedModel {
+  std::unique_ptr<DecoderModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+inline LoadedModel load_model(const std::string& path) {
+  auto model = DecoderModel::load(path);
+  EXPECT_TRUE(model) << model.status().message();
+  if (!model) return {};
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
+  if (!tokenizer) return {};
+  return {std::move(model).value(), std::make_unique<Tokenizer>(std::move(tokenizer).value())};
+}
 
 struct EngineTrace {
   std::vector<TokenId> tokens;                  // generated

@@ -52,12 +52,8 @@ class Gemma3Reference : public ::testing::Test {
   void load(const SynthSpec& spec) {
     path_ = dir_.file("gemma3.gguf");
     ASSERT_TRUE(write_synth_model(spec, path_));
-    auto model = DecoderModel::load(path_);
-    ASSERT_TRUE(model) << model.status().message();
-    model_ = std::move(model).value();
-    auto tokenizer = Tokenizer::from_gguf(model_->file());
-    ASSERT_TRUE(tokenizer) << tokenizer.status().message();
-    tokenizer_ = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+    loaded_ = test::load_model(path_);
+    ASSERT_TRUE(loaded_.model && loaded_.tokenizer);
   }
 
   // The engine under `config` against the reference, for a prompt of `prompt_length` tokens and 24 generated.
@@ -66,7 +62,7 @@ class Gemma3Reference : public ::testing::Test {
     for (size_t i = 1; i < prompt_length; ++i) prompt.push_back(static_cast<TokenId>(260 + (i * 37) % 250));
     ThreadPool pool(2);
     const test::EngineTrace trace =
-        test::trace_request(*model_, *tokenizer_, pool, config, test::greedy_request(prompt, 24));
+        test::trace_request(*loaded_.model, *loaded_.tokenizer, pool, config, test::greedy_request(prompt, 24));
     ASSERT_EQ(trace.tokens.size(), 24u) << what;
     auto file = gguf::File::open(path_);
     ASSERT_TRUE(file);
@@ -92,13 +88,12 @@ class Gemma3Reference : public ::testing::Test {
 
   test::TempDir dir_{std::string("gemma3_") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::string path_;
-  std::unique_ptr<DecoderModel> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  test::LoadedModel loaded_;
 };
 
 TEST_F(Gemma3Reference, ConfigIsReadAsLlamaCppReadsGemma3) {
   load(tiny_gemma3());
-  const ModelConfig& c = model_->config();
+  const ModelConfig& c = loaded_.model->config();
   EXPECT_EQ(c.architecture, "gemma3");
   EXPECT_EQ(c.head_dim, 32u);
   EXPECT_EQ(c.q_dim(), 128u);  // not dim (64)

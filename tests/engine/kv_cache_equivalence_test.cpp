@@ -12,19 +12,6 @@
 namespace kvs {
 namespace {
 
-struct LoadedForTest {
-  std::unique_ptr<DecoderModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-LoadedForTest load(const std::string& path) {
-  auto model = DecoderModel::load(path);
-  EXPECT_TRUE(model) << model.status().message();
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
-  return {std::move(model).value(), std::make_unique<Tokenizer>(std::move(tokenizer).value())};
-}
-
 // The engine's no-cache baseline (every step recomputes the history) against the cache, same sampling seed.
 void expect_cache_equals_no_cache(const DecoderModel& model, const Tokenizer& tokenizer, float temperature) {
   ThreadPool pool(2);
@@ -63,7 +50,7 @@ TEST_P(SynthKvCacheTest, CacheAndNoCacheGiveIdenticalTokens) {
   ASSERT_TRUE(spec) << spec.status().message();
   const std::string path = dir.file("model.gguf");
   ASSERT_TRUE(write_synth_model(*spec, path).is_ok());
-  LoadedForTest m = load(path);
+  const test::LoadedModel m = test::load_model(path);
   ASSERT_TRUE(m.model && m.tokenizer);
   EXPECT_EQ(m.model->config().num_kv_heads, spec->kv_heads);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 0.0f);
@@ -79,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Attention, SynthKvCacheTest, ::testing::Values("tiny-mh
                          });
 
 TEST(DefaultModelKvCache, CacheAndNoCacheGiveIdenticalTokens) {
-  LoadedForTest m = load(test::default_model_path());
+  const test::LoadedModel m = test::load_model(test::default_model_path());
   ASSERT_TRUE(m.model && m.tokenizer);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 0.0f);
   expect_cache_equals_no_cache(*m.model, *m.tokenizer, 1.0f);

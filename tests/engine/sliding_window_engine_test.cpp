@@ -21,18 +21,9 @@
 namespace kvs {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<DecoderModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-Loaded write_and_load(const SynthSpec& spec, const std::string& path) {
+test::LoadedModel write_and_load(const SynthSpec& spec, const std::string& path) {
   EXPECT_TRUE(write_synth_model(spec, path));
-  auto model = DecoderModel::load(path);
-  EXPECT_TRUE(model) << model.status().message();
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  EXPECT_TRUE(tokenizer) << tokenizer.status().message();
-  return {std::move(model).value(), std::make_unique<Tokenizer>(std::move(tokenizer).value())};
+  return test::load_model(path);
 }
 
 // tiny-gemma3 with a context of 8192 and a window of 40 (not a multiple of the block size).
@@ -71,7 +62,7 @@ TEST_F(SlidingWindowEngine, HybridBytesHeldEqualThePredictionAtEveryStepOf5000To
   spec.kv_heads = 1;
   spec.head_dim = 16;
   spec.ffn = 64;
-  const Loaded m = write_and_load(spec, dir_.file("g.gguf"));
+  const test::LoadedModel m = write_and_load(spec, dir_.file("g.gguf"));
   auto engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_batch_tokens = 64, .max_seqs = 1});
   ASSERT_TRUE(engine) << engine.status().message();
   Engine& e = **engine;
@@ -103,7 +94,7 @@ TEST_F(SlidingWindowEngine, HybridBytesHeldEqualThePredictionAtEveryStepOf5000To
 }
 
 TEST_F(SlidingWindowEngine, HybridLayoutGivesTheLogitsOfOnePoolForAllLayers) {
-  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  const test::LoadedModel m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
   for (size_t chunk : {7, 512}) {
     const EngineConfig hybrid{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = 8};
     EngineConfig single = hybrid;
@@ -121,7 +112,7 @@ TEST_F(SlidingWindowEngine, HybridLayoutGivesTheLogitsOfOnePoolForAllLayers) {
 // those of the window, however long the sequence.
 TEST_F(SlidingWindowEngine, AForcedWindowOnLlamaEqualsTheNaiveWindowedReference) {
   SynthSpec spec = *synth_preset("tiny-gqa");
-  const Loaded m = write_and_load(spec, dir_.file("l.gguf"));
+  const test::LoadedModel m = write_and_load(spec, dir_.file("l.gguf"));
   auto file = gguf::File::open(dir_.file("l.gguf"));
   ASSERT_TRUE(file);
   for (size_t block : {4, 16}) {
@@ -154,7 +145,7 @@ TEST_F(SlidingWindowEngine, AForcedWindowOnLlamaEqualsTheNaiveWindowedReference)
 // keys grouped per channel are quantized when a group of 16 rows completes, so their bits depend on where
 // chunks end (tests/engine/quantized_kv_test bounds that), and batched chunks end elsewhere than alone.
 TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
-  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  const test::LoadedModel m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
   for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
     const std::string what(kv_dtype_name(dtype));
     const EngineConfig config{.max_batch_tokens = 48,
@@ -215,7 +206,7 @@ TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
 // batch: the first equals an engine whose every request has --kv-window 12, and holds only its window's blocks;
 // the second equals its run alone with full attention. A window does not combine with the no-cache baseline.
 TEST_F(SlidingWindowEngine, ARequestsOwnWindowAppliesToItAlone) {
-  const Loaded m = write_and_load(*synth_preset("tiny-gqa"), dir_.file("l.gguf"));
+  const test::LoadedModel m = write_and_load(*synth_preset("tiny-gqa"), dir_.file("l.gguf"));
   const EngineConfig config{.max_batch_tokens = 24, .max_seqs = 2, .block_size = 4, .prefix_caching = false};
   EngineConfig forced = config;
   forced.kv_window = 12;
@@ -255,7 +246,7 @@ TEST_F(SlidingWindowEngine, ARequestsOwnWindowAppliesToItAlone) {
 
 // A global pool too small for two long sequences: one is preempted and recomputed; both equal their runs alone.
 TEST_F(SlidingWindowEngine, PreemptedSequencesResumeToTheSameOutput) {
-  const Loaded m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
+  const test::LoadedModel m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
   const EngineConfig alone_config{.max_batch_tokens = 32, .max_seqs = 1, .block_size = 16, .prefix_caching = false};
   EngineConfig tight = alone_config;
   tight.max_seqs = 2;
