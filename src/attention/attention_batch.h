@@ -9,14 +9,15 @@
 
 #include "core/ids.h"
 #include "kv/kv_layer_groups.h"
+#include "kv/policies/slot_scores.h"
 
 namespace kvs {
 
 struct SequenceAttention {               // one per sequence in the batch
   std::span<const BlockId> blocks = {};  // the blocks to read, in order; kNullBlock = a hole, never read
   uint32_t num_cached = 0;               // slots holding K/V across `blocks` once this batch is written
-  std::span<float> slot_mass = {};       // empty, or [num_cached]: += attention probability of each slot,
-                                         // summed over query heads and this batch's tokens (heavy hitters)
+  SlotMass slot_mass = {};               // null, or capacity >= num_cached: += attention probability of each slot
+                                         // per layer and KV head, over its query heads and this batch's tokens (H2O)
   uint32_t window = 0;                   // > 0: the sequence's own window (a request's), where narrower than a layer's
 };
 

@@ -49,8 +49,8 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
              kv_head_begin, kv_head_end, shape.num_kv_heads);
   KVS_ASSERT(scores.size() >= heads * group * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
              heads, group, n_ctx);
-  KVS_ASSERT(context.slot_mass.empty() || context.slot_mass.size() >= context.num_slots, "slot mass of {} for {} slots",
-             context.slot_mass.size(), context.num_slots);
+  KVS_ASSERT(!context.slot_mass || context.slot_mass.capacity >= context.num_slots, "slot mass of {} for {} slots",
+             context.slot_mass.capacity, context.num_slots);
   const Isa isa = best_isa();
   KVS_ASSERT(kv.format().k.width == hd && kv.has_values() && kv.format().v->width == vd,
              "attention of key width {} and value width {} over a cache of widths {} and {}", hd, vd,
@@ -110,11 +110,17 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
     for (size_t row = 0; row < heads * group; ++row) std::fill_n(&scores[row * n_ctx], masked, kMasked);
   }
   for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);
-  if (!context.slot_mass.empty()) {
-    for (size_t s = 0; s < n_ctx; ++s) {
-      float mass = 0.0f;
-      for (size_t h = 0; h < heads * group; ++h) mass += scores[h * n_ctx + s];
-      if (mass != 0.0f) std::atomic_ref<float>(context.slot_mass[base + s]).fetch_add(mass, std::memory_order_relaxed);
+  if (context.slot_mass) {  // per KV head: its query heads' probabilities, summed in order, in fixed point
+    for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
+      uint64_t* row = context.slot_mass.row(layer, g);
+      const float* sg = &scores[(g - kv_head_begin) * group * n_ctx];
+      for (size_t s = 0; s < n_ctx; ++s) {
+        float mass = 0.0f;
+        for (size_t h = 0; h < group; ++h) mass += sg[h * n_ctx + s];
+        if (mass == 0.0f) continue;
+        const auto fixed = static_cast<uint64_t>(std::llround(static_cast<double>(mass) * kSlotMassOne));
+        std::atomic_ref<uint64_t>(row[base + s]).fetch_add(fixed, std::memory_order_relaxed);
+      }
     }
   }
   std::memset(out + kv_head_begin * group * vd, 0, heads * group * vd * sizeof(float));

@@ -7,6 +7,7 @@
 
 #include "core/ids.h"
 #include "kv/kv_storage.h"
+#include "kv/policies/slot_scores.h"
 
 namespace kvs {
 
@@ -26,8 +27,9 @@ struct AttentionShape {
 struct PagedContext {
   std::span<const BlockId> blocks;
   size_t num_slots = 0;
-  size_t first_slot = 0;            // a sliding window's first slot: earlier slots get probability 0
-  std::span<float> slot_mass = {};  // empty, or at least num_slots: += each slot's probability, over query heads
+  size_t first_slot = 0;  // a sliding window's first slot: earlier slots get probability 0
+  SlotMass slot_mass =
+      {};  // null, or capacity >= num_slots: row (layer, g) += each slot's probability over g's query heads
   // Keys quantized per channel: slots from key_tail_first on (in the last block) are read from key
   // tail `key_tail` (fp16) in place of their block's rows; kNoKeyTail when no group is filling.
   uint32_t key_tail = kNoKeyTail;
@@ -44,8 +46,8 @@ inline size_t paged_score_slots(const PagedContext& context, size_t block_size) 
 // q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
 // (num_heads / num_kv_heads) x paged_score_slots(context, block size) floats, and as many times head_dim more when
 // the keys are stored rotated. Each head's result does not depend on the range it is computed in (the same sums in
-// the same order). slot_mass is added to atomically (other threads may be adding for other heads or tokens of the
-// same sequence), so its low bits depend on the order.
+// the same order). slot_mass is added to atomically (other threads may be adding for other tokens of the same
+// sequence), in fixed point, so its sums do not depend on the order.
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
                      const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores);
 

@@ -37,15 +37,6 @@ const float* stored_form(const KvTensorFormat& f, const float* x, std::vector<fl
   return scratch.data();
 }
 
-// Stores x as row `row` of a head-block of format `f` whose scales are not per channel: floats as they
-// are, quantized rows with their per-token scales.
-void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const float* x, Isa isa) {
-  auto* data = reinterpret_cast<uint8_t*>(head_block);
-  if (f.scale_axis == KvScaleAxis::kNone) return store_kv_row(f.element, x, data + row * f.row_bytes(), f.width, isa);
-  quantize_row_per_token(f.element, x, f.width, f.group_size, data + row * f.row_bytes(),
-                         reinterpret_cast<uint16_t*>(head_block + f.data_bytes()) + row * 2 * (f.width / f.group_size));
-}
-
 // Rows [first_row, first_row + count) of a per-channel head-block, row t at keys + t * stride: each
 // staged in fp16 as row (first_row + t) % group_size of `tail` (the block's key tail; `staging` when the
 // run writes whole groups only), and each group quantized from its staged rows when its last row is written.
@@ -74,6 +65,14 @@ void store_rows_per_channel(const KvTensorFormat& f, std::byte* head_block, size
 }
 
 }  // namespace
+
+void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const float* x, Isa isa) {
+  KVS_ASSERT(f.scale_axis != KvScaleAxis::kPerChannel, "a row stored alone in per-channel groups");
+  auto* data = reinterpret_cast<uint8_t*>(head_block);
+  if (f.scale_axis == KvScaleAxis::kNone) return store_kv_row(f.element, x, data + row * f.row_bytes(), f.width, isa);
+  quantize_row_per_token(f.element, x, f.width, f.group_size, data + row * f.row_bytes(),
+                         reinterpret_cast<uint16_t*>(head_block + f.data_bytes()) + row * 2 * (f.width / f.group_size));
+}
 
 void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, std::span<const float> k,
                   std::span<const float> v, uint32_t key_tail, Isa isa) {

@@ -25,6 +25,10 @@ struct KvWriteRun {
 // block. Asserts that no block appears in two runs (two sequences never write one block).
 std::vector<KvWriteRun> kv_write_runs(std::span<const KvSlot> slots, size_t block_size);
 
+// Stores x (already in stored form: H x for rotated keys) as row `row` of a head-block of format `f`
+// whose scales are not per channel: floats as they are, quantized rows with their per-token scales.
+void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const float* x, Isa isa = best_isa());
+
 // Stores `count` tokens at slots first_slot, first_slot + 1, ..., all in one block of `layer`.
 // k: [count][num_kv_heads][head_dim], v: [count][num_kv_heads][value_width] fp32. Keys quantized per
 // channel wait in the block's key tail `key_tail` until their group is complete (kv/key_tail_table.h);

@@ -50,7 +50,8 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
     }
     config.kv_memory_bytes = *budget;
   } else if (config.kv_blocks == 0) {
-    const size_t tokens = std::min(model.config().context_length, prompt_tokens + options.max_new_tokens);
+    size_t tokens = std::min(model.config().context_length, prompt_tokens + options.max_new_tokens);
+    if (kv.policy.evicts()) tokens = std::min(tokens, kv.policy.budget);  // what the policy holds at most
     config.kv_blocks = std::max<size_t>(1, kv_blocks_for_tokens(tokens, config.block_size));
   }
   return config;
@@ -101,6 +102,18 @@ void run(const RunOptions& options) {
                config.attention_kind().c_str(), (*engine)->kv_layers().describe().c_str(), config.num_kv_heads,
                config.head_dim, kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
+  if (engine_options.kv_policy.evicts()) {
+    const EngineMetrics m = (*engine)->metrics();
+    const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
+    std::fprintf(stderr,
+                 "kvserve: KV policy %s: %zu tokens computed, at most %zu blocks held (%zu tokens of room, %zu bytes; "
+                 "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
+                 policy.describe().c_str(), result->prompt_tokens + result->tokens.size(), kv.blocks_used_peak,
+                 kv.blocks_used_peak * engine_options.block_size,
+                 kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(),
+                 policy.budget, static_cast<unsigned long long>(m.kv_evicted_tokens_total),
+                 static_cast<unsigned long long>(m.kv_evictions_total));
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // perplexity, bench) and by calc: --kv-dtype sets K and V, --kv-dtype-k / --kv-dtype-v set one of
 // them; --kv-key-scales and --kv-rotate-keys choose how quantized keys are grouped and whether they
 // are stored Hadamard-rotated; --kv-window narrows every layer's attention to a sliding window and
-// --no-kv-hybrid keeps every layer in one pool.
+// --no-kv-hybrid keeps every layer in one pool; --kv-policy and --kv-budget (with --kv-sinks, --kv-recent,
+// --kv-scores, --kv-evict-unit) bound each sequence's cache by an eviction policy.
 #pragma once
 
 #include <string>
@@ -14,13 +15,19 @@
 namespace kvs::cli {
 
 struct KvPrecisionOptions {
-  std::string both = "f32";            // --kv-dtype (each command sets its default)
-  std::string k = {};                  // --kv-dtype-k: "" = as --kv-dtype
-  std::string v = {};                  // --kv-dtype-v: "" = as --kv-dtype
-  std::string key_scales = "channel";  // --kv-key-scales
-  bool rotate_keys = false;            // --kv-rotate-keys
-  size_t window = 0;                   // --kv-window
-  bool no_hybrid = false;              // --no-kv-hybrid
+  std::string both = "f32";                      // --kv-dtype (each command sets its default)
+  std::string k = {};                            // --kv-dtype-k: "" = as --kv-dtype
+  std::string v = {};                            // --kv-dtype-v: "" = as --kv-dtype
+  std::string key_scales = {};                   // --kv-key-scales: "" = channel, or token under an eviction policy
+  bool rotate_keys = false;                      // --kv-rotate-keys
+  size_t window = 0;                             // --kv-window
+  bool no_hybrid = false;                        // --no-kv-hybrid
+  std::string policy = "full";                   // --kv-policy
+  size_t budget = 0;                             // --kv-budget
+  size_t sinks = KvPolicyParams::kDefault;       // --kv-sinks
+  size_t recent = KvPolicyParams::kDefault;      // --kv-recent
+  std::string scores = "head";                   // --kv-scores
+  size_t evict_unit = KvPolicyParams::kDefault;  // --kv-evict-unit
 };
 
 struct KvPrecision {
@@ -29,6 +36,7 @@ struct KvPrecision {
   bool rotate_keys = false;
   size_t window = 0;   // a forced sliding window (0: the model's)
   bool hybrid = true;  // layers of different windows in pools of their own
+  KvPolicyParams policy = {};
 };
 
 void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options);

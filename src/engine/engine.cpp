@@ -103,8 +103,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   if (!layout) return layout.status();
   auto kv = HybridKvManager::create(layout->groups);
   if (!kv) return kv.status();
-  return std::unique_ptr<Engine>(
+  auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
+  KVS_RETURN_IF_ERROR(engine->check_policy(config.kv_policy.resolved(engine->kv_->block_size())));
+  return engine;
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -115,9 +117,53 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       layers_(std::move(layout.layers)),
       kv_(std::move(kv)),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
-      runner_(model.make_runner(pool)) {
+      runner_(model.make_runner(pool)),
+      evictor_(model.config()) {
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+}
+
+Status Engine::check_policy(const KvPolicyParams& policy) const {
+  KVS_RETURN_IF_ERROR(policy.validate(model_.config().context_length));
+  if (!policy.evicts()) return Status::ok();
+  const std::string what = policy.describe();
+  if (config_.kv_layout != KvLayout::kPaged)
+    return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
+  if (layers_.groups.size() != 1 || std::ranges::any_of(layers_.attention_window, [](size_t w) { return w > 0; })) {
+    return Status::invalid_argument(fmt::format(
+        "the KV policy {} needs every layer global, but this engine's layers are {}: positions within the cache "
+        "would differ between window and global layers",
+        what, layers_.describe()));
+  }
+  if (storages_[0].format().k.scale_axis == KvScaleAxis::kPerChannel) {
+    return Status::invalid_argument(fmt::format(
+        "the KV policy {} moves keys one at a time, but {} keys are quantized in groups of rows: use --kv-key-scales "
+        "token",
+        what, kv_dtype_name(storages_[0].format().k.element)));
+  }
+  return Status::ok();
+}
+
+Status Engine::attach_policy(Request& r, const KvPolicyParams& policy) const {
+  KVS_RETURN_IF_ERROR(check_policy(policy));
+  if (!policy.evicts()) return Status::ok();
+  const RequestParams& p = r.params;
+  if (p.num_samples > 1 || p.recompute_history || p.kv_window > 0) {
+    return Status::invalid_argument(fmt::format(
+        "the KV policy {} does not combine with {}", policy.describe(),
+        p.num_samples > 1     ? fmt::format("{} parallel samples (they would share blocks it rewrites)", p.num_samples)
+        : p.recompute_history ? std::string("the no-cache baseline")
+                              : fmt::format("a KV window of {} tokens", p.kv_window)));
+  }
+  r.kv_policy = make_kv_eviction_policy(policy);
+  r.kv_budget = policy.budget;
+  r.use_prefix_cache = false;  // its blocks are rewritten by compactions: never shared (kv_cache_manager.h)
+  if (r.kv_policy->needs_scores()) {
+    const ModelConfig& c = model_.config();
+    r.kv_scores = std::make_unique<SlotScores>(c.num_layers, c.num_kv_heads, policy.budget);
+    r.slot_mass = r.kv_scores->view();
+  }
+  return Status::ok();
 }
 
 size_t Engine::kv_storage_bytes() const {
@@ -129,7 +175,8 @@ size_t Engine::kv_storage_bytes() const {
 Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
   if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
-  if (params.prompt.size() > context) {
+  const KvPolicyParams policy = params.kv_policy.value_or(config_.kv_policy).resolved(kv_->block_size());
+  if (params.prompt.size() > context && !policy.evicts()) {
     return Status::out_of_range(
         fmt::format("the prompt has {} tokens but the model's context holds {}", params.prompt.size(), context));
   }
@@ -141,7 +188,8 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   }
   // The prompt (plus the first generated token, when a second one follows it) must fit in the whole pool on its
   // own; a token past the context is never computed.
-  const size_t must_hold = std::min(context, params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0));
+  size_t must_hold = std::min(context, params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0));
+  if (policy.evicts()) must_hold = std::min(must_hold, policy.budget);
   if (!kv_->fits_alone(must_hold, config_.max_batch_tokens)) {
     return Status::out_of_memory(fmt::format(
         "the prompt of {} tokens needs {} KV blocks of {} tokens but the whole pool has {} ({}); raise --kv-memory",
@@ -177,6 +225,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->kv_window = request->params.kv_window;
   request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
   request->num_forks = request->params.num_samples - 1;
+  KVS_RETURN_IF_ERROR(attach_policy(*request, policy));
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
@@ -302,7 +351,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
     finish(r, FinishReason::kStopString, out);
   } else if (r.num_generated() >= r.params.max_new_tokens) {
     finish(r, FinishReason::kLength, out);
-  } else if (r.num_tokens() >= model_.config().context_length) {
+  } else if (r.kv_budget == 0 && r.num_tokens() >= model_.config().context_length) {
     finish(r, FinishReason::kContextFull, out);
   } else {
     if (r.params.recompute_history) scheduler_.forget_computed(&r);  // the no-cache baseline
@@ -314,6 +363,13 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
 
 bool Engine::step() {
   if (requests_.empty()) return false;
+  // Caches at their budget make room first: the blocks they free are free for this step.
+  for (SequenceState* seq : scheduler_.running()) {
+    if (const size_t evicted = evictor_.evict_if_full(as_request(seq), *kv_, storages_); evicted > 0) {
+      recorder_.totals().kv_evicted_tokens_total += evicted;
+      ++recorder_.totals().kv_evictions_total;
+    }
+  }
   SchedulePlan plan = scheduler_.schedule();
   recorder_.totals().preemptions_total = scheduler_.num_preemptions();
   for (SequenceState* seq : plan.out_of_memory) {
@@ -329,6 +385,10 @@ bool Engine::step() {
       if (c.source_tail != kNoKeyTail) storages_[g].copy_key_tail(c.source_tail, c.destination_tail);
     }
     kv_->group(g).copies_done();
+  }
+  for (const ScheduledChunk& chunk : plan.chunks) {  // a sequence (re)starting from nothing starts with no scores
+    Request& r = as_request(chunk.seq);
+    if (chunk.first == 0 && r.kv_scores) r.kv_scores->clear();
   }
   build_model_input(plan.chunks, *kv_, layers_, input_);
   const size_t vocab = model_.config().vocab_size;

@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/batch_builder.h"
+#include "engine/kv_evictor.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -37,9 +38,10 @@ struct EngineConfig {
   KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype (-k, -v): K and V element types
   KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;  // --kv-key-scales: grouping of quantized keys
   bool kv_rotate_keys = false;                           // --kv-rotate-keys
-  bool prefix_caching = true;  // share cached prompt prefixes across requests (--no-prefix-cache)
-  size_t kv_window = 0;        // --kv-window: every layer attends to its last W tokens at most (0: the model's)
-  bool kv_hybrid = true;       // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
+  bool prefix_caching = true;     // share cached prompt prefixes across requests (--no-prefix-cache)
+  size_t kv_window = 0;           // --kv-window: every layer attends to its last W tokens at most (0: the model's)
+  bool kv_hybrid = true;          // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
+  KvPolicyParams kv_policy = {};  // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
 
   Status validate() const;
 };
@@ -94,6 +96,11 @@ class Engine {
   // its first token from the same logits.
   void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
+  // Whether requests can run under `policy` (resolved) on this engine: a policy that evicts needs one pool of
+  // global layers, paged, with keys that move a row at a time (not grouped per channel).
+  Status check_policy(const KvPolicyParams& policy) const;
+  // Gives `r` its resolved policy (and scores), or says why it cannot have it.
+  Status attach_policy(Request& r, const KvPolicyParams& policy) const;
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 
@@ -109,6 +116,7 @@ class Engine {
   std::unordered_map<uint64_t, size_t> open_samples_;  // request id -> its unfinished samples (num_samples > 1)
   uint64_t next_id_ = 1;
   MetricsRecorder recorder_;
+  KvEvictor evictor_;
   ModelInput input_;  // reused across steps
   std::vector<float> logits_;
 };

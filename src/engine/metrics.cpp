@@ -72,6 +72,10 @@ std::string to_prometheus(const EngineMetrics& m) {
   gauge(out, "kv_blocks_used", "KV cache blocks held by requests.", static_cast<double>(m.kv_blocks_used));
   gauge(out, "kv_blocks_used_peak", "The most KV cache blocks held at once since the start.",
         static_cast<double>(m.kv_blocks_used_peak));
+  counter(out, "kv_evicted_tokens_total", "Tokens KV eviction policies removed from sequences' caches.",
+          m.kv_evicted_tokens_total);
+  counter(out, "kv_evictions_total", "Evictions of KV eviction policies (each compacts one sequence's cache).",
+          m.kv_evictions_total);
   counter(out, "kv_copy_on_write_total", "Shared partial KV blocks of parallel samples copied when first written.",
           m.kv_copy_on_write_total);
   gauge(out, "kv_usage_ratio", "Fraction of KV blocks in use.", m.kv_usage_ratio);

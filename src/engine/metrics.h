@@ -27,8 +27,10 @@ struct EngineMetrics {
   size_t requests_waiting = 0;
   size_t kv_blocks_total = 0;
   size_t kv_blocks_used = 0;
-  size_t kv_blocks_used_peak = 0;       // high-water mark since the start
-  uint64_t kv_copy_on_write_total = 0;  // forked partial blocks copied when first written (parallel sampling)
+  size_t kv_blocks_used_peak = 0;        // high-water mark since the start
+  uint64_t kv_copy_on_write_total = 0;   // forked partial blocks copied when first written (parallel sampling)
+  uint64_t kv_evicted_tokens_total = 0;  // tokens eviction policies removed from caches
+  uint64_t kv_evictions_total = 0;       // evictions (each frees evict_unit slots of one sequence)
   double kv_usage_ratio = 0.0;
   size_t kv_blocks_cached_idle = 0;                // free blocks still holding cached prefixes
   uint64_t prefix_cache_queries_tokens_total = 0;  // prompt tokens looked up in the prefix cache

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +18,8 @@
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
+#include "kv/policies/kv_policy.h"
+#include "kv/policies/slot_scores.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
@@ -27,6 +31,16 @@ std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "len
 
 // Called with the next-token logits computed after the token at `position` ([vocab]).
 using LogitsSink = std::function<void(size_t position, std::span<const float> logits)>;
+
+// One eviction of a request's cache (for tests and tracing): when `num_tokens` tokens were computed and
+// its `num_slots` slots were full, the slots kept, ascending: one set per layer and KV head (row layer *
+// num_kv_heads + head), or one for all.
+struct KvEvictionEvent {
+  size_t num_tokens = 0;
+  size_t num_slots = 0;
+  std::span<const std::vector<uint32_t>> kept;
+};
+using EvictionSink = std::function<void(const KvEvictionEvent&)>;
 
 struct RequestParams {
   std::vector<TokenId> prompt = {};
@@ -43,6 +57,10 @@ struct RequestParams {
   // > 0: every layer of this request attends to its last kv_window tokens at most, and the blocks before
   // them are freed (as --kv-window, for one request).
   size_t kv_window = 0;
+  // Which cached tokens stay when the cache reaches a budget (kv/policies/kv_policy.h); none: the engine's
+  // default (--kv-policy). A request under a policy that evicts may run past the model's context.
+  std::optional<KvPolicyParams> kv_policy = {};
+  EvictionSink on_eviction = {};  // receives each eviction of the request's cache
   // Parallel sampling (OpenAI's n, best_of): this many independent samples of the prompt, each a
   // sequence of its own that shares the prompt's KV blocks; sample i draws with seed + i. Their
   // outputs carry the sample index; the request ends when every sample has finished.
@@ -90,6 +108,8 @@ struct SequenceState {
   bool use_prefix_cache = true;   // look up cached prefixes when admitted
   uint32_t prefix_namespace = 0;  // the KV manager's namespace of its cache salt
   size_t kv_window = 0;           // > 0: its own sliding window (RequestParams::kv_window)
+  size_t kv_budget = 0;           // > 0: an eviction policy holds its cache to this many slots
+  SlotMass slot_mass = {};        // where attention adds the mass its slots receive (heavy hitters)
   size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
   size_t num_forks = 0;           // samples forked from it once its prompt is computed (seats held for them)
 };
@@ -108,6 +128,8 @@ struct Request : SequenceState {
   SteadyTime arrival;
   SteadyTime last_token_time{};
   bool has_first_token = false;
+  std::unique_ptr<KvEvictionPolicy> kv_policy;  // null: no eviction
+  std::unique_ptr<SlotScores> kv_scores;        // the policy's scores, when it needs them
 };
 
 }  // namespace kvs

@@ -22,7 +22,7 @@ SchedulePlan Scheduler::schedule() {
   // 1. Running requests first, oldest admission first.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     SequenceState* r = running_[i];
-    const size_t n = std::min(num_uncomputed(*r), budget);
+    const size_t n = std::min({num_uncomputed(*r), budget, room_in_budget(*r)});
     if (n == 0) {
       ++i;
       continue;
@@ -66,8 +66,8 @@ SchedulePlan Scheduler::schedule() {
     const HybridPrefixMatch match =
         r->use_prefix_cache ? kv_.match_prefix(r->tokens, r->prefix_namespace) : kv_.no_match();
     const size_t cached = match.num_tokens;
-    const size_t n = std::min(r->num_tokens() - cached, budget);
-    if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n, r->kv_window)) break;
+    const size_t n = std::min({r->num_tokens() - cached, budget, room_in_budget(*r)});
+    if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n, r->kv_window, r->kv_budget > 0)) break;
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;
     waiting_.pop_front();
     running_.push_back(r);

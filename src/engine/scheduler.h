@@ -7,6 +7,8 @@
 //      steps: chunked prefill). A waiting sequence holds no blocks; it begins from the longest cached prefix of its
 //      tokens (prompt, and after a preemption what it generated) and computes only the rest. Cached idle blocks count
 //      as free.
+// A sequence under an eviction policy (kv_budget > 0) gets at most the slots left in its budget; the
+// engine evicts before scheduling when none are left.
 // A sequence's computed count is the KV manager's (tokens committed to its block table), never a
 // second counter here. The result is a plain-data plan; the engine runs it and reports back with
 // `on_computed`. Sees only SequenceState and KV accounting: testable with toy sequences.
@@ -63,6 +65,10 @@ class Scheduler {
  private:
   void preempt(SequenceState* victim, SchedulePlan& plan);
   size_t num_uncomputed(const SequenceState& seq) const { return seq.num_tokens() - num_computed(seq); }
+  // Slots a sequence under an eviction policy may still fill (the engine evicts when none are left).
+  size_t room_in_budget(const SequenceState& seq) const {
+    return seq.kv_budget == 0 ? SIZE_MAX : seq.kv_budget - kv_.num_slots(seq.id);
+  }
 
   SchedulerConfig config_;
   HybridKvManager& kv_;

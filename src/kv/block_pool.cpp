@@ -162,6 +162,13 @@ void PinnedBlocks::release_at(size_t index) {
   if (blocks_[index] != kNullBlock) pool_->release(std::exchange(blocks_[index], kNullBlock));
 }
 
+void PinnedBlocks::truncate(size_t keep) {
+  while (blocks_.size() > keep) {
+    if (blocks_.back() != kNullBlock) pool_->release(blocks_.back());
+    blocks_.pop_back();
+  }
+}
+
 void PinnedBlocks::release() {
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
     if (*it != kNullBlock) pool_->release(*it);

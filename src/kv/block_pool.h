@@ -99,6 +99,8 @@ class PinnedBlocks {
   void replace(size_t index, PinnedBlocks&& single);
   // Drops this handle's reference to the block at `index`, which becomes a hole (kNullBlock).
   void release_at(size_t index);
+  // Drops the references to the blocks from `keep` on, tail first, and forgets them.
+  void truncate(size_t keep);
   // Drops every reference, tail first, and empties the handle.
   void release();
 

@@ -1,4 +1,5 @@
-// One sequence's block table: block i holds its positions [i*block_size, (i+1)*block_size). It
+// One sequence's block table: block i holds its slots [i*block_size, (i+1)*block_size), slot p position p
+// unless an eviction policy compacted them (then slots hold the kept tokens in order). It
 // holds a reference to each of its blocks (PinnedBlocks: dropped tail first when the table dies),
 // the token ids of the positions written so far (what the prefix index hashes), and for each full
 // block its chained hash and the block that stands for its content in the prefix index (itself, or
@@ -16,20 +17,26 @@ namespace kvs {
 
 class BlockTable {
  public:
-  BlockTable(size_t block_size, uint32_t name_space, size_t window = 0)
-      : block_size_(block_size), name_space_(name_space), window_(window) {}
+  BlockTable(size_t block_size, uint32_t name_space, size_t window = 0, bool evicts = false)
+      : block_size_(block_size), name_space_(name_space), window_(window), evicts_(evicts) {}
 
   size_t block_size() const { return block_size_; }
   uint32_t name_space() const { return name_space_; }  // the cache salt's: where its prefixes are found
   size_t window() const { return window_; }            // > 0: the sequence's own sliding window (a request's)
   // Positions whose K/V are written: the sequence's one count of computed tokens.
   size_t num_tokens() const { return tokens_.size(); }
+  // Under an eviction policy (evicts()): slots [0, num_slots()) hold the kept tokens' K/V in order, the
+  // num_evicted() others are gone, and the token at position p >= num_tokens() goes to slot p - num_evicted().
+  // Without one, slot i holds position i.
+  bool evicts() const { return evicts_; }
+  size_t num_evicted() const { return num_evicted_; }
+  size_t num_slots() const { return tokens_.size() - num_evicted_; }
   std::span<const TokenId> tokens() const { return tokens_; }
   std::span<const BlockId> blocks() const { return blocks_.blocks(); }
 
   // Blocks to add so that `extra_tokens` more tokens fit.
   size_t blocks_needed(size_t extra_tokens) const {
-    const size_t total = (num_tokens() + extra_tokens + block_size_ - 1) / block_size_;
+    const size_t total = (num_slots() + extra_tokens + block_size_ - 1) / block_size_;
     return total > blocks_.size() ? total - blocks_.size() : 0;
   }
   void add_blocks(PinnedBlocks blocks) { blocks_.append(std::move(blocks)); }
@@ -37,6 +44,9 @@ class BlockTable {
   void replace_block(size_t block, PinnedBlocks single) { blocks_.replace(block, std::move(single)); }
   // Lets go of block `block`, which becomes a hole (a sliding window has moved past it).
   void drop_block(size_t block) { blocks_.release_at(block); }
+  // Forgets `count` slots (an eviction policy compacted the kept ones to the front) and lets go of the
+  // blocks past the slots left.
+  void evict(size_t count);
   // A table with the same tokens, hashes and blocks, each block shared (one more reference in `pool`).
   BlockTable fork(BlockPool& pool) const;
   // Records that `tokens` were written at the next positions; their blocks must be in the table.
@@ -60,6 +70,8 @@ class BlockTable {
   size_t block_size_;
   uint32_t name_space_;
   size_t window_ = 0;
+  bool evicts_ = false;
+  size_t num_evicted_ = 0;
   std::vector<TokenId> tokens_;
   PinnedBlocks blocks_;
   std::vector<BlockHash> hashes_;     // [full block]: chained hash

@@ -70,12 +70,13 @@ HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens,
 }
 
 bool HybridKvManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const HybridPrefixMatch& match,
-                            size_t n, size_t window) {
+                            size_t n, size_t window, bool evicts) {
   KVS_ASSERT(match.groups.size() == groups_.size(), "a match of {} groups for {}", match.groups.size(), groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g)
     if (!groups_[g]->can_begin(match.groups[g], n, window)) return false;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    KVS_ASSERT(groups_[g]->begin(seq, tokens, ns, match.groups[g], n, window), "group {} could begin but did not", g);
+    KVS_ASSERT(groups_[g]->begin(seq, tokens, ns, match.groups[g], n, window, evicts),
+               "group {} could begin but did not", g);
   }
   return true;
 }
@@ -93,6 +94,10 @@ bool HybridKvManager::reserve(SeqId seq, size_t n) {
   for (size_t g = 0; g < groups_.size(); ++g)
     KVS_ASSERT(groups_[g]->reserve(seq, n), "group {} could reserve {} tokens but did not", g, n);
   return true;
+}
+
+void HybridKvManager::evict(SeqId seq, size_t count) {
+  for (const auto& group : groups_) group->evict(seq, count);
 }
 
 void HybridKvManager::commit(SeqId seq, std::span<const TokenId> tokens) {

@@ -36,17 +36,22 @@ class HybridKvManager {
   // The longest prefix of `tokens` cached in every group (each group's match cut to it).
   HybridPrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space);
   // As KvCacheManager::begin, in every group; false with nothing changed when any group cannot. window > 0:
-  // the sequence's own window (every group lets go of its blocks before it).
+  // the sequence's own window (every group lets go of its blocks before it); evicts: under an eviction policy.
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space,
-                           const HybridPrefixMatch& match, size_t n, size_t window = 0);
+                           const HybridPrefixMatch& match, size_t n, size_t window = 0, bool evicts = false);
   void fork(SeqId parent, SeqId child);
   bool can_reserve(SeqId seq, size_t n) const;
   [[nodiscard]] bool reserve(SeqId seq, size_t n);
   void commit(SeqId seq, std::span<const TokenId> tokens);
   void free(SeqId seq);
+  // As KvCacheManager::evict, in every group (the caller compacted each group's storage alike).
+  void evict(SeqId seq, size_t count);
 
   bool contains(SeqId seq) const { return groups_[0]->contains(seq); }
   size_t num_tokens(SeqId seq) const { return groups_[0]->num_tokens(seq); }
+  size_t num_slots(SeqId seq) const { return groups_[0]->num_slots(seq); }
+  size_t num_evicted(SeqId seq) const { return groups_[0]->num_evicted(seq); }
+  uint64_t num_evicted_total() const { return groups_[0]->num_evicted_total(); }
   // Blocks a sequence holds in every group together.
   size_t num_blocks_held(SeqId seq) const;
   size_t bytes_held(SeqId seq) const;  // their bytes

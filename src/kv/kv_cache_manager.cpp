@@ -142,12 +142,15 @@ bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t window
 }
 
 bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match, size_t n,
-                           size_t window) {
+                           size_t window, bool evicts) {
   KVS_ASSERT(!contains(seq), "sequence {} begins twice", seq.value);
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
              cached, n, tokens.size());
+  KVS_ASSERT(!evicts || (cached == 0 && window == 0),
+             "a sequence under an eviction policy begins from a prefix match of {} tokens or with a window of {}",
+             cached, window);
   if (!can_begin(match, n, window)) return false;
   const std::vector<BlockId> taken = blocks_taken(match, window);
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
@@ -164,7 +167,7 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
     pending_copies_.push_back(
         {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
   }
-  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window)).first->second;
+  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window, evicts)).first->second;
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
   t.advance(tokens.first(cached));
@@ -191,8 +194,8 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
 }
 
 bool KvCacheManager::shares_partial_block(const BlockTable& t) const {
-  if (t.num_tokens() % block_size() == 0) return false;
-  const BlockId last = t.blocks()[t.num_tokens() / block_size()];
+  if (t.num_slots() % block_size() == 0) return false;
+  const BlockId last = t.blocks()[t.num_slots() / block_size()];
   if (last == kNullBlock) return false;
   // References beyond this table's: other tables, or the pin of a pending copy that reads it.
   const auto pins = std::ranges::count(copy_sources_.blocks(), last);
@@ -221,7 +224,7 @@ std::optional<size_t> KvCacheManager::tail_block(size_t end) const {
 }
 
 size_t KvCacheManager::tails_needed(const BlockTable* t, size_t n) const {
-  const std::optional<size_t> at = tail_block((t ? t->num_tokens() : 0) + n);
+  const std::optional<size_t> at = tail_block((t ? t->num_slots() : 0) + n);
   const bool copy = t && n > 0 && shares_partial_block(*t);
   const size_t copied = t ? t->num_tokens() / block_size() : 0;  // the block a copy on write replaces
   const bool copy_tail = copy && tails_.tail_of(t->blocks()[copied]) != kNoKeyTail;
@@ -259,7 +262,7 @@ bool KvCacheManager::reserve(SeqId seq, size_t n) {
   if (is_new) it = tables_.emplace(seq.value, BlockTable(block_size(), 0)).first;
   if (copy) copy_on_write(it->second, std::move(*private_block));
   it->second.add_blocks(std::move(*blocks));
-  if (const std::optional<size_t> at = tail_block(it->second.num_tokens() + n))
+  if (const std::optional<size_t> at = tail_block(it->second.num_slots() + n))
     KVS_ASSERT(tails_.assign(it->second.blocks()[*at]), "a key tail was free but assignment failed");
   return true;
 }
@@ -283,14 +286,14 @@ void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   auto it = tables_.find(seq.value);
   KVS_ASSERT(it != tables_.end(), "commit to unknown sequence {}", seq.value);
   BlockTable& t = it->second;
-  const size_t before = t.num_tokens() / block_size();
+  const size_t before = t.num_slots() / block_size();
   t.advance(tokens);
   // Groups completed by these tokens are quantized: their blocks' tails go back (the blocks were
   // written, so they are this table's alone), all but the one where a group still fills.
-  const std::optional<size_t> filling = tail_block(t.num_tokens());
+  const std::optional<size_t> filling = tail_block(t.num_slots());
   for (size_t i = before; i < t.blocks().size(); ++i)
     if (i != filling && t.blocks()[i] != kNullBlock) tails_.release(t.blocks()[i]);
-  if (config_.prefix_caching) index_full_blocks(t);
+  if (config_.prefix_caching && !t.evicts()) index_full_blocks(t);
   drop_blocks_before_window(t);
 }
 
@@ -310,7 +313,7 @@ void KvCacheManager::free(SeqId seq) {
   const BlockTable& t = it->second;
   const size_t bs = block_size(), filled = t.num_tokens() % bs, last = t.num_tokens() / bs;
   // A partial last block of its own stays findable: a prompt that shares part of it copies those slots.
-  if (config_.prefix_caching && filled > 0) {
+  if (config_.prefix_caching && filled > 0 && !t.evicts()) {
     const BlockId block = t.blocks()[last];
     if (block != kNullBlock && pool_.meta(block).ref_count == 1 && !index_.contains(block)) {
       const std::span<const TokenId> partial = t.tokens().subspan(last * bs, filled);
@@ -336,6 +339,23 @@ void KvCacheManager::copies_done() {
 size_t KvCacheManager::num_tokens(SeqId seq) const {
   auto it = tables_.find(seq.value);
   return it == tables_.end() ? 0 : it->second.num_tokens();
+}
+size_t KvCacheManager::num_slots(SeqId seq) const {
+  auto it = tables_.find(seq.value);
+  return it == tables_.end() ? 0 : it->second.num_slots();
+}
+size_t KvCacheManager::num_evicted(SeqId seq) const {
+  auto it = tables_.find(seq.value);
+  return it == tables_.end() ? 0 : it->second.num_evicted();
+}
+
+void KvCacheManager::evict(SeqId seq, size_t count) {
+  auto it = tables_.find(seq.value);
+  KVS_ASSERT(it != tables_.end(), "evict from unknown sequence {}", seq.value);
+  const std::vector<BlockId> blocks(it->second.blocks().begin(), it->second.blocks().end());
+  it->second.evict(count);
+  release_tails_of_unheld(blocks);
+  stats_evicted_tokens_ += count;
 }
 std::span<const TokenId> KvCacheManager::tokens(SeqId seq) const { return table(seq).tokens(); }
 std::span<const BlockId> KvCacheManager::block_table(SeqId seq) const { return table(seq).blocks(); }
@@ -368,7 +388,7 @@ Status KvCacheManager::check_invariants() const {
       return Status::corrupt(fmt::format("free block {} holds key tail {}", b, tails_.tail_of(BlockId{b})));
   }
   for (const auto& [id, t] : tables_) {
-    const std::optional<size_t> filling = tail_block(t.num_tokens());
+    const std::optional<size_t> filling = tail_block(t.num_slots());
     if (filling && t.blocks()[*filling] != kNullBlock && tails_.tail_of(t.blocks()[*filling]) == kNoKeyTail) {
       return Status::corrupt(
           fmt::format("sequence {} fills a key group in block {} without a key tail", id, t.blocks()[*filling].value));
@@ -385,9 +405,9 @@ Status KvCacheManager::check_invariants() const {
             id, t.num_tokens(), config_.window, i, t.blocks()[i] == kNullBlock ? "a hole" : "held", before_window));
       }
     }
-    if (t.blocks().size() < kv_blocks_for_tokens(t.num_tokens(), bs)) {
+    if (t.blocks().size() < kv_blocks_for_tokens(t.num_slots(), bs)) {
       return Status::corrupt(
-          fmt::format("sequence {} holds {} tokens in only {} blocks", id, t.num_tokens(), t.blocks().size()));
+          fmt::format("sequence {} holds {} slots in only {} blocks", id, t.num_slots(), t.blocks().size()));
     }
     for (BlockId b : t.blocks()) {
       if (b == kNullBlock) continue;
@@ -402,8 +422,12 @@ Status KvCacheManager::check_invariants() const {
   for (const auto& [id, t] : tables_) {
     for (size_t i = 0; i < t.blocks().size(); ++i) {
       const BlockId b = t.blocks()[i];
-      if (b == kNullBlock || holders[b.value] < 2 || (i + 1) * bs <= t.num_tokens()) continue;
-      const size_t written = t.num_tokens() > i * bs ? t.num_tokens() - i * bs : 0;
+      if (b == kNullBlock || holders[b.value] < 2 || (i + 1) * bs <= t.num_slots()) continue;
+      if (t.evicts()) {
+        return Status::corrupt(fmt::format("block {} of sequence {}, which evicts, is shared by {} tables", b.value, id,
+                                           holders[b.value]));
+      }
+      const size_t written = t.num_slots() > i * bs ? t.num_slots() - i * bs : 0;
       const auto [seen, first] = shared_partial.try_emplace(b.value, written);
       if (i + 1 != t.blocks().size() || written == 0 || seen->second != written) {
         return Status::corrupt(fmt::format(

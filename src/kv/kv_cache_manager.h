@@ -24,6 +24,10 @@
 // cached, each found by its chained hash and confirmed by its own tokens (the blocks before it, which
 // would confirm its parent, may be gone).
 //
+// Eviction policies (kv/policies/): a sequence begun with `evicts` keeps at most a budget of tokens; its
+// slots hold the kept ones in order (compacted by the engine), evict() forgets the rest and returns the
+// blocks past them. Its blocks are its own: never shared, indexed or forked.
+//
 // Key tails (keys quantized per channel, kv/key_tail_table.h): the block where a sequence's row group
 // is still filling, after a reserve and until the commit that completes the group, holds a key tail;
 // the tail goes back when the group completes or the block is released. A copy on write copies the
@@ -121,8 +125,10 @@ class KvCacheManager {
   // for `n` more tokens. False, with nothing changed, when the pool cannot supply the blocks (cached
   // blocks count as free, except those the match itself takes). window > 0: the sequence's own sliding
   // window, where narrower than the manager's (a request's): its blocks before it are let go too.
+  // evicts: the sequence is under an eviction policy (evict()): it begins with no match and no window, and
+  // its blocks are never indexed (no other sequence may read blocks its compactions rewrite), nor forked.
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
-                           size_t n, size_t window = 0);
+                           size_t n, size_t window = 0, bool evicts = false);
   // Would begin(..., match, n, window) succeed right now?
   bool can_begin(const PrefixMatch& match, size_t n, size_t window = 0) const;
   // Starts `child` (which holds no blocks) as a copy of `parent`: the same tokens and blocks, each
@@ -142,6 +148,10 @@ class KvCacheManager {
   // stays findable for partial matches until evicted). Unknown ids are ignored.
   void free(SeqId seq);
 
+  // Eviction (a sequence begun with evicts): its caller has compacted the K/V it keeps into its first
+  // num_slots() - count slots (attention/compact_kv.h); the sequence now holds that many, and its blocks past
+  // them go back to the pool at once.
+  void evict(SeqId seq, size_t count);
   // Copies begin() and reserve() asked for, to be done before the next forward pass; then copies_done().
   std::span<const KvBlockCopy> pending_copies() const { return pending_copies_; }
   void copies_done();
@@ -149,6 +159,10 @@ class KvCacheManager {
   bool contains(SeqId seq) const { return tables_.count(seq.value) != 0; }
   // Tokens of `seq` whose K/V are written (0 for a sequence without blocks): its one computed count.
   size_t num_tokens(SeqId seq) const;
+  // Slots holding K/V (num_tokens less the evicted ones), and the evicted tokens (0 without a policy).
+  size_t num_slots(SeqId seq) const;
+  size_t num_evicted(SeqId seq) const;
+  uint64_t num_evicted_total() const { return stats_evicted_tokens_; }  // over every sequence so far
   std::span<const TokenId> tokens(SeqId seq) const;
   std::span<const BlockId> block_table(SeqId seq) const;
   size_t num_sequences() const { return tables_.size(); }
@@ -222,6 +236,7 @@ class KvCacheManager {
   PinnedBlocks copy_sources_;  // the pending copies' sources, pinned until copies_done()
   PrefixCacheStats stats_;
   uint64_t num_copy_on_write_ = 0;
+  uint64_t stats_evicted_tokens_ = 0;
   std::unordered_map<uint64_t, BlockTable> tables_;
 };
 

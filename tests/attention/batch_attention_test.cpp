@@ -105,8 +105,8 @@ struct KvFixture {
         }
         out[h * vd + d] = static_cast<float>(acc);
       }
-      if (mass)
-        for (size_t s = 0; s < visible; ++s) (*mass)[s] += p[s] / sum;
+      if (mass)  // [kv_head][visible slots of the sequence's capacity]
+        for (size_t s = 0; s < visible; ++s) (*mass)[g * mass->size() / shape.num_kv_heads + s] += p[s] / sum;
     }
   }
 };
@@ -236,41 +236,55 @@ TEST(BatchAttention, SlidingWindowMatchesNaiveMaskedAttention) {
   }
 }
 
-// Each query head's probabilities sum to 1, so the mass over all slots is (query heads x tokens); per slot it
-// matches the reference, and holes get none.
-TEST(BatchAttention, SlotMassIsTheProbabilityEachSlotReceived) {
+// Each query head's probabilities sum to 1, so the mass over all slots of a KV head is (its query heads x
+// tokens); per slot and KV head it matches the reference (fixed point: within kSlotMassOne's resolution per
+// addition, and float rounding of the probabilities), holes get none, and the sums are the same bits however
+// the batch is split over threads.
+TEST(BatchAttention, SlotMassIsTheProbabilityEachSlotReceivedPerKvHead) {
   const AttentionShape shape{.num_heads = 4, .num_kv_heads = 2, .head_dim = 8};
   KvFixture s(shape, 4, 80);
   MixedBatch m(4, 80);
-  std::vector<std::vector<float>> mass(3);
-  for (size_t i = 0; i < 3; ++i) {
-    mass[i].assign(m.sequences[i].num_cached, 0.0f);
-    m.sequences[i].slot_mass = mass[i];
-  }
-  const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim;
+  const size_t n = m.visible.size(), width = shape.num_heads * shape.head_dim, heads = shape.num_kv_heads;
   const std::vector<float> q = s.random_queries(n);
   std::vector<float> out(n * width), scratch(width);
-  ThreadPool pool(2);
-  BatchAttention attention(pool, shape);
-  attention.run(s.kv, 0, m.batch(), q, out);
-  std::vector<std::vector<double>> want(3);
-  for (size_t i = 0; i < 3; ++i) want[i].assign(m.sequences[i].num_cached, 0.0);
-  std::vector<size_t> tokens_of(3, 0);
-  for (size_t t = 0; t < n; ++t) {
-    const size_t seq = m.sequence_of_token[t];
-    ++tokens_of[seq];
-    s.naive(&q[t * width], m.tables[seq], m.visible[t], scratch.data(), &want[seq]);
-  }
-  for (size_t i = 0; i < 3; ++i) {
-    double total = 0;
-    for (size_t slot = 0; slot < mass[i].size(); ++slot) {
-      EXPECT_NEAR(mass[i][slot], want[i][slot], kTolerance) << "sequence " << i << " slot " << slot;
-      if (m.tables[i][slot / 4] == kNullBlock) {
-        EXPECT_EQ(mass[i][slot], 0.0f) << "a hole got attention";
-      }
-      total += mass[i][slot];
+  std::vector<std::vector<uint64_t>> first_run;
+  for (size_t threads : {1, 2}) {
+    std::vector<SlotScores> mass;
+    for (size_t i = 0; i < 3; ++i) mass.emplace_back(1, heads, m.sequences[i].num_cached);
+    for (size_t i = 0; i < 3; ++i) m.sequences[i].slot_mass = mass[i].view();
+    ThreadPool pool(threads);
+    BatchAttention attention(pool, shape);
+    attention.run(s.kv, 0, m.batch(), q, out);
+    std::vector<std::vector<double>> want(3);
+    for (size_t i = 0; i < 3; ++i) want[i].assign(heads * m.sequences[i].num_cached, 0.0);
+    std::vector<size_t> tokens_of(3, 0);
+    for (size_t t = 0; t < n; ++t) {
+      const size_t seq = m.sequence_of_token[t];
+      ++tokens_of[seq];
+      s.naive(&q[t * width], m.tables[seq], m.visible[t], scratch.data(), &want[seq]);
     }
-    EXPECT_NEAR(total, double(shape.num_heads * tokens_of[i]), 1e-4 * shape.num_heads * tokens_of[i]);
+    for (size_t i = 0; i < 3; ++i) {
+      const size_t cap = m.sequences[i].num_cached, group = shape.num_heads / heads;
+      for (size_t g = 0; g < heads; ++g) {
+        double total = 0;
+        for (size_t slot = 0; slot < cap; ++slot) {
+          const double got = double(mass[i].row(g)[slot]) / kSlotMassOne;
+          EXPECT_NEAR(got, want[i][g * cap + slot], kTolerance)
+              << "sequence " << i << " head " << g << " slot " << slot;
+          if (m.tables[i][slot / 4] == kNullBlock) {
+            EXPECT_EQ(mass[i].row(g)[slot], 0u) << "a hole got attention";
+          }
+          total += got;
+        }
+        EXPECT_NEAR(total, double(group * tokens_of[i]), 1e-4 * double(group * tokens_of[i]));
+      }
+      std::vector<uint64_t> bits(mass[i].row(0).begin(), mass[i].row(heads - 1).end());
+      if (threads == 1) {
+        first_run.push_back(bits);
+      } else {
+        EXPECT_EQ(bits, first_run[i]) << "sequence " << i << ": slot mass depends on the split over threads";
+      }
+    }
   }
 }
 

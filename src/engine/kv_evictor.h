@@ -1,0 +1,34 @@
+// Runs requests' eviction policies (kv/policies/): when a request's cache holds its whole budget and it
+// has a token to compute, its policy picks the slots that stay (from the heavy-hitter scores, when it
+// ranks by them), every layer group's storage is compacted to them (attention/compact_kv.h), the scores
+// move with their slots, and the KV manager lets go of the blocks past them. Between a step's forward
+// passes, so nothing reads the storage while it moves.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "attention/compact_kv.h"
+#include "engine/request.h"
+#include "kv/hybrid_kv_manager.h"
+#include "kv/kv_storage.h"
+#include "model/model_config.h"
+
+namespace kvs {
+
+class KvEvictor {
+ public:
+  explicit KvEvictor(const ModelConfig& config);
+
+  // Evicts from `r`'s cache if it is full; returns the tokens evicted (0: none).
+  size_t evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages);
+  const KeyRotation& rotation() const { return rotation_; }
+
+ private:
+  KeyRotation rotation_;  // the model's RoPE, to move keys to their new positions
+  size_t num_rows_;       // layers x KV heads: the rows a per-head policy keeps sets for
+  std::vector<std::vector<uint32_t>> kept_;
+  std::vector<uint64_t> pooled_;
+};
+
+}  // namespace kvs
