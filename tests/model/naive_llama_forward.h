@@ -1,10 +1,17 @@
 // A deliberately plain llama forward pass over a GGUF file (llama2.c style, fp32, one token at a
 // time), used by the converter and synth tests to check that the files they write compute what they
 // should. Not the engine's forward pass: it exists so these tests do not depend on it.
+//
+// With an eviction rule (NaiveEviction: kv/policies/kv_policy.h written out again) it is also the
+// reference of the eviction policies: each layer and KV head keeps a list of entries (the key before
+// RoPE, the value, the attention mass received); when a list holds the budget and a token comes, the rule
+// keeps `keep` entries; entry i is rotated at position i when read (positions within the cache), where
+// the engine re-rotates keys when they move.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,10 +21,20 @@
 
 namespace kvs::testing {
 
+struct NaiveEviction {
+  enum class Kind { kNone, kWindow, kSinks, kHeavyHitters } kind = Kind::kNone;
+  size_t budget = 0, keep = 0;  // evict when an entry list holds `budget`, down to `keep`
+  size_t sinks = 0, recent = 0;
+  bool pooled = false;  // heavy hitters ranked by the mass summed over every layer and head
+};
+
 class NaiveLlama {
  public:
+  // Entry lists to keep, by index, ascending: [layer * kv_heads + head] (one list when every row keeps the same).
+  using KeptSets = std::vector<std::vector<size_t>>;
   // window > 0: every layer attends to the last `window` positions only (a forced sliding window).
-  explicit NaiveLlama(const gguf::File& f, size_t window = 0) : window_(window) {
+  explicit NaiveLlama(const gguf::File& f, size_t window = 0, NaiveEviction eviction = {})
+      : window_(window), eviction_(eviction) {
     dim_ = static_cast<size_t>(*f.get_int("llama.embedding_length"));
     layers_ = static_cast<size_t>(*f.get_int("llama.block_count"));
     heads_ = static_cast<size_t>(*f.get_int("llama.attention.head_count"));
@@ -33,15 +50,27 @@ class NaiveLlama {
       weights_[t.name] = std::move(values);
     }
     vocab_ = f.find_tensor("token_embd.weight")->dims[1];
-    k_cache_.assign(layers_, {});
-    v_cache_.assign(layers_, {});
+    cache_.assign(layers_ * kv_heads_, {});
   }
 
   size_t vocab() const { return vocab_; }
+  // Called with the rule's kept sets at each eviction; it may replace them (a test adopting the engine's choice
+  // between scores that tie within rounding).
+  std::function<void(KeptSets&)> on_evict;
+  size_t num_rows() const { return cache_.size(); }  // layers x KV heads
+  // The attention mass each entry of row r has received.
+  std::vector<double> masses(size_t r) const {
+    std::vector<double> out;
+    for (const Entry& e : cache_[r]) out.push_back(e.mass);
+    return out;
+  }
 
   // Logits after feeding `token` at the next position.
   std::vector<float> step(int token) {
     const size_t hd = dim_ / heads_, kv_dim = hd * kv_heads_, pos = pos_++;
+    const bool evicts = eviction_.kind != NaiveEviction::Kind::kNone;
+    if (evicts && cache_[0].size() == eviction_.budget) evict();
+    const size_t rope_pos = evicts ? cache_[0].size() : pos;  // the query's position
     std::vector<float> x(w("token_embd.weight").begin() + static_cast<ptrdiff_t>(token * dim_),
                          w("token_embd.weight").begin() + static_cast<ptrdiff_t>((token + 1) * dim_));
     for (size_t l = 0; l < layers_; ++l) {
@@ -50,24 +79,33 @@ class NaiveLlama {
       std::vector<float> q = matvec(w(p + "attn_q.weight"), xb, dim_);
       std::vector<float> k = matvec(w(p + "attn_k.weight"), xb, kv_dim);
       std::vector<float> v = matvec(w(p + "attn_v.weight"), xb, kv_dim);
-      rope(q, pos, hd);
-      rope(k, pos, hd);
-      k_cache_[l].insert(k_cache_[l].end(), k.begin(), k.end());
-      v_cache_[l].insert(v_cache_[l].end(), v.begin(), v.end());
+      rope(q, rope_pos, hd);
+      for (size_t g = 0; g < kv_heads_; ++g) {
+        cache_[l * kv_heads_ + g].push_back({.key = {k.begin() + g * hd, k.begin() + (g + 1) * hd},
+                                             .value = {v.begin() + g * hd, v.begin() + (g + 1) * hd},
+                                             .position = pos});
+      }
       std::vector<float> attn(dim_, 0.0f);
       for (size_t h = 0; h < heads_; ++h) {
         const size_t kvh = h / (heads_ / kv_heads_);
-        const size_t first = window_ > 0 && pos + 1 > window_ ? pos + 1 - window_ : 0;
-        std::vector<float> scores(pos + 1 - first);
-        for (size_t t = first; t <= pos; ++t) {
+        std::vector<Entry>& entries = cache_[l * kv_heads_ + kvh];
+        const size_t first_pos = window_ > 0 && pos + 1 > window_ ? pos + 1 - window_ : 0;
+        std::vector<size_t> seen;  // entries inside the window
+        for (size_t e = 0; e < entries.size(); ++e)
+          if (entries[e].position >= first_pos) seen.push_back(e);
+        std::vector<float> scores(seen.size());
+        for (size_t j = 0; j < seen.size(); ++j) {
+          std::vector<float> key = entries[seen[j]].key;  // rotated on read, at its position
+          rope(key, evicts ? seen[j] : entries[seen[j]].position, hd);
           float s = 0.0f;
-          for (size_t i = 0; i < hd; ++i) s += q[h * hd + i] * k_cache_[l][t * kv_dim + kvh * hd + i];
-          scores[t - first] = s / std::sqrt(static_cast<float>(hd));
+          for (size_t i = 0; i < hd; ++i) s += q[h * hd + i] * key[i];
+          scores[j] = s / std::sqrt(static_cast<float>(hd));
         }
         softmax(scores);
-        for (size_t t = first; t <= pos; ++t) {
-          for (size_t i = 0; i < hd; ++i)
-            attn[h * hd + i] += scores[t - first] * v_cache_[l][t * kv_dim + kvh * hd + i];
+        for (size_t j = 0; j < seen.size(); ++j) {
+          Entry& e = entries[seen[j]];
+          e.mass += scores[j];
+          for (size_t i = 0; i < hd; ++i) attn[h * hd + i] += scores[j] * e.value[i];
         }
       }
       add(x, matvec(w(p + "attn_output.weight"), attn, dim_));
@@ -83,6 +121,54 @@ class NaiveLlama {
   }
 
  private:
+  struct Entry {
+    std::vector<float> key;  // before RoPE
+    std::vector<float> value;
+    size_t position = 0;  // in the sequence
+    double mass = 0.0;    // attention received, summed over query heads and steps
+  };
+
+  // The rule: sinks first, the most recent, and between them the highest mass (ties: the older entry).
+  std::vector<size_t> kept_by_rule(const std::vector<double>& mass) const {
+    const NaiveEviction& r = eviction_;
+    const size_t n = mass.size(), keep = std::min(r.keep, n);
+    std::vector<size_t> kept;
+    if (r.kind == NaiveEviction::Kind::kWindow) {
+      for (size_t i = n - keep; i < n; ++i) kept.push_back(i);
+      return kept;
+    }
+    const size_t sinks = std::min(r.sinks, keep);
+    const size_t recent = r.kind == NaiveEviction::Kind::kSinks ? keep - sinks : std::min(r.recent, keep - sinks);
+    std::vector<size_t> middle;
+    for (size_t i = sinks; i < n - recent; ++i) middle.push_back(i);
+    std::stable_sort(middle.begin(), middle.end(), [&](size_t a, size_t b) { return mass[a] > mass[b]; });
+    middle.resize(keep - sinks - recent);
+    for (size_t i = 0; i < sinks; ++i) kept.push_back(i);
+    kept.insert(kept.end(), middle.begin(), middle.end());
+    for (size_t i = n - recent; i < n; ++i) kept.push_back(i);
+    std::sort(kept.begin(), kept.end());
+    return kept;
+  }
+
+  void evict() {
+    const bool per_head = eviction_.kind == NaiveEviction::Kind::kHeavyHitters && !eviction_.pooled;
+    KeptSets kept;
+    if (per_head) {
+      for (size_t r = 0; r < cache_.size(); ++r) kept.push_back(kept_by_rule(masses(r)));
+    } else {
+      std::vector<double> pooled(cache_[0].size(), 0.0);
+      for (size_t r = 0; r < cache_.size(); ++r)
+        for (size_t i = 0; i < pooled.size(); ++i) pooled[i] += cache_[r][i].mass;
+      kept.push_back(kept_by_rule(pooled));
+    }
+    if (on_evict) on_evict(kept);
+    for (size_t r = 0; r < cache_.size(); ++r) {
+      std::vector<Entry> left;
+      for (size_t i : kept[kept.size() == 1 ? 0 : r]) left.push_back(cache_[r][i]);
+      cache_[r] = std::move(left);
+    }
+  }
+
   const std::vector<float>& w(const std::string& name) const { return weights_.at(name); }
 
   // out[r] = sum_c m[r][c] * in[c]; `rows` 0 means m.size() / in.size().
@@ -125,9 +211,10 @@ class NaiveLlama {
   }
 
   size_t window_ = 0, dim_ = 0, layers_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0, pos_ = 0;
+  NaiveEviction eviction_;
   float eps_ = 1e-5f, rope_base_ = 10000.0f;
   std::map<std::string, std::vector<float>> weights_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][pos * kv_dim]
+  std::vector<std::vector<Entry>> cache_;  // [layer * kv_heads + head]: its entries, oldest first
 };
 
 inline int argmax(const std::vector<float>& v) {
