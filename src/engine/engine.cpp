@@ -124,11 +124,11 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
 }
 
 Status Engine::check_policy(const KvPolicyParams& policy) const {
-  KVS_RETURN_IF_ERROR(policy.validate(model_.config().context_length));
   if (!policy.evicts()) return Status::ok();
   const std::string what = policy.describe();
   if (config_.kv_layout != KvLayout::kPaged)
     return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
+  KVS_RETURN_IF_ERROR(policy.validate(model_.config().context_length));
   if (layers_.groups.size() != 1 || std::ranges::any_of(layers_.attention_window, [](size_t w) { return w > 0; })) {
     return Status::invalid_argument(fmt::format(
         "the KV policy {} needs every layer global, but this engine's layers are {}: positions within the cache "

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <set>
 
+#include "default_model.h"
 #include "engine_trace.h"
 #include "model/naive_llama_forward.h"
 #include "model/synth.h"
@@ -162,5 +163,230 @@ TEST_F(KvEviction, EachPolicyEqualsTheNaiveReferenceThatEvictsTheSameTokens) {
   EXPECT_LE(ties * 50, decisions) << "rankings may differ only on rare ties";
 }
 
+void expect_contains(const std::string& message, const std::string& part) {
+  EXPECT_NE(message.find(part), std::string::npos) << "'" << message << "' does not say '" << part << "'";
+}
+
+// Requests run together on one engine; after each step the KV invariants hold and every running sequence
+// under a policy holds at most its budget of slots (`budgets`: 0 for none).
+std::vector<test::EngineTrace> run_together(Engine& engine, std::vector<RequestParams> requests) {
+  std::vector<test::EngineTrace> traces(requests.size());
+  std::vector<SeqId> ids;
+  std::vector<size_t> budgets;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    budgets.push_back(requests[r].kv_policy ? requests[r].kv_policy->budget : 0);
+    requests[r].on_logits = [&traces, r](size_t position, std::span<const float> logits) {
+      traces[r].logits[position].assign(logits.begin(), logits.end());
+    };
+    auto id = engine.add_request(std::move(requests[r]), [&traces, r](const RequestOutput& out) {
+      traces[r].tokens.insert(traces[r].tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (out.finished) traces[r].result.kv_blocks_held = out.kv_blocks_held;
+    });
+    EXPECT_TRUE(id) << id.status().message();
+    ids.push_back(id ? *id : SeqId{0});
+  }
+  while (engine.step()) {
+    const Status s = engine.kv().check_invariants();
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    if (!s.is_ok()) break;
+    for (size_t r = 0; r < ids.size(); ++r) {
+      if (budgets[r] > 0) {
+        EXPECT_LE(engine.kv().num_slots(ids[r]), budgets[r]) << "request " << r;
+      }
+    }
+  }
+  return traces;
+}
+
+RequestParams with_policy(RequestParams p, const KvPolicyParams& policy) {
+  p.kv_policy = policy;
+  return p;
+}
+
+void expect_bitwise_equal(const test::EngineTrace& a, const test::EngineTrace& b, const std::string& what) {
+  EXPECT_EQ(a.tokens, b.tokens) << what;
+  ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
+  for (const auto& [position, row] : a.logits)
+    ASSERT_EQ(row, b.logits.at(position)) << what << " position " << position;
+}
+
+// Four requests in one batch, each with its own policy (full, window, sinks, heavy hitters), prefill chunks
+// interleaved: each equals its run alone bit for bit, in f32 and in int8 K/V (keys grouped per token).
+TEST_F(KvEviction, BatchedEqualsAloneWithMixedPolicies) {
+  const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
+  const std::vector<std::optional<KvPolicyParams>> policies = {std::nullopt, policy(KvPolicyKind::kWindow, 24),
+                                                               policy(KvPolicyKind::kSinks, 24),
+                                                               policy(KvPolicyKind::kHeavyHitters, 32, 1, 8)};
+  for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
+    const EngineConfig config{.max_batch_tokens = 16,
+                              .max_seqs = 4,
+                              .block_size = 4,
+                              .kv_dtype = dtype,
+                              .kv_key_scales = KvScaleAxis::kPerToken,
+                              .prefix_caching = false};
+    std::vector<RequestParams> requests;
+    for (size_t r = 0; r < policies.size(); ++r) {
+      RequestParams p = test::greedy_request(prompt_of(20 + 15 * r, r), 70);
+      p.kv_policy = policies[r];
+      requests.push_back(std::move(p));
+    }
+    std::vector<test::EngineTrace> alone;
+    for (const RequestParams& p : requests)
+      alone.push_back(test::trace_request(*m.model, *m.tokenizer, pool_, config, p));
+    auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
+    ASSERT_TRUE(engine) << engine.status().message();
+    const auto together = run_together(**engine, requests);
+    for (size_t r = 0; r < policies.size(); ++r) {
+      expect_bitwise_equal(together[r], alone[r], fmt::format("{} request {}", kv_dtype_name(dtype), r));
+    }
+    EXPECT_GT((*engine)->metrics().kv_evicted_tokens_total, 3 * 40u);
+  }
+}
+
+// Quantized K/V under a position-based policy (no scores: the same tokens are kept whatever the element type),
+// against the f32 cache under the same policy, over a 160-token prompt evaluated in chunks of 8 with the
+// logits of every token (the same tokens whatever the cache). A key is rounded to its element type when
+// written and once more each time it moves (at most budget / evict_unit = 4 times before it leaves the cache or
+// settles among the sinks), so its error is at most 5 times that of a key rounded once: the error of the same
+// prompt without eviction bounds it (measured: f16 3.1e-3 plain, 4.5e-3 evicting; int8 5.2e-2 and 6.5e-2).
+TEST_F(KvEviction, QuantizedKvUnderSinksStaysWithinItsRoundingsOfF32UnderSinks) {
+  const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
+  const KvPolicyParams sinks = policy(KvPolicyKind::kSinks, 32);
+  EngineConfig config{.max_batch_tokens = 8, .max_seqs = 1, .block_size = 8, .kv_key_scales = KvScaleAxis::kPerToken};
+  const auto error_of = [&](KvDType dtype, const RequestParams& request) {
+    config.kv_dtype = KvDType::kF32;
+    const auto f32 = test::trace_request(*m.model, *m.tokenizer, pool_, config, request);
+    config.kv_dtype = dtype;
+    return test::worst_logit_difference(test::trace_request(*m.model, *m.tokenizer, pool_, config, request), f32);
+  };
+  const RequestParams plain = test::greedy_request(prompt_of(160), 1);
+  const RequestParams evicting = with_policy(plain, sinks);
+  const size_t roundings = 1 + sinks.budget / sinks.resolved(8).evict_unit;
+  for (KvDType dtype : {KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
+    const float once = error_of(dtype, plain), moved = error_of(dtype, evicting);
+    EXPECT_GT(once, 0.0f) << kv_dtype_name(dtype);
+    EXPECT_GT(moved, 0.0f) << kv_dtype_name(dtype);
+    EXPECT_LE(moved, float(roundings) * once) << kv_dtype_name(dtype);
+  }
+}
+
+// A pool too small for three growing caches: the scheduler preempts (the last admitted first) and recomputes;
+// every request still finishes with all its tokens, no cache ever exceeds its budget, and the first request,
+// never preempted, equals its run alone.
+TEST_F(KvEviction, ComposesWithPreemption) {
+  const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
+  const EngineConfig config{
+      .max_batch_tokens = 64, .max_seqs = 3, .block_size = 4, .kv_blocks = 18, .prefix_caching = false};
+  const std::vector<KvPolicyParams> policies = {policy(KvPolicyKind::kHeavyHitters, 32, 0, 8),
+                                                policy(KvPolicyKind::kSinks, 32), policy(KvPolicyKind::kWindow, 32)};
+  std::vector<RequestParams> requests;
+  for (size_t r = 0; r < 3; ++r)
+    requests.push_back(with_policy(test::greedy_request(prompt_of(10, r), 80), policies[r]));
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
+  ASSERT_TRUE(engine);
+  const auto together = run_together(**engine, requests);
+  EXPECT_GT((*engine)->metrics().preemptions_total, 0u);
+  for (size_t r = 0; r < 3; ++r) EXPECT_EQ(together[r].tokens.size(), 80u) << "request " << r;
+  EXPECT_LE((*engine)->metrics().kv_blocks_used_peak, 18u);
+  const EngineConfig roomy{.max_batch_tokens = 64, .max_seqs = 3, .block_size = 4, .prefix_caching = false};
+  expect_bitwise_equal(together[0], test::trace_request(*m.model, *m.tokenizer, pool_, roomy, requests[0]),
+                       "the request never preempted");
+}
+
+// A request under a policy never shares blocks: it neither takes a cached prefix nor leaves one, so a cached
+// prompt it also reads is still there, unchanged, for the next request, and the policy's own output does not
+// depend on what the cache holds.
+TEST_F(KvEviction, AnEvictingSequenceNeverRewritesACachedPrefix) {
+  const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
+  const EngineConfig config{.max_batch_tokens = 512, .max_seqs = 2, .block_size = 4};
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
+  ASSERT_TRUE(engine);
+  const std::vector<TokenId> prompt = prompt_of(40);
+  const auto first = generate(**engine, test::greedy_request(prompt, 10, false));
+  ASSERT_TRUE(first);
+  RequestParams evicting = with_policy(test::greedy_request(prompt, 60, false), policy(KvPolicyKind::kSinks, 24));
+  const auto evicted = generate(**engine, evicting);
+  ASSERT_TRUE(evicted);
+  EXPECT_EQ(evicted->cached_tokens, 0u);
+  const auto again = generate(**engine, test::greedy_request(prompt, 10, false));
+  ASSERT_TRUE(again);
+  EXPECT_GE(again->cached_tokens, 36u);
+  EXPECT_EQ(again->tokens, first->tokens);
+  EngineConfig fresh = config;
+  fresh.prefix_caching = false;
+  EXPECT_EQ(evicted->tokens, test::trace_request(*m.model, *m.tokenizer, pool_, fresh, evicting).tokens);
+  EXPECT_GT((*engine)->metrics().kv_evicted_tokens_total, 0u);
+}
+
+// What cannot run under a policy is refused with the reason and the values; a prompt longer than the context is
+// accepted under one (the cache holds the budget) and refused without.
+TEST_F(KvEviction, RefusesWhatCannotEvictAndAcceptsPromptsPastTheContext) {
+  const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
+  const auto create_error = [&](EngineConfig c) {
+    auto e = Engine::create(*m.model, *m.tokenizer, pool_, c);
+    return e ? std::string("created") : e.status().message();
+  };
+  const KvPolicyParams sinks = policy(KvPolicyKind::kSinks, 64);
+  expect_contains(create_error({.kv_dtype = KvDType::kInt8, .kv_policy = sinks}), "use --kv-key-scales token");
+  expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 1024)}),
+                  "KV budget of 1024 tokens exceeds the model's context of 512");
+  expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 20, 4)}), "keeps no recent");
+  expect_contains(create_error({.kv_layout = KvLayout::kContiguous, .kv_policy = sinks}), "needs the paged layout");
+  expect_contains(create_error({.kv_policy = {.kind = KvPolicyKind::kHeavyHitters}}), "needs a budget");
+  const test::LoadedModel g = test::load_model(synth("tiny-gemma3"));
+  auto gemma = Engine::create(*g.model, *g.tokenizer, pool_, {.kv_policy = sinks});
+  ASSERT_FALSE(gemma);
+  expect_contains(gemma.status().message(), "needs every layer global");
+
+  auto engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_seqs = 2});
+  ASSERT_TRUE(engine);
+  RequestParams two = with_policy(test::greedy_request(prompt_of(10), 5, false), sinks);
+  two.num_samples = 2;
+  expect_contains((*engine)->add_request(two, {}).status().message(), "2 parallel samples");
+  RequestParams windowed = with_policy(test::greedy_request(prompt_of(10), 5), sinks);
+  windowed.kv_window = 16;
+  expect_contains((*engine)->add_request(windowed, {}).status().message(), "a KV window of 16");
+  const std::vector<TokenId> long_prompt = prompt_of(1500);
+  const auto refused = (*engine)->add_request(test::greedy_request(long_prompt, 5), {});
+  EXPECT_EQ(refused.status().code(), ErrorCode::kOutOfRange);
+  const auto accepted = generate(**engine, with_policy(test::greedy_request(long_prompt, 20, false), sinks));
+  ASSERT_TRUE(accepted) << accepted.status().message();
+  EXPECT_EQ(accepted->tokens.size(), 20u);
+  EXPECT_LE(accepted->kv_blocks_held, 64u / 16);
+}
+
+// stories260K (context 512) generates 10,000 tokens, 20 times its context, under sinks and heavy hitters at once:
+// after every step each holds at most its budget of 64 slots, so at most 4 blocks of 16, and the pool never
+// holds more than the two budgets.
+TEST_F(KvEviction, MemoryNeverExceedsTheBudgetOver10000Tokens) {
+  test::DefaultModel m;
+  const EngineConfig config{.max_batch_tokens = 64, .max_seqs = 2, .block_size = 16, .prefix_caching = false};
+  auto engine = Engine::create(*m.model, *m.tokenizer, m.pool, config);
+  ASSERT_TRUE(engine);
+  std::vector<SeqId> ids;
+  std::vector<size_t> generated(2, 0);
+  for (size_t r = 0; r < 2; ++r) {
+    RequestParams p = test::greedy_request(m.tokenizer->encode("Once upon a time", true), 10000, false);
+    p.sampling.temperature = 0.8f;
+    p.sampling.seed = r;
+    p.kv_policy = r == 0 ? policy(KvPolicyKind::kSinks, 64) : policy(KvPolicyKind::kHeavyHitters, 64);
+    auto id = (*engine)->add_request(
+        std::move(p), [&generated, r](const RequestOutput& out) { generated[r] += out.new_tokens.size(); });
+    ASSERT_TRUE(id);
+    ids.push_back(*id);
+  }
+  size_t steps = 0;
+  while ((*engine)->step()) {
+    ++steps;
+    for (size_t r = 0; r < 2; ++r) {
+      ASSERT_LE((*engine)->kv().num_slots(ids[r]), 64u) << "step " << steps;
+      ASSERT_LE((*engine)->kv().num_blocks_held(ids[r]), 4u) << "step " << steps;
+    }
+    ASSERT_LE((*engine)->kv().usage().blocks_used, 8u) << "step " << steps;
+  }
+  EXPECT_EQ(generated, (std::vector<size_t>{10000, 10000}));
+  EXPECT_GT(10000u, 10 * m.model->config().context_length);
+  EXPECT_GE((*engine)->metrics().kv_evicted_tokens_total, 2u * (10000 - 64));
+}
 }  // namespace
 }  // namespace kvs
