@@ -101,12 +101,6 @@ std::string reproduce_command(const BenchOptions& o, size_t threads) {
   return cmd;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) throw CommandError(fmt::format("cannot write {}", path));
-}
-
 // "int8" (K and V) or "int8/int4" (K / V), then optionally "@w512" (a forced window) and "@global" (one pool
 // for every layer, not the hybrid layout).
 KvVariant parse_kv_types_item(const std::string& item) {
@@ -154,8 +148,8 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t t
   if (!figures) throw CommandError(figures.status().message());
   fmt::print("{}", kv_types_table(plan, *figures));
   std::fflush(stdout);
-  if (!o.json_path.empty()) write_text(o.json_path, kv_types_json(plan, *figures).dump(2) + "\n");
-  if (!o.plot_path.empty()) write_text(o.plot_path, render_svg(kv_types_panels(plan, *figures)));
+  if (!o.json_path.empty()) write_text_file(o.json_path, kv_types_json(plan, *figures).dump(2) + "\n");
+  if (!o.plot_path.empty()) write_text_file(o.plot_path, render_svg(kv_types_panels(plan, *figures)));
 }
 
 void run(const BenchOptions& o, bool reps_given) {
@@ -197,8 +191,8 @@ void run(const BenchOptions& o, bool reps_given) {
 
   fmt::print("{}", bench_table(*results, info));
   std::fflush(stdout);
-  if (!o.json_path.empty()) write_text(o.json_path, bench_json(*results, info).dump(2) + "\n");
-  if (!o.plot_path.empty()) write_text(o.plot_path, render_svg(bench_panels(*results)));
+  if (!o.json_path.empty()) write_text_file(o.json_path, bench_json(*results, info).dump(2) + "\n");
+  if (!o.plot_path.empty()) write_text_file(o.plot_path, render_svg(bench_panels(*results)));
 }
 
 }  // namespace

@@ -11,6 +11,9 @@ struct CommandError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Writes `text` to `path` (a report, a plot); throws CommandError naming the path when it cannot.
+void write_text_file(const std::string& path, const std::string& text);
+
 void register_run(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_convert(CLI::App& app);

@@ -54,6 +54,9 @@ void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options) {
                   "h2o: rank tokens per layer and KV head, each keeping its own set (head, as H2O does), or by their "
                   "attention summed over all layers and heads (pooled)")
       ->capture_default_str();
+  command.add_flag("--kv-score-per-query", options.per_query_scores,
+                   "h2o: rank tokens by the attention they received per query that could see them, not in total "
+                   "(the total favours the oldest tokens)");
   command.add_option("--kv-evict-unit", options.evict_unit,
                      "Tokens one eviction removes, so that whole blocks go back (default: the block size)");
 }
@@ -83,6 +86,7 @@ KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
               .sinks = options.sinks,
               .recent = options.recent,
               .scores = *scores,
+              .per_query_scores = options.per_query_scores,
               .evict_unit = options.evict_unit};
   if (p.policy.evicts() && options.budget == 0)
     throw CommandError(fmt::format("--kv-policy {} needs --kv-budget (tokens held per sequence)", options.policy));

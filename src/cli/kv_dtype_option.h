@@ -27,6 +27,7 @@ struct KvPrecisionOptions {
   size_t sinks = KvPolicyParams::kDefault;       // --kv-sinks
   size_t recent = KvPolicyParams::kDefault;      // --kv-recent
   std::string scores = "head";                   // --kv-scores
+  bool per_query_scores = false;                 // --kv-score-per-query
   size_t evict_unit = KvPolicyParams::kDefault;  // --kv-evict-unit
 };
 

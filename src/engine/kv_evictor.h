@@ -28,7 +28,7 @@ class KvEvictor {
   KeyRotation rotation_;  // the model's RoPE, to move keys to their new positions
   size_t num_rows_;       // layers x KV heads: the rows a per-head policy keeps sets for
   std::vector<std::vector<uint32_t>> kept_;
-  std::vector<uint64_t> pooled_;
+  std::vector<double> scores_;
 };
 
 }  // namespace kvs

@@ -42,6 +42,12 @@ KvPolicyParams policy(KvPolicyKind kind, size_t budget, size_t sinks = KvPolicyP
   return {.kind = kind, .budget = budget, .sinks = sinks, .recent = recent, .scores = scores};
 }
 
+KvPolicyParams per_query_h2o() {
+  KvPolicyParams p = policy(KvPolicyKind::kHeavyHitters, 32, 1, 8);
+  p.per_query_scores = true;
+  return p;
+}
+
 NaiveEviction naive_rule(const KvPolicyParams& resolved) {
   using K = NaiveEviction::Kind;
   const K kind = resolved.kind == KvPolicyKind::kWindow  ? K::kWindow
@@ -52,11 +58,13 @@ NaiveEviction naive_rule(const KvPolicyParams& resolved) {
           .keep = resolved.keep(),
           .sinks = resolved.sinks,
           .recent = resolved.recent,
-          .pooled = resolved.scores == KvScoreScope::kPooled};
+          .pooled = resolved.scores == KvScoreScope::kPooled,
+          .per_query = resolved.per_query_scores};
 }
 
 struct Recorded {
   std::vector<std::vector<std::vector<uint32_t>>> evictions;  // [eviction][row] kept slots
+  std::vector<size_t> computed;                               // [eviction] tokens computed before it
 };
 
 class KvEviction : public ::testing::Test {
@@ -80,16 +88,17 @@ size_t expect_matches_naive(const gguf::File& file, const test::EngineTrace& tra
   size_t eviction = 0, ties = 0;
   reference.on_evict = [&](NaiveLlama::KeptSets& kept) {
     ASSERT_LT(eviction, recorded.evictions.size()) << what << ": the reference evicts more often";
+    const size_t computed = recorded.computed[eviction];
     const auto& engine = recorded.evictions[eviction++];
     ASSERT_EQ(engine.size(), kept.size()) << what;
     for (size_t r = 0; r < kept.size(); ++r) {
       const std::vector<size_t> got(engine[r].begin(), engine[r].end());
       if (got == kept[r]) continue;
       // Both sides of the cut must tie: every entry one kept and the other did not. Pooled: the summed scores.
-      std::vector<double> mass = reference.masses(r);
+      std::vector<double> mass = reference.masses(r, computed);
       if (kept.size() == 1) {
         for (size_t row = 1; row < reference.num_rows(); ++row)
-          for (size_t i = 0; i < mass.size(); ++i) mass[i] += reference.masses(row)[i];
+          for (size_t i = 0; i < mass.size(); ++i) mass[i] += reference.masses(row, computed)[i];
       }
       std::vector<size_t> only_naive, only_engine;
       std::ranges::set_difference(kept[r], got, std::back_inserter(only_naive));
@@ -122,7 +131,10 @@ size_t expect_matches_naive(const gguf::File& file, const test::EngineTrace& tra
 
 test::EngineTrace trace_with_policy(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                     const EngineConfig& config, RequestParams params, Recorded& recorded) {
-  params.on_eviction = [&](const KvEvictionEvent& e) { recorded.evictions.emplace_back(e.kept.begin(), e.kept.end()); };
+  params.on_eviction = [&](const KvEvictionEvent& e) {
+    recorded.evictions.emplace_back(e.kept.begin(), e.kept.end());
+    recorded.computed.push_back(e.num_tokens);
+  };
   return test::trace_request(model, tokenizer, pool, config, std::move(params));
 }
 
@@ -135,7 +147,8 @@ TEST_F(KvEviction, EachPolicyEqualsTheNaiveReferenceThatEvictsTheSameTokens) {
   ASSERT_TRUE(file);
   const std::vector<KvPolicyParams> policies = {policy(KvPolicyKind::kWindow, 24), policy(KvPolicyKind::kSinks, 24),
                                                 policy(KvPolicyKind::kHeavyHitters, 32, 0, 8),
-                                                policy(KvPolicyKind::kHeavyHitters, 32, 2, 8, KvScoreScope::kPooled)};
+                                                policy(KvPolicyKind::kHeavyHitters, 32, 2, 8, KvScoreScope::kPooled),
+                                                per_query_h2o()};
   size_t ties = 0, decisions = 0;
   for (const KvPolicyParams& p : policies) {
     for (size_t block : {4, 8}) {

@@ -25,7 +25,8 @@ struct NaiveEviction {
   enum class Kind { kNone, kWindow, kSinks, kHeavyHitters } kind = Kind::kNone;
   size_t budget = 0, keep = 0;  // evict when an entry list holds `budget`, down to `keep`
   size_t sinks = 0, recent = 0;
-  bool pooled = false;  // heavy hitters ranked by the mass summed over every layer and head
+  bool pooled = false;     // heavy hitters ranked by the mass summed over every layer and head
+  bool per_query = false;  // heavy hitters ranked by mass / (tokens computed - the entry's position)
 };
 
 class NaiveLlama {
@@ -58,10 +59,12 @@ class NaiveLlama {
   // between scores that tie within rounding).
   std::function<void(KeptSets&)> on_evict;
   size_t num_rows() const { return cache_.size(); }  // layers x KV heads
-  // The attention mass each entry of row r has received.
-  std::vector<double> masses(size_t r) const {
+  // The attention mass each entry of row r has received (per query that could see it, under per_query), when
+  // `computed` tokens have been.
+  std::vector<double> masses(size_t r, size_t computed) const {
     std::vector<double> out;
-    for (const Entry& e : cache_[r]) out.push_back(e.mass);
+    for (const Entry& e : cache_[r])
+      out.push_back(eviction_.per_query ? e.mass / static_cast<double>(computed - e.position) : e.mass);
     return out;
   }
 
@@ -69,7 +72,7 @@ class NaiveLlama {
   std::vector<float> step(int token) {
     const size_t hd = dim_ / heads_, kv_dim = hd * kv_heads_, pos = pos_++;
     const bool evicts = eviction_.kind != NaiveEviction::Kind::kNone;
-    if (evicts && cache_[0].size() == eviction_.budget) evict();
+    if (evicts && cache_[0].size() == eviction_.budget) evict(pos);
     const size_t rope_pos = evicts ? cache_[0].size() : pos;  // the query's position
     std::vector<float> x(w("token_embd.weight").begin() + static_cast<ptrdiff_t>(token * dim_),
                          w("token_embd.weight").begin() + static_cast<ptrdiff_t>((token + 1) * dim_));
@@ -150,15 +153,17 @@ class NaiveLlama {
     return kept;
   }
 
-  void evict() {
+  void evict(size_t computed) {
     const bool per_head = eviction_.kind == NaiveEviction::Kind::kHeavyHitters && !eviction_.pooled;
     KeptSets kept;
     if (per_head) {
-      for (size_t r = 0; r < cache_.size(); ++r) kept.push_back(kept_by_rule(masses(r)));
+      for (size_t r = 0; r < cache_.size(); ++r) kept.push_back(kept_by_rule(masses(r, computed)));
     } else {
       std::vector<double> pooled(cache_[0].size(), 0.0);
-      for (size_t r = 0; r < cache_.size(); ++r)
-        for (size_t i = 0; i < pooled.size(); ++i) pooled[i] += cache_[r][i].mass;
+      for (size_t r = 0; r < cache_.size(); ++r) {
+        const std::vector<double> m = masses(r, computed);
+        for (size_t i = 0; i < pooled.size(); ++i) pooled[i] += m[i];
+      }
       kept.push_back(kept_by_rule(pooled));
     }
     if (on_evict) on_evict(kept);

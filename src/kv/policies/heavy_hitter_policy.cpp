@@ -7,7 +7,7 @@
 
 namespace kvs {
 
-void HeavyHitterPolicy::select(size_t num_slots, std::span<const uint64_t> scores, std::vector<uint32_t>& kept) const {
+void HeavyHitterPolicy::select(size_t num_slots, std::span<const double> scores, std::vector<uint32_t>& kept) const {
   KVS_ASSERT(scores.size() >= num_slots, "heavy hitters of {} slots with {} scores", num_slots, scores.size());
   const size_t keep = std::min(params_.keep(), num_slots), sinks = std::min(params_.sinks, keep);
   const size_t recent = std::min(params_.recent, keep - sinks), heavy = keep - sinks - recent;

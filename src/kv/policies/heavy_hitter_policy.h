@@ -13,7 +13,7 @@ class HeavyHitterPolicy : public KvEvictionPolicy {
   explicit HeavyHitterPolicy(const KvPolicyParams& params) : KvEvictionPolicy(params) {}
   bool per_head() const override { return params_.scores == KvScoreScope::kPerHead; }
   bool needs_scores() const override { return true; }
-  void select(size_t num_slots, std::span<const uint64_t> scores, std::vector<uint32_t>& kept) const override;
+  void select(size_t num_slots, std::span<const double> scores, std::vector<uint32_t>& kept) const override;
 };
 
 }  // namespace kvs

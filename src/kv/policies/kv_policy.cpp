@@ -66,7 +66,8 @@ std::string KvPolicyParams::describe() const {
     case KvPolicyKind::kWindow: return fmt::format("window (budget {})", budget);
     case KvPolicyKind::kSinks: return fmt::format("sinks (budget {}, {} sinks)", budget, sinks);
     case KvPolicyKind::kHeavyHitters:
-      return fmt::format("h2o (budget {}, {} recent, {} sinks, scores per {})", budget, recent, sinks,
+      return fmt::format("h2o (budget {}, {} recent, {} sinks, {} per {})", budget, recent, sinks,
+                         per_query_scores ? "attention per query" : "attention",
                          scores == KvScoreScope::kPooled ? "sequence" : "layer and KV head");
   }
   return "?";

@@ -44,7 +44,10 @@ struct KvPolicyParams {
   size_t sinks = kDefault;                       // first tokens always kept: sinks 4, h2o 0, window 0 (and only 0)
   size_t recent = kDefault;                      // h2o: the most recent tokens always kept (default: half the budget)
   KvScoreScope scores = KvScoreScope::kPerHead;  // h2o
-  size_t evict_unit = kDefault;                  // slots freed by one eviction (default: the block size)
+  // h2o: rank by the attention a token received per query that could see it, not in total (which favours the
+  // oldest tokens, those seen by the most queries)
+  bool per_query_scores = false;
+  size_t evict_unit = kDefault;  // slots freed by one eviction (default: the block size)
 
   bool evicts() const { return kind != KvPolicyKind::kFull; }
   // The defaults filled in for blocks of `block_size` tokens.
@@ -64,9 +67,9 @@ class KvEvictionPolicy {
   virtual bool per_head() const { return false; }
   // select() reads attention mass per slot (kv/policies/slot_scores.h).
   virtual bool needs_scores() const { return false; }
-  // kept = the params().keep() slots of [0, num_slots) that stay, ascending. scores: [num_slots] the
-  // row's accumulated attention mass (or every row's summed, pooled) when needs_scores(), else empty.
-  virtual void select(size_t num_slots, std::span<const uint64_t> scores, std::vector<uint32_t>& kept) const = 0;
+  // kept = the params().keep() slots of [0, num_slots) that stay, ascending. scores: [num_slots] the row's
+  // attention scores (or every row's summed, pooled: SlotScores::scores) when needs_scores(), else empty.
+  virtual void select(size_t num_slots, std::span<const double> scores, std::vector<uint32_t>& kept) const = 0;
 
  protected:
   explicit KvEvictionPolicy(const KvPolicyParams& params) : params_(params) {}

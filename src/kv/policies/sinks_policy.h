@@ -10,7 +10,7 @@ namespace kvs {
 class SinksPolicy : public KvEvictionPolicy {
  public:
   explicit SinksPolicy(const KvPolicyParams& params) : KvEvictionPolicy(params) {}
-  void select(size_t num_slots, std::span<const uint64_t> scores, std::vector<uint32_t>& kept) const override;
+  void select(size_t num_slots, std::span<const double> scores, std::vector<uint32_t>& kept) const override;
 };
 
 }  // namespace kvs

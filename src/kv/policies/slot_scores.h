@@ -33,23 +33,35 @@ class SlotScores {
       : num_layers_(num_layers),
         num_kv_heads_(num_kv_heads),
         capacity_(capacity),
-        mass_(num_layers * num_kv_heads * capacity, 0) {}
+        mass_(num_layers * num_kv_heads * capacity, 0),
+        births_(mass_.size(), 0) {}
 
   size_t num_rows() const { return num_layers_ * num_kv_heads_; }
   size_t capacity() const { return capacity_; }
   SlotMass view() { return {.data = mass_.data(), .num_kv_heads = num_kv_heads_, .capacity = capacity_}; }
-  // Row r = layer * num_kv_heads + kv_head.
+  // Row r = layer * num_kv_heads + kv_head: its accumulated mass per slot (kSlotMassOne per unit).
   std::span<const uint64_t> row(size_t r) const { return {&mass_[r * capacity_], capacity_}; }
-  // out[s] = the sum over every row of slot s, for s < num_slots.
-  void pooled(size_t num_slots, std::vector<uint64_t>& out) const;
-  // Row r keeps the slots `kept` (ascending), the j-th moving to slot j; the slots after them start at 0.
-  void compact(size_t r, std::span<const uint32_t> kept);
-  void clear() { std::fill(mass_.begin(), mass_.end(), 0); }
-  size_t bytes() const { return mass_.size() * sizeof(uint64_t); }
+
+  // Records the positions of slots written since the last compaction: slot s (< num_slots) of a sequence that
+  // has evicted `num_evicted` tokens holds position s + num_evicted (kept tokens fill the slots before them).
+  void stamp(size_t num_slots, size_t num_evicted);
+  // Ranking scores of the first num_slots slots of row r, or of every row summed (`all_rows`), once num_tokens
+  // tokens are computed: the accumulated mass (H2O), or with per_query that mass over the queries that could
+  // attend to the slot since it was written (num_tokens - its position), which does not favour old tokens.
+  // Slots must be stamped.
+  void scores(size_t r, bool all_rows, size_t num_slots, size_t num_tokens, bool per_query,
+              std::vector<double>& out) const;
+  // Each row keeps its slots kept[r] (ascending; one set for every row when kept.size() == 1), the j-th
+  // moving to slot j with its mass and position; the slots after them start empty.
+  void compact(std::span<const std::vector<uint32_t>> kept);
+  void clear();
+  size_t bytes() const { return (mass_.size() + births_.size()) * sizeof(uint64_t); }
 
  private:
   size_t num_layers_, num_kv_heads_, capacity_;
-  std::vector<uint64_t> mass_;  // [layer][kv_head][capacity]
+  std::vector<uint64_t> mass_;    // [layer][kv_head][capacity]
+  std::vector<uint64_t> births_;  // [layer][kv_head][capacity]: the position each slot's token has in its sequence
+  size_t stamped_ = 0;            // slots [0, stamped_) of every row have their position
 };
 
 }  // namespace kvs

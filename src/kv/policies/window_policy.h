@@ -9,7 +9,7 @@ namespace kvs {
 class WindowPolicy : public KvEvictionPolicy {
  public:
   explicit WindowPolicy(const KvPolicyParams& params) : KvEvictionPolicy(params) {}
-  void select(size_t num_slots, std::span<const uint64_t> scores, std::vector<uint32_t>& kept) const override;
+  void select(size_t num_slots, std::span<const double> scores, std::vector<uint32_t>& kept) const override;
 };
 
 }  // namespace kvs
