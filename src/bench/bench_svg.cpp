@@ -46,7 +46,7 @@ struct Axis {
 };
 
 // Data range of one coordinate over all drawable points; a linear axis starts at 0.
-Axis make_axis(const PlotPanel& panel, bool x, bool log, double pixel_lo, double pixel_hi) {
+Axis make_axis(const PlotPanel& panel, bool x, bool log, double pixel_lo, double pixel_hi, bool from_zero = true) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const PlotSeries& s : panel.series) {
     for (const auto& [px, py] : s.points) {
@@ -61,6 +61,10 @@ Axis make_axis(const PlotPanel& panel, bool x, bool log, double pixel_lo, double
   if (log) {
     a.lo = std::floor(std::log10(lo));
     a.hi = std::max(std::ceil(std::log10(hi)), a.lo + 1);
+  } else if (!from_zero) {  // the data's range, padded by a twentieth each side
+    const double pad = hi > lo ? (hi - lo) / 20 : 1.0;
+    a.lo = lo - pad;
+    a.hi = hi + pad;
   } else {
     a.lo = x ? std::min(0.0, lo) : 0.0;
     a.hi = hi > a.lo ? hi * 1.08 : a.lo + 1;
@@ -68,7 +72,7 @@ Axis make_axis(const PlotPanel& panel, bool x, bool log, double pixel_lo, double
   return a;
 }
 
-std::vector<double> y_ticks(const Axis& a) {
+std::vector<double> axis_ticks(const Axis& a) {
   std::vector<double> ticks;
   if (a.log) {
     // Decades, with 2x and 5x between them when there are few.
@@ -84,7 +88,7 @@ std::vector<double> y_ticks(const Axis& a) {
   const double raw = (a.hi - a.lo) / 5;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
-  for (double v = 0; v <= a.hi + 1e-9; v += step) ticks.push_back(v);
+  for (double v = std::ceil(a.lo / step) * step; v <= a.hi + 1e-9; v += step) ticks.push_back(v);
   return ticks;
 }
 
@@ -104,18 +108,18 @@ std::string render_panel(const PlotPanel& panel, double x0) {
   std::string o = fmt::format("<g transform=\"translate({},0)\">\n", x0);
   const double left = kLeft, right = kPanelWidth - kRight, top = kTop, bottom = kPanelHeight - kBottom;
   const Axis ax = make_axis(panel, true, panel.log_x, left, right);
-  const Axis ay = make_axis(panel, false, panel.log_y, bottom, top);
+  const Axis ay = make_axis(panel, false, panel.log_y, bottom, top, panel.y_from_zero);
   o += fmt::format("<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
                    (left + right) / 2, escape(panel.title));
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", left, top,
                    right - left, bottom - top);
-  for (double v : y_ticks(ay)) {
+  for (double v : axis_ticks(ay)) {
     const double y = ay.pixel(v);
     o += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>\n", left, y, right);
     o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" font-size=\"11\">{}</text>\n", left - 6, y + 4,
                      tick_label(v));
   }
-  for (double v : x_ticks(panel, ax.log)) {
+  for (double v : panel.x_ticks_at_points ? x_ticks(panel, ax.log) : axis_ticks(ax)) {
     const double x = ax.pixel(v);
     o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", x, top, bottom);
     o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x, bottom + 16,

@@ -24,6 +24,8 @@ struct PlotPanel {
   bool log_x = false;
   bool log_y = false;
   bool legend_at_bottom = false;  // where the data leaves room: top-left (default) or bottom-left
+  bool x_ticks_at_points = true;  // a tick at every x of the data (few points), or evenly spaced (many)
+  bool y_from_zero = true;        // a linear y axis starts at 0, or at the data's lowest value
   std::vector<PlotSeries> series = {};
 };
 

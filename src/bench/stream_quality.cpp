@@ -26,6 +26,12 @@ Expected<StreamQuality> measure_stream_quality(const Model& model, const Tokeniz
   if (!recomputed) return recomputed.status();
   q.full_strided = std::move(recomputed).value();
   for (size_t budget : budgets) {
+    StreamPerplexityOptions sliding = base;
+    sliding.policy = {};
+    sliding.kv_window = budget;
+    auto windowed = evaluate_stream_perplexity(model, tokenizer, pool, text, sliding);
+    if (!windowed) return windowed.status();
+    q.runs.push_back({.policy = {}, .kv_window = budget, .result = std::move(windowed).value()});
     for (const KvPolicyParams& policy : policies) {
       StreamPerplexityOptions o = base;
       o.policy = policy;
@@ -48,18 +54,21 @@ std::string stream_quality_markdown(const StreamQuality& q) {
   const auto vs = [](double p, double base) { return fmt::format("{:+.1f}%", 100.0 * (p / base - 1.0)); };
   for (const StreamQualityRun& run : q.runs) {
     const StreamPerplexityResult& r = run.result;
-    const bool full = !run.policy.evicts();
+    const bool full = run.budget() == 0;
     const double first = r.perplexity_of(0, q.context);
     out += fmt::format(
-        "| {} | {} | {:.4f} | {} | {} | {} | {} | {} |\n", full ? "full" : stream_quality_label(run.policy),
-        full ? "context" : std::to_string(run.policy.budget), first, vs(first, q.full_in_context),
+        "| {} | {} | {:.4f} | {} | {} | {} | {} | {} |\n", stream_quality_label(run),
+        full ? "context" : std::to_string(run.budget()), first, vs(first, q.full_in_context),
         full ? fmt::format("{:.4f} (recomputed)", q.full_strided.perplexity) : fmt::format("{:.4f}", r.perplexity),
         full ? "" : vs(r.perplexity, q.full_strided.perplexity), r.kv_blocks_peak, r.evicted_tokens);
   }
   return out;
 }
 
-std::string stream_quality_label(const KvPolicyParams& p) {
+std::string stream_quality_label(const StreamQualityRun& run) {
+  if (run.kv_window > 0) return "sliding window, positions in the sequence";
+  if (!run.policy.evicts()) return "full";
+  const KvPolicyParams& p = run.policy;
   std::string label(kv_policy_name(p.kind));
   if (p.kind == KvPolicyKind::kSinks || (p.kind == KvPolicyKind::kHeavyHitters && p.sinks > 0))
     label += fmt::format(", {} sinks", p.sinks);
@@ -76,7 +85,9 @@ std::vector<PlotPanel> stream_quality_panels(const StreamQuality& q, size_t budg
   PlotPanel panel{.title = fmt::format("NLL against position, KV budget {} (context {})", budget, q.context),
                   .x_label = "position in the stream (tokens)",
                   .y_label = fmt::format("mean NLL over {} tokens (nats)", bucket),
-                  .legend_at_bottom = true};
+                  .legend_at_bottom = false,
+                  .x_ticks_at_points = false,
+                  .y_from_zero = false};
   size_t color = 0;
   const auto add = [&](std::string name, const StreamPerplexityResult& r) {
     PlotSeries s{.name = std::move(name), .color = colors[color++ % 6]};
@@ -86,7 +97,7 @@ std::vector<PlotPanel> stream_quality_panels(const StreamQuality& q, size_t budg
   };
   add(fmt::format("full, recomputed every {}", q.context / 2), q.full_strided);
   for (const StreamQualityRun& run : q.runs) {
-    if (run.policy.evicts() && run.policy.budget == budget) add(stream_quality_label(run.policy), run.result);
+    if (run.budget() == budget) add(stream_quality_label(run), run.result);
   }
   return {panel};
 }

@@ -15,8 +15,10 @@
 namespace kvs {
 
 struct StreamQualityRun {
-  KvPolicyParams policy;  // resolved; full: the cache of the whole context
+  KvPolicyParams policy;  // resolved; full: the cache of the whole context, or a window of kv_window
+  size_t kv_window = 0;   // > 0: the baseline of a sliding window at positions in the sequence (--kv-window)
   StreamPerplexityResult result;
+  size_t budget() const { return kv_window > 0 ? kv_window : policy.budget; }
 };
 
 struct StreamQuality {
@@ -29,14 +31,15 @@ struct StreamQuality {
   std::vector<StreamQualityRun> runs;  // the full cache over the first context first
 };
 
-// Every policy of `policies` (their budgets ignored) at every budget, on the stream `base` describes.
+// Every policy of `policies` (their budgets ignored) at every budget, on the stream `base` describes, and at
+// each budget the sliding window of issue 14 (positions in the sequence, so past the trained ones).
 Expected<StreamQuality> measure_stream_quality(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                std::string_view text, const StreamPerplexityOptions& base,
                                                const std::vector<KvPolicyParams>& policies,
                                                const std::vector<size_t>& budgets);
 
-// "h2o, 4 sinks, 32 recent, pooled": a policy without its budget.
-std::string stream_quality_label(const KvPolicyParams& policy);
+// "h2o, 4 sinks, 32 recent, pooled": a run's policy without its budget.
+std::string stream_quality_label(const StreamQualityRun& run);
 
 // One Markdown table: a row per run (perplexity over the first context of tokens and over the whole stream,
 // each against the full cache's, the blocks held and the tokens evicted).

@@ -45,13 +45,23 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // Prefixes context ("reading model.gguf: ...") while keeping the code.
   Status with_context(const std::string& context) const {
-    return is_ok() ? *this : Status(code_, context + ": " + message_);
+    Status s = *this;
+    if (!is_ok()) s.message_ = context + ": " + message_;
+    return s;
   }
+  // The request field the error is about (e.g. "kv_policy"), for an API to name; empty when not one field.
+  Status with_field(std::string field) const {
+    Status s = *this;
+    s.field_ = std::move(field);
+    return s;
+  }
+  const std::string& field() const { return field_; }
 
  private:
   Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
   ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
+  std::string field_;
 };
 
 // A value or the Status that explains why there is none.

@@ -46,11 +46,15 @@ Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig
   const size_t chunk = config.max_batch_tokens;
   std::vector<KvCacheSpec> specs(n, spec);
   std::vector<size_t> tails(n), need(n), block_bytes(n), blocks(n);  // need: blocks for max_seqs sequences
+  // With a window on every layer a sequence may outgrow the context (its memory stays bounded): each window
+  // group then needs room for its window and a chunk, whatever the context.
+  const bool all_windowed = layout.layers.groups[0].window > 0;
   for (size_t g = 0; g < n; ++g) {
     specs[g].num_layers = layout.layers.groups[g].layers.size();
     tails[g] = kv_key_tails_for_sequences(specs[g], seqs);
-    need[g] =
-        seqs * kv_max_blocks_per_sequence(spec.block_size, layout.layers.groups[g].window, c.context_length, chunk);
+    const size_t window = layout.layers.groups[g].window;
+    const size_t longest = all_windowed ? c.context_length + window + chunk : c.context_length;
+    need[g] = seqs * kv_max_blocks_per_sequence(spec.block_size, window, longest, chunk);
     block_bytes[g] = kv_bytes_per_block(specs[g]).total();
   }
   const auto tail_bytes = [&](size_t g) { return tails[g] * kv_key_tail_bytes(specs[g]); };
@@ -176,7 +180,10 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
   if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
   const KvPolicyParams policy = params.kv_policy.value_or(config_.kv_policy).resolved(kv_->block_size());
-  if (params.prompt.size() > context && !policy.evicts()) {
+  // Memory stays bounded past the context under an eviction policy (positions within the cache) or a window on
+  // every layer (positions in the sequence, past those the model was trained on: docs/KV_CACHE.md measures it).
+  const bool past_context = policy.evicts() || params.kv_window > 0 || layers_.groups[0].window > 0;
+  if (params.prompt.size() > context && !past_context) {
     return Status::out_of_range(
         fmt::format("the prompt has {} tokens but the model's context holds {}", params.prompt.size(), context));
   }
@@ -188,7 +195,8 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   }
   // The prompt (plus the first generated token, when a second one follows it) must fit in the whole pool on its
   // own; a token past the context is never computed.
-  size_t must_hold = std::min(context, params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0));
+  size_t must_hold = params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0);
+  if (!past_context) must_hold = std::min(must_hold, context);
   if (policy.evicts()) must_hold = std::min(must_hold, policy.budget);
   if (!kv_->fits_alone(must_hold, config_.max_batch_tokens)) {
     return Status::out_of_memory(fmt::format(
@@ -225,7 +233,8 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->kv_window = request->params.kv_window;
   request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
   request->num_forks = request->params.num_samples - 1;
-  KVS_RETURN_IF_ERROR(attach_policy(*request, policy));
+  request->runs_past_context = past_context;
+  if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
@@ -351,7 +360,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
     finish(r, FinishReason::kStopString, out);
   } else if (r.num_generated() >= r.params.max_new_tokens) {
     finish(r, FinishReason::kLength, out);
-  } else if (r.kv_budget == 0 && r.num_tokens() >= model_.config().context_length) {
+  } else if (!r.runs_past_context && r.num_tokens() >= model_.config().context_length) {
     finish(r, FinishReason::kContextFull, out);
   } else {
     if (r.params.recompute_history) scheduler_.forget_computed(&r);  // the no-cache baseline

@@ -128,6 +128,7 @@ struct Request : SequenceState {
   SteadyTime arrival;
   SteadyTime last_token_time{};
   bool has_first_token = false;
+  bool runs_past_context = false;               // its memory is bounded: it may outgrow the model's context
   std::unique_ptr<KvEvictionPolicy> kv_policy;  // null: no eviction
   std::unique_ptr<SlotScores> kv_scores;        // the policy's scores, when it needs them
 };

@@ -93,14 +93,18 @@ Expected<StreamPerplexityResult> evaluate_stream_perplexity(const Model& model, 
   const std::vector<TokenId>& tokens = *stream;
   const KvPolicyParams policy = options.policy.resolved(options.block_size);
   // The pool holds what the one sequence can: its budget, or the whole stream (BOS and every token but the last).
-  const size_t held = policy.evicts() ? policy.budget : tokens.size();
+  const size_t blocks = policy.evicts()         ? kv_blocks_for_tokens(policy.budget, options.block_size)
+                        : options.kv_window > 0 ? kv_max_blocks_per_sequence(options.block_size, options.kv_window,
+                                                                             tokens.size() + 1, options.chunk_tokens)
+                                                : kv_blocks_for_tokens(tokens.size(), options.block_size);
   EngineConfig config{.max_batch_tokens = options.chunk_tokens,
                       .max_seqs = 1,
                       .block_size = options.block_size,
-                      .kv_blocks = kv_blocks_for_tokens(held, options.block_size),
+                      .kv_blocks = blocks,
                       .kv_dtype = options.kv_dtype,
                       .kv_key_scales = options.kv_key_scales,
                       .prefix_caching = false,
+                      .kv_window = options.kv_window,
                       .kv_policy = policy};
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();

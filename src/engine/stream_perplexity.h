@@ -19,6 +19,7 @@ namespace kvs {
 struct StreamPerplexityOptions {
   size_t max_tokens = 0;  // tokens of the text scored; 0: all of them
   KvPolicyParams policy = {};
+  size_t kv_window = 0;  // > 0: a sliding window at positions in the sequence (--kv-window) instead of a policy
   size_t block_size = 16;
   size_t chunk_tokens = 512;  // the engine's --max-batch-tokens (prefill chunks, up to the budget)
   KvDTypes kv_dtype = KvDType::kF32;

@@ -9,7 +9,8 @@ nlohmann::json ApiError::to_json() const {
   return {{"error", std::move(error)}};
 }
 
-ApiError api_error_from_status(const Status& status, const std::string& param) {
+ApiError api_error_from_status(const Status& status, const std::string& default_param) {
+  const std::string& param = status.field().empty() ? default_param : status.field();
   switch (status.code()) {
     case ErrorCode::kOutOfRange: return ApiError::invalid(param, status.message(), "context_length_exceeded");
     case ErrorCode::kOutOfMemory: return ApiError::invalid(param, status.message(), "kv_cache_too_small");

@@ -33,9 +33,9 @@ struct ApiError {
 };
 
 // How a Status from the engine (submit) reaches the client: out_of_range (prompt longer than the
-// context) and other caller errors are 400s naming `param`; unavailable (the engine is shutting
-// down) is a 503; anything else is a 500 server_error.
-ApiError api_error_from_status(const Status& status, const std::string& param);
+// context) and other caller errors are 400s naming the status's field, or `default_param` when it names
+// none; unavailable (the engine is shutting down) is a 503; anything else is a 500 server_error.
+ApiError api_error_from_status(const Status& status, const std::string& default_param);
 
 template <class T>
 class [[nodiscard]] ApiExpected {

@@ -55,6 +55,7 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.stop_at_eos = !request.ignore_eos;
   params.cache_salt = request.cache_salt;
   params.kv_window = request.kv_window;
+  params.kv_policy = request.kv_policy;
   params.num_samples = request.best_of;
   params.track_logprob = request.best_of > request.n;  // to rank the samples
   return params;

@@ -211,6 +211,59 @@ bool is_neutral_only(const std::string& key) {
          key == "logit_bias" || key == "suffix" || key == "tools" || key == "functions" || key == "response_format";
 }
 
+constexpr int64_t kMaxTokensUnderPolicy = int64_t{1} << 30;
+
+ApiError max_tokens_error(const std::string& key, const json& v, const RequestLimits& limits) {
+  return ApiError::invalid(key, fmt::format("'{}' must be between 1 and {} (the model's context length), got {}", key,
+                                            limits.context_length, shown(v)));
+}
+
+// kvserve's kv_policy: {"type": "window" | "sinks" | "h2o" | "full", "budget": N, "sinks": N, "recent": N,
+// "scores": "head" | "pooled", "per_query": bool, "evict_unit": N}; the engine checks what the values allow.
+MaybeError parse_kv_policy(const json& v, ApiRequest& r) {
+  if (!v.is_object()) return wrong_type("kv_policy", "an object", v);
+  KvPolicyParams p;
+  int64_t integer = 0;
+  bool typed = false;
+  for (const auto& [field, value] : v.items()) {
+    const std::string name = "kv_policy." + field;
+    if (field == "type") {
+      std::string type;
+      KVS_API_TRY(read_string(value, name, type));
+      auto kind = parse_kv_policy_kind(type);
+      if (!kind) return ApiError::invalid(name, kind.status().message());
+      p.kind = *kind;
+      typed = true;
+    } else if (field == "budget" || field == "sinks" || field == "recent" || field == "evict_unit") {
+      KVS_API_TRY(read_int(value, name, field == "budget" || field == "evict_unit" ? 1 : 0,
+                           std::numeric_limits<int32_t>::max(), integer));
+      (field == "budget"   ? p.budget
+       : field == "sinks"  ? p.sinks
+       : field == "recent" ? p.recent
+                           : p.evict_unit) = static_cast<size_t>(integer);
+    } else if (field == "scores") {
+      std::string scope;
+      KVS_API_TRY(read_string(value, name, scope));
+      auto parsed = parse_kv_score_scope(scope);
+      if (!parsed) return ApiError::invalid(name, parsed.status().message());
+      p.scores = *parsed;
+    } else if (field == "per_query") {
+      KVS_API_TRY(read_bool(value, name, p.per_query_scores));
+    } else {
+      return ApiError::invalid(name, fmt::format("unknown kv_policy field '{}' (type, budget, sinks, recent, scores, "
+                                                 "per_query, evict_unit)",
+                                                 field));
+    }
+  }
+  if (!typed) return ApiError::invalid("kv_policy.type", "'kv_policy' needs a 'type' (full, window, sinks, h2o)");
+  if (p.evicts() && p.budget == 0) {
+    return ApiError::invalid("kv_policy.budget",
+                             fmt::format("the {} policy needs a 'budget' of tokens", kv_policy_name(p.kind)));
+  }
+  r.kv_policy = p;
+  return std::nullopt;
+}
+
 MaybeError parse_field(const std::string& key, const json& v, const RequestLimits& limits, ApiRequest& r) {
   const bool chat = r.endpoint == Endpoint::kChatCompletions;
   double number = 0;
@@ -219,12 +272,11 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
   if (key == "prompt" && !chat) return parse_prompt(v, limits, r);
   if (key == "messages" && chat) return parse_messages(v, r);
   if (key == "max_tokens" || (key == "max_completion_tokens" && chat)) {
-    if (v.is_number() && !(v.get<double>() >= 1 && v.get<double>() <= static_cast<double>(limits.context_length))) {
-      return ApiError::invalid(key, fmt::format("'{}' must be between 1 and {} (the model's context length), got {}",
-                                                key, limits.context_length, shown(v)));
-    }
-    KVS_API_TRY(read_int(v, key, 1, static_cast<int64_t>(limits.context_length), integer));
+    // At most the context, unless an eviction policy bounds the cache (checked once every field is read).
+    if (v.is_number() && !(v.get<double>() >= 1)) return max_tokens_error(key, v, limits);
+    KVS_API_TRY(read_int(v, key, 1, kMaxTokensUnderPolicy, integer));
     r.max_tokens = static_cast<size_t>(integer);
+    r.max_tokens_key = key;
   } else if (key == "temperature") {
     KVS_API_TRY(read_number(v, key, 0.0, 2.0, number));
     r.sampling.temperature = static_cast<float>(number);
@@ -260,6 +312,8 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
     return read_bool(v, key, r.ignore_eos);
   } else if (key == "cache_salt") {
     return read_string(v, key, r.cache_salt);
+  } else if (key == "kv_policy") {
+    return parse_kv_policy(v, r);
   } else if (key == "kv_window") {
     KVS_API_TRY(read_int(v, key, 0, std::numeric_limits<int32_t>::max(), integer));
     r.kv_window = static_cast<size_t>(integer);
@@ -325,6 +379,8 @@ ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view bo
     if (value.is_null()) continue;  // null means "not given"
     KVS_API_TRY(parse_field(key, value, limits, r));
   }
+  if (r.max_tokens && *r.max_tokens > limits.context_length && !(r.kv_policy && r.kv_policy->evicts()))
+    return max_tokens_error(r.max_tokens_key, doc[r.max_tokens_key], limits);
   const bool chat = endpoint == Endpoint::kChatCompletions;
   if (chat && r.messages.empty()) return ApiError::invalid("messages", "'messages' is required", "missing_field");
   if (!chat && doc.value("prompt", json()).is_null())

@@ -4,8 +4,8 @@
 // Sampling defaults follow OpenAI (temperature 1, top_p 1) with top_k and min_p off, so a
 // request that names none of them samples from the full distribution. Extras that map onto the
 // engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt, kv_window (a sliding window for this request
-// alone, as --kv-window); n and best_of (parallel samples of
-// one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
+// alone, as --kv-window), kv_policy (this request's KV eviction policy, as --kv-policy); n and best_of (parallel
+// samples of one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
 // Accepted only at their neutral value (else 400): frequency/presence_penalty = 0, logprobs off, logit_bias {},
 // suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
 // parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
@@ -19,6 +19,7 @@
 
 #include "core/ids.h"
 #include "engine/sampler.h"
+#include "kv/policies/kv_policy.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
 
@@ -52,8 +53,12 @@ struct ApiRequest {
   bool ignore_eos = false;
   std::string cache_salt;  // requests with different salts never share cached prompt K/V (vLLM's field)
   size_t kv_window = 0;    // kvserve's: > 0, this request attends to (and keeps the K/V of) its last N tokens
-  size_t n = 1;            // choices returned
-  size_t best_of = 1;      // samples generated (>= n): the n with the highest log-probability per token are returned
+  // kvserve's: the eviction policy of this request (kv/policies/kv_policy.h); none: the server's --kv-policy.
+  // Under one that evicts, max_tokens may exceed the context.
+  std::optional<KvPolicyParams> kv_policy;
+  std::string max_tokens_key = "max_tokens";  // the field max_tokens came from
+  size_t n = 1;                               // choices returned
+  size_t best_of = 1;  // samples generated (>= n): the n with the highest log-probability per token are returned
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

@@ -56,6 +56,41 @@ TEST(OpenAiRequest, KvWindow) {
   expect_error(completion(R"({"prompt":"x","kv_window":"big"})"), "kv_window", "kv_window");
 }
 
+// kvserve's kv_policy: an eviction policy for the one request (none: the server's); under one that evicts,
+// max_tokens may exceed the context; its fields are named in errors.
+TEST(OpenAiRequest, KvPolicy) {
+  auto none = completion(R"({"prompt":"x"})");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none->kv_policy.has_value());
+  auto p = completion(
+      R"({"prompt":"x","max_tokens":5000,"kv_policy":{"type":"h2o","budget":128,"sinks":4,"recent":32,
+          "scores":"pooled","per_query":true,"evict_unit":8}})");
+  ASSERT_TRUE(p.has_value()) << p.error().message;
+  ASSERT_TRUE(p->kv_policy.has_value());
+  EXPECT_EQ(p->kv_policy->kind, KvPolicyKind::kHeavyHitters);
+  EXPECT_EQ(p->kv_policy->budget, 128u);
+  EXPECT_EQ(p->kv_policy->sinks, 4u);
+  EXPECT_EQ(p->kv_policy->recent, 32u);
+  EXPECT_EQ(p->kv_policy->scores, KvScoreScope::kPooled);
+  EXPECT_TRUE(p->kv_policy->per_query_scores);
+  EXPECT_EQ(p->kv_policy->evict_unit, 8u);
+  EXPECT_EQ(p->max_tokens, 5000u);
+  auto sinks = chat(R"({"messages":[{"role":"user","content":"x"}],"kv_policy":{"type":"sinks","budget":64}})");
+  ASSERT_TRUE(sinks.has_value()) << sinks.error().message;
+  EXPECT_EQ(sinks->kv_policy->sinks, KvPolicyParams::kDefault);  // the engine resolves defaults
+  expect_error(completion(R"({"prompt":"x","max_tokens":5000})"), "max_tokens", "context length");
+  expect_error(completion(R"({"prompt":"x","max_tokens":5000,"kv_policy":{"type":"full"}})"), "max_tokens", "5000");
+  expect_error(completion(R"({"prompt":"x","kv_policy":"sinks"})"), "kv_policy", "an object");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"budget":64}})"), "kv_policy.type", "'type'");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"type":"lru","budget":64}})"), "kv_policy.type", "lru");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"type":"sinks"}})"), "kv_policy.budget", "budget");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"type":"sinks","budget":-3}})"), "kv_policy.budget", "-3");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"type":"h2o","budget":64,"scores":"all"}})"),
+               "kv_policy.scores", "all");
+  expect_error(completion(R"({"prompt":"x","kv_policy":{"type":"h2o","budget":64,"heavy":3}})"), "kv_policy.heavy",
+               "heavy");
+}
+
 // n choices of best_of samples (best_of defaults to n), on both endpoints; n samples can be streamed.
 TEST(OpenAiRequest, ParallelSamples) {
   auto defaults = completion(R"({"prompt":"x"})");

@@ -51,11 +51,11 @@ void expect_api_error(const HttpResult& r, int status, const std::string& param,
   EXPECT_NE(e["message"].get<std::string>().find(mention), std::string::npos) << r.body;
 }
 
-std::string run_greedy(const std::string& prompt, int max_tokens) {
+std::string run_greedy(const std::string& prompt, int max_tokens, const std::string& flags = "") {
   TempDir dir("server_http_run_" + std::to_string(getpid()));
   const std::string out = dir.file("out.txt");
   const std::string cmd = std::string("'") + KVS_BINARY + "' run -p '" + prompt + "' -n " + std::to_string(max_tokens) +
-                          " --temp 0 > '" + out + "' 2>/dev/null";
+                          " --temp 0 " + flags + " > '" + out + "' 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   std::string text = read_file(out);
   EXPECT_EQ(text.rfind(prompt, 0), 0u) << text;
@@ -127,6 +127,32 @@ TEST_F(ServerHttp, RepeatedPromptsHitThePrefixCacheAndSaltsIsolate) {
   EXPECT_GT(metric_value(metrics->body, "kvserve_kv_blocks_cached_idle"), 0.0);
   request["cache_salt"] = 7;
   expect_api_error(post_json(client, "/v1/completions", request.dump()), 400, "cache_salt", "cache_salt");
+}
+
+// A request's own eviction policy: 1,500 tokens, three times the context, through a cache of 64 tokens; the
+// text equals kvserve run's under the same policy; /metrics counts the evictions; a policy the engine cannot
+// run is refused with the reason.
+TEST_F(ServerHttp, ARequestsKvPolicyRunsPastTheContext) {
+  auto client = server_->client();
+  const json request = {{"prompt", "Once upon a time"},
+                        {"max_tokens", 1500},
+                        {"temperature", 0},
+                        {"ignore_eos", true},
+                        {"kv_policy", {{"type", "sinks"}, {"budget", 64}}}};
+  const auto r = post_json(client, "/v1/completions", request.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 1500);
+  EXPECT_EQ(completion_text(r), run_greedy("Once upon a time", 1500, "--ignore-eos --kv-policy sinks --kv-budget 64"));
+  const auto metrics = get(client, "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_GE(metric_value(metrics.body, "kvserve_kv_evicted_tokens_total"), 1500 - 64) << metrics.body;
+  json too_big = request;
+  too_big["kv_policy"]["budget"] = 4096;
+  expect_api_error(post_json(client, "/v1/completions", too_big.dump()), 400, "kv_policy",
+                   "exceeds the model's context of 512");
+  json no_budget = request;
+  no_budget["kv_policy"].erase("budget");
+  expect_api_error(post_json(client, "/v1/completions", no_budget.dump()), 400, "kv_policy.budget", "budget");
 }
 
 TEST_F(ServerHttp, StopStringEndsBeforeIt) {
