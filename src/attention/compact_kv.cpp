@@ -4,6 +4,7 @@
 
 #include "attention/write_kv.h"
 #include "core/status.h"
+#include "tensor/attention_ops.h"
 #include "tensor/kv_quant.h"
 #include "tensor/ops.h"
 
@@ -22,19 +23,47 @@ void copy_row(const KvTensorFormat& f, const std::byte* from_block, size_t row, 
 
 }  // namespace
 
-void shift_key(std::span<float> x, long delta, const KeyRotation& rotation) {
-  const size_t half = rotation.inv_freq.size();
-  if (half == 0 || delta == 0) return;
-  std::vector<float> cos(half), sin(half);
-  rope_cos_sin(static_cast<size_t>(delta < 0 ? -delta : delta), rotation.inv_freq, cos, sin);
-  if (delta < 0)
-    for (float& s : sin) s = -s;  // R(-a): cos(-a) = cos(a), sin(-a) = -sin(a)
-  if (rotation.neox) {
-    rope_neox(x, 1, x.size(), cos, sin);
-  } else {
-    rope_interleaved(x, 1, x.size(), cos, sin);
-  }
+void read_kv_row(const KvTensorFormat& f, const KvRows& rows, size_t row, float* out) {
+  KvRows one = rows;
+  one.data = static_cast<const std::byte*>(rows.data) + row * f.row_bytes();
+  if (f.scale_axis == KvScaleAxis::kPerToken) one.scales = rows.scales + row * 2 * (f.width / f.group_size);
+  const float probability = 1.0f;
+  std::fill_n(out, f.width, 0.0f);
+  attention_block_values(&probability, 1, 1, one, 1, f.width, out);  // out = 1 x the row: exact
 }
+
+namespace {
+
+// Rotations by a number of positions, the angles of the last one kept (a compaction moves runs of keys by the
+// same distance: all of them, under sinks or a window).
+class KeyShifter {
+ public:
+  explicit KeyShifter(const KeyRotation& rotation)
+      : rotation_(rotation), cos_(rotation.inv_freq.size()), sin_(rotation.inv_freq.size()) {}
+  void shift(std::span<float> x, long delta) {
+    if (cos_.empty() || delta == 0) return;
+    if (delta != delta_) {
+      rope_cos_sin(static_cast<size_t>(delta < 0 ? -delta : delta), rotation_.inv_freq, cos_, sin_);
+      if (delta < 0)
+        for (float& s : sin_) s = -s;  // R(-a): cos(-a) = cos(a), sin(-a) = -sin(a)
+      delta_ = delta;
+    }
+    if (rotation_.neox) {
+      rope_neox(x, 1, x.size(), cos_, sin_);
+    } else {
+      rope_interleaved(x, 1, x.size(), cos_, sin_);
+    }
+  }
+
+ private:
+  const KeyRotation& rotation_;
+  std::vector<float> cos_, sin_;
+  long delta_ = 0;
+};
+
+}  // namespace
+
+void shift_key(std::span<float> x, long delta, const KeyRotation& rotation) { KeyShifter(rotation).shift(x, delta); }
 
 void compact_kv(KvStorage& kv, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept,
                 const KeyRotation& rotation) {
@@ -45,6 +74,7 @@ void compact_kv(KvStorage& kv, std::span<const BlockId> blocks, std::span<const 
   KVS_ASSERT(kept.size() == 1 || kept.size() == format.num_layers * heads, "{} kept sets for {} layers x {} heads",
              kept.size(), format.num_layers, heads);
   std::vector<float> key(width);
+  KeyShifter shifter(rotation);
   for (size_t layer = 0; layer < format.num_layers; ++layer) {
     for (size_t h = 0; h < heads; ++h) {
       const std::vector<uint32_t>& rows = kept.size() == 1 ? kept[0] : kept[layer * heads + h];
@@ -61,10 +91,9 @@ void compact_kv(KvStorage& kv, std::span<const BlockId> blocks, std::span<const 
           continue;
         }
         // The key as fp32 before any Hadamard rotation, re-rotated by j - from, stored back in its form.
-        const KvRows stored = kv.keys(layer, src, h);
-        for (size_t i = 0; i < width; ++i) key[i] = kv_element(stored, width, from % bs, i);
+        read_kv_row(format.k, kv.keys(layer, src, h), from % bs, key.data());
         if (format.k.rotated) hadamard_transform(key.data(), width);  // H is its own inverse
-        shift_key(key, static_cast<long>(j) - static_cast<long>(from), rotation);
+        shifter.shift(key, static_cast<long>(j) - static_cast<long>(from));
         if (format.k.rotated) hadamard_transform(key.data(), width);
         store_row(format.k, kv.key_head_block(layer, dst, h), j % bs, key.data());
       }

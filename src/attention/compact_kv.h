@@ -34,6 +34,10 @@ struct KeyRotation {
 void compact_kv(KvStorage& kv, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept,
                 const KeyRotation& rotation);
 
+// Row `row` of a head-block of format `f` (rows: its view) as fp32, as stored (H k for rotated keys), through
+// the vectorized value kernel; formats whose scales are not per channel.
+void read_kv_row(const KvTensorFormat& f, const KvRows& rows, size_t row, float* out);
+
 // x (one head's key, fp32, not Hadamard-rotated) re-rotated by `delta` positions.
 void shift_key(std::span<float> x, long delta, const KeyRotation& rotation);
 
