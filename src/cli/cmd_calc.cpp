@@ -93,8 +93,13 @@ void run(const CalcOptions& o) {
   spec.rotate_keys = kv.rotate_keys;
   spec.block_size = o.block_size;
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
-  const size_t tokens = o.tokens ? o.tokens : context;
-  if (tokens == 0) throw CommandError("--tokens is required when the shape has no context length");
+  const size_t length = o.tokens ? o.tokens : context;
+  if (length == 0) throw CommandError("--tokens is required when the shape has no context length");
+  // Under an eviction policy a sequence of any length holds at most its budget (blocks of whole budget slots).
+  const KvPolicyParams policy = kv.policy.resolved(spec.block_size);
+  if (policy.evicts() && (kv.window > 0 || !shape.layer_windows.empty()))
+    throw CommandError("a KV eviction policy needs every layer global (no --kv-window, no model windows)");
+  const size_t tokens = policy.evicts() ? std::min(length, policy.budget) : length;
   std::optional<size_t> budget;
   if (!o.budget.empty()) {
     auto b = parse_byte_size(o.budget);
@@ -131,6 +136,7 @@ void run(const CalcOptions& o) {
                         {"attention", spec.mla ? "MLA" : "KV"},
                         {"layers", spec.num_layers},
                         {"tokens", tokens},
+                        {"sequence_tokens", length},
                         {"seqs", o.seqs},
                         {"block_size", spec.block_size},
                         {"bytes_per_token", per_token},
@@ -154,6 +160,7 @@ void run(const CalcOptions& o) {
       j.update({{"layer_groups", g}, {"bytes_per_seq_all_global", per_seq}});
     }
     if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", seqs_in(*budget)}});
+    if (policy.evicts()) j.update({{"kv_policy", kv_policy_name(policy.kind)}, {"kv_budget", policy.budget}});
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -161,6 +168,10 @@ void run(const CalcOptions& o) {
               spec.mla ? fmt::format("MLA latent {} + rope {}", spec.kv_lora_rank, spec.rope_dim).c_str()
                        : fmt::format("{} KV heads x head dim {} (K and V)", spec.num_kv_heads, spec.head_dim).c_str(),
               kv_dtypes_name(spec.dtype).c_str(), spec.block_size);
+  if (policy.evicts()) {
+    std::printf("  KV policy %s: a sequence of %zu tokens holds at most %zu\n", policy.describe().c_str(), length,
+                tokens);
+  }
   std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
   std::printf("  per token            : %14.1f bytes\n", per_token);
   std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);

@@ -105,14 +105,15 @@ void run(const RunOptions& options) {
   if (engine_options.kv_policy.evicts()) {
     const EngineMetrics m = (*engine)->metrics();
     const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
-    std::fprintf(stderr,
-                 "kvserve: KV policy %s: %zu tokens computed, at most %zu blocks held (%zu tokens of room, %zu bytes; "
-                 "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
-                 policy.describe().c_str(), result->prompt_tokens + result->tokens.size(), kv.blocks_used_peak,
-                 kv.blocks_used_peak * engine_options.block_size,
-                 kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(),
-                 policy.budget, static_cast<unsigned long long>(m.kv_evicted_tokens_total),
-                 static_cast<unsigned long long>(m.kv_evictions_total));
+    std::fprintf(
+        stderr,
+        "kvserve: KV policy %s: a sequence of %zu tokens, at most %zu blocks held (%zu tokens of room, %zu bytes; "
+        "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
+        policy.describe().c_str(), result->prompt_tokens + result->tokens.size(), kv.blocks_used_peak,
+        kv.blocks_used_peak * engine_options.block_size,
+        kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(), policy.budget,
+        static_cast<unsigned long long>(m.kv_evicted_tokens_total),
+        static_cast<unsigned long long>(m.kv_evictions_total));
   }
 }
 

@@ -137,6 +137,46 @@ TEST(Cli, HelpExplainsEverySubcommand) {
   EXPECT_NE(run_help.out.find("--no-kv-cache"), std::string::npos);
 }
 
+// kvserve run under an eviction policy: 2,000 tokens (four contexts) with a budget of 64 report at most 4 blocks
+// held and the tokens evicted; calc predicts those bytes for a sequence of any length; bad policy flags name the
+// flag and the value.
+TEST(CliKv, RunUnderAPolicyReportsTheBudgetHeldAndCalcPredictsIt) {
+  test::TempDir dir("cli_kv_policy");
+  auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "2000", "--temp", "0", "--ignore-eos", "--kv-policy",
+                          "sinks", "--kv-budget", "64"},
+                         dir);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("generated 2000 tokens"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("KV policy sinks (budget 64, 4 sinks): a sequence of 2005 tokens, at most 4 blocks held"),
+            std::string::npos)
+      << run.err;
+  // Its last token is never computed: 2,004 through a cache of 64, an eviction of 16 each time it is full.
+  EXPECT_NE(run.err.find("1952 tokens evicted in 122 evictions"), std::string::npos) << run.err;
+  const size_t at = run.err.find("tokens of room, ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const size_t held = std::stoul(run.err.substr(at + 16));
+  auto calc = run_kvserve({"calc", "-m", test::default_model_path(), "--tokens", "1000000", "--kv-dtype", "f32",
+                           "--kv-policy", "sinks", "--kv-budget", "64", "--json"},
+                          dir);
+  ASSERT_EQ(calc.exit_code, 0) << calc.err;
+  EXPECT_EQ(nlohmann::json::parse(calc.out)["bytes_per_seq"].get<size_t>(), held);
+  for (const auto& [flags, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--kv-policy", "lru", "--kv-budget", "64"}, "unknown KV policy 'lru'"},
+           {{"--kv-policy", "sinks"}, "--kv-policy sinks needs --kv-budget"},
+           {{"--kv-budget", "64"}, "--kv-budget 64 needs an evicting --kv-policy"},
+           {{"--kv-policy", "h2o", "--kv-budget", "64", "--kv-scores", "all"},
+            "unknown heavy-hitter score scope 'all'"},
+           {{"--kv-policy", "sinks", "--kv-budget", "4096"}, "exceeds the model's context of 512"},
+           {{"--kv-policy", "sinks", "--kv-budget", "64", "--kv-dtype", "int8", "--kv-key-scales", "channel"},
+            "--kv-key-scales token"}}) {
+    std::vector<std::string> args = {"run", "-p", "x", "-n", "4"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto bad = run_kvserve(args, dir);
+    EXPECT_EQ(bad.exit_code, 1) << says;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << bad.err;
+  }
+}
+
 }  // namespace
 }  // namespace kvs
 
