@@ -187,7 +187,8 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
 void KvCacheManager::fork(SeqId parent, SeqId child) {
   KVS_ASSERT(!contains(child), "sequence {} is forked into twice", child.value);
   const BlockTable& p = table(parent);
-  KVS_ASSERT(p.blocks().size() == kv_blocks_for_tokens(p.num_tokens(), block_size()),
+  KVS_ASSERT(!p.evicts(), "sequence {}, under an eviction policy, is forked", parent.value);
+  KVS_ASSERT(p.blocks().size() == kv_blocks_for_tokens(p.num_slots(), block_size()),
              "sequence {} is forked with room reserved past its {} tokens", parent.value, p.num_tokens());
   BlockTable forked = p.fork(pool_);
   tables_.emplace(child.value, std::move(forked));

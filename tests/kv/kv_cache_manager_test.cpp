@@ -76,7 +76,7 @@ TEST(KvCacheManager, ComputedCountIsTheCommittedTokens) {
   kv.commit(SeqId{9}, toy_tokens(6, 100));
   EXPECT_EQ(kv.num_tokens(SeqId{9}), 6u);
   EXPECT_EQ(kv.tokens(SeqId{9}).back(), 105);
-  EXPECT_DEATH(kv.commit(SeqId{9}, toy_tokens(3)), "advance to 9 tokens with only 2 blocks of 4");
+  EXPECT_DEATH(kv.commit(SeqId{9}, toy_tokens(3)), "advance to 9 slots with only 2 blocks of 4");
 }
 
 TEST(KvCacheManager, ExhaustionLeavesEverythingUnchanged) {
