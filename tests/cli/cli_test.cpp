@@ -137,21 +137,22 @@ TEST(Cli, HelpExplainsEverySubcommand) {
   EXPECT_NE(run_help.out.find("--no-kv-cache"), std::string::npos);
 }
 
-// kvserve run under an eviction policy: 2,000 tokens (four contexts) with a budget of 64 report at most 4 blocks
+// kvserve run under an eviction policy: 1,100 tokens (twice the context) with a budget of 64 report at most 4 blocks
 // held and the tokens evicted; calc predicts those bytes for a sequence of any length; bad policy flags name the
 // flag and the value.
 TEST(CliKv, RunUnderAPolicyReportsTheBudgetHeldAndCalcPredictsIt) {
   test::TempDir dir("cli_kv_policy");
-  auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "2000", "--temp", "0", "--ignore-eos", "--kv-policy",
+  auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "1100", "--temp", "0", "--ignore-eos", "--kv-policy",
                           "sinks", "--kv-budget", "64"},
                          dir);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.err.find("generated 2000 tokens"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("KV policy sinks (budget 64, 4 sinks): a sequence of 2005 tokens, at most 4 blocks held"),
+  EXPECT_NE(run.err.find("generated 1100 tokens"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("KV policy sinks (budget 64, 4 sinks): a sequence of 1105 tokens, at most 4 blocks held"),
             std::string::npos)
       << run.err;
-  // Its last token is never computed: 2,004 through a cache of 64, an eviction of 16 each time it is full.
-  EXPECT_NE(run.err.find("1952 tokens evicted in 122 evictions"), std::string::npos) << run.err;
+  // Positions 0..1103 are computed (the last token never is) through a cache of 64: an eviction of 16 before
+  // positions 64, 80, ..., 1088, when it is full.
+  EXPECT_NE(run.err.find("1040 tokens evicted in 65 evictions"), std::string::npos) << run.err;
   const size_t at = run.err.find("tokens of room, ");
   ASSERT_NE(at, std::string::npos) << run.err;
   const size_t held = std::stoul(run.err.substr(at + 16));

@@ -129,23 +129,23 @@ TEST_F(ServerHttp, RepeatedPromptsHitThePrefixCacheAndSaltsIsolate) {
   expect_api_error(post_json(client, "/v1/completions", request.dump()), 400, "cache_salt", "cache_salt");
 }
 
-// A request's own eviction policy: 1,500 tokens, three times the context, through a cache of 64 tokens; the
+// A request's own eviction policy: 1,100 tokens, twice the context, through a cache of 64 tokens; the
 // text equals kvserve run's under the same policy; /metrics counts the evictions; a policy the engine cannot
 // run is refused with the reason.
 TEST_F(ServerHttp, ARequestsKvPolicyRunsPastTheContext) {
   auto client = server_->client();
   const json request = {{"prompt", "Once upon a time"},
-                        {"max_tokens", 1500},
+                        {"max_tokens", 1100},
                         {"temperature", 0},
                         {"ignore_eos", true},
                         {"kv_policy", {{"type", "sinks"}, {"budget", 64}}}};
   const auto r = post_json(client, "/v1/completions", request.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 1500);
-  EXPECT_EQ(completion_text(r), run_greedy("Once upon a time", 1500, "--ignore-eos --kv-policy sinks --kv-budget 64"));
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 1100);
+  EXPECT_EQ(completion_text(r), run_greedy("Once upon a time", 1100, "--ignore-eos --kv-policy sinks --kv-budget 64"));
   const auto metrics = get(client, "/metrics");
   ASSERT_EQ(metrics.status, 200);
-  EXPECT_GE(metric_value(metrics.body, "kvserve_kv_evicted_tokens_total"), 1500 - 64) << metrics.body;
+  EXPECT_GE(metric_value(metrics.body, "kvserve_kv_evicted_tokens_total"), 1100 - 64) << metrics.body;
   json too_big = request;
   too_big["kv_policy"]["budget"] = 4096;
   expect_api_error(post_json(client, "/v1/completions", too_big.dump()), 400, "kv_policy",
