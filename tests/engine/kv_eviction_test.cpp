@@ -21,14 +21,13 @@
 #include "default_model.h"
 #include "engine/stream_perplexity.h"
 #include "engine_trace.h"
-#include "model/naive_llama_forward.h"
 #include "model/synth.h"
+#include "naive_compare.h"
 #include "test_support.h"
 
 namespace kvs {
 namespace {
 
-using testing::argmax;
 using testing::NaiveEviction;
 using testing::NaiveLlama;
 
@@ -114,17 +113,7 @@ size_t expect_matches_naive(const gguf::File& file, const test::EngineTrace& tra
       ++ties;
     }
   };
-  std::vector<TokenId> fed = prompt;
-  fed.insert(fed.end(), trace.tokens.begin(), trace.tokens.end() - 1);
-  float worst = 0.0f;
-  for (size_t p = 0; p < fed.size(); ++p) {
-    const std::vector<float> want = reference.step(fed[p]);
-    const std::vector<float>& got = trace.logits.at(p);
-    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-    if (p + 1 >= prompt.size()) {
-      EXPECT_EQ(trace.tokens[p + 1 - prompt.size()], argmax(want)) << what << " position " << p;
-    }
-  }
+  const float worst = test::worst_against_naive(reference, prompt, trace, what);
   EXPECT_EQ(eviction, recorded.evictions.size()) << what << ": the engine evicted more often";
   EXPECT_LE(worst, 1e-4f) << what;
   return ties;

@@ -14,8 +14,8 @@
 #include <set>
 
 #include "engine_trace.h"
-#include "model/naive_llama_forward.h"
 #include "model/synth.h"
+#include "naive_compare.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -122,17 +122,7 @@ TEST_F(SlidingWindowEngine, AForcedWindowOnLlamaEqualsTheNaiveWindowedReference)
           test::trace_request(*m.model, *m.tokenizer, pool_, config, test::greedy_request(prompt_of(30), 40));
       ASSERT_EQ(trace.tokens.size(), 40u);
       kvs::testing::NaiveLlama reference(*file, 12);
-      std::vector<TokenId> fed = prompt_of(30);
-      fed.insert(fed.end(), trace.tokens.begin(), trace.tokens.end() - 1);
-      float worst = 0.0f;
-      for (size_t p = 0; p < fed.size(); ++p) {
-        const std::vector<float> want = reference.step(fed[p]);
-        const std::vector<float>& got = trace.logits.at(p);
-        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-        if (p + 1 >= 30) {
-          EXPECT_EQ(trace.tokens[p + 1 - 30], kvs::testing::argmax(want)) << "position " << p;
-        }
-      }
+      const float worst = test::worst_against_naive(reference, prompt_of(30), trace, "window 12");
       EXPECT_LE(worst, 1e-4f) << "block " << block << " chunk " << chunk;
       EXPECT_EQ(trace.result.kv_blocks_held, kv_blocks_held(69, block, 12)) << "block " << block;
     }
