@@ -1,6 +1,7 @@
 // The serving engine, and the one path every command runs the model through (run, perplexity,
 // bench, serve, the golden tests): many requests share one model and one KV pool. add_request
-// queues a request; each step() schedules (continuous batching, chunked prefill, preemption),
+// queues a request; each step() first lets requests under an eviction policy whose cache is full evict
+// (engine/kv_evictor.h), then schedules (continuous batching, chunked prefill, preemption),
 // builds the model input in one place (batch_builder), runs one forward pass over every scheduled
 // token, samples, detokenizes, checks stops, and reports outputs through each request's sink.
 // Single-threaded: EngineLoop drives it from one thread for the server.
