@@ -374,10 +374,7 @@ bool Engine::step() {
   if (requests_.empty()) return false;
   // Caches at their budget make room first: the blocks they free are free for this step.
   for (SequenceState* seq : scheduler_.running()) {
-    if (const size_t evicted = evictor_.evict_if_full(as_request(seq), *kv_, storages_); evicted > 0) {
-      recorder_.totals().kv_evicted_tokens_total += evicted;
-      ++recorder_.totals().kv_evictions_total;
-    }
+    if (evictor_.evict_if_full(as_request(seq), *kv_, storages_) > 0) ++recorder_.totals().kv_evictions_total;
   }
   SchedulePlan plan = scheduler_.schedule();
   recorder_.totals().preemptions_total = scheduler_.num_preemptions();
@@ -431,6 +428,7 @@ EngineMetrics Engine::metrics() const {
   m.kv_blocks_used = u.blocks_used;
   m.kv_blocks_used_peak = u.blocks_used_peak;
   m.kv_copy_on_write_total = kv_->num_copy_on_write();
+  m.kv_evicted_tokens_total = kv_->num_evicted_total();
   m.kv_usage_ratio = u.blocks_total ? static_cast<double>(u.blocks_used) / static_cast<double>(u.blocks_total) : 0.0;
   m.preemptions_total = scheduler_.num_preemptions();
   m.kv_blocks_cached_idle = u.blocks_cached_idle;

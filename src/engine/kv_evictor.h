@@ -22,7 +22,6 @@ class KvEvictor {
 
   // Evicts from `r`'s cache if it is full; returns the tokens evicted (0: none).
   size_t evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages);
-  const KeyRotation& rotation() const { return rotation_; }
 
  private:
   KeyRotation rotation_;  // the model's RoPE, to move keys to their new positions

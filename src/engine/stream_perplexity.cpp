@@ -34,10 +34,8 @@ Expected<std::vector<TokenId>> stream_tokens(const Tokenizer& tokenizer, std::st
 }
 
 void summarize(StreamPerplexityResult& r) {
-  double sum = 0.0;
-  for (double v : r.nll) sum += v;
-  r.mean_nll = sum / static_cast<double>(r.nll.size());
-  r.perplexity = std::exp(r.mean_nll);
+  r.perplexity = r.perplexity_of(0, r.nll.size());
+  r.mean_nll = std::log(r.perplexity);
 }
 
 }  // namespace

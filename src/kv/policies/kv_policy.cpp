@@ -24,8 +24,6 @@ Expected<KvPolicyKind> parse_kv_policy_kind(std::string_view name) {
   return Status::invalid_argument(fmt::format("unknown KV policy '{}': expected full, window, sinks or h2o", name));
 }
 
-std::string_view kv_score_scope_name(KvScoreScope scope) { return scope == KvScoreScope::kPooled ? "pooled" : "head"; }
-
 Expected<KvScoreScope> parse_kv_score_scope(std::string_view name) {
   if (name == "head") return KvScoreScope::kPerHead;
   if (name == "pooled") return KvScoreScope::kPooled;

@@ -34,7 +34,6 @@ Expected<KvPolicyKind> parse_kv_policy_kind(std::string_view name);
 // Heavy hitters rank slots by the attention they received: per layer and KV head, each keeping its own
 // set (as H2O does), or pooled over all layers and heads into one set.
 enum class KvScoreScope { kPerHead, kPooled };
-std::string_view kv_score_scope_name(KvScoreScope scope);  // head, pooled
 Expected<KvScoreScope> parse_kv_score_scope(std::string_view name);
 
 struct KvPolicyParams {

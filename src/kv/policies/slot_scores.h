@@ -55,7 +55,6 @@ class SlotScores {
   // moving to slot j with its mass and position; the slots after them start empty.
   void compact(std::span<const std::vector<uint32_t>> kept);
   void clear();
-  size_t bytes() const { return (mass_.size() + births_.size()) * sizeof(uint64_t); }
 
  private:
   size_t num_layers_, num_kv_heads_, capacity_;
