@@ -1,4 +1,4 @@
-// `kvserve synth`: writes a random-weight llama or gemma3 model of a preset or custom shape.
+// `kvserve synth`: writes a random-weight llama, qwen2 or gemma3 model of a preset or custom shape.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,6 +14,7 @@ struct Options {
   std::string preset;
   SynthSpec custom;  // shape flags land here; only those given override the preset
   std::string type = "f32";
+  std::string rope_scaling;
   bool tied_output = false;
   std::string output;
 };
@@ -22,21 +23,29 @@ struct Options {
 
 void register_synth(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd =
-      app.add_subcommand("synth",
-                         "Write a llama or gemma3 model with random weights (a preset, or a custom shape given by "
-                         "--layers --dim --heads --ffn --vocab); shape flags given with --preset override the preset");
+  CLI::App* cmd = app.add_subcommand(
+      "synth",
+      "Write a llama, qwen2 or gemma3 model with random weights (a preset, or a custom shape given by "
+      "--layers --dim --heads --ffn --vocab); shape flags given with --preset override the preset");
   cmd->add_option("--preset", opts->preset,
                   fmt::format("Model shape preset: {}", fmt::join(synth_preset_names(), ", ")));
   cmd->add_option("--arch", opts->custom.architecture,
-                  "Architecture: llama or gemma3 (default: the preset's, or llama)")
-      ->check(CLI::IsMember({"llama", "gemma3"}));
+                  "Architecture: llama, qwen2 (Q/K/V biases, NeoX RoPE) or gemma3 (default: the preset's, or llama)")
+      ->check(CLI::IsMember({"llama", "qwen2", "gemma3"}));
   cmd->add_option("--layers", opts->custom.layers, "Number of transformer blocks");
   cmd->add_option("--dim", opts->custom.dim, "Embedding width (a multiple of --heads)");
   cmd->add_option("--heads", opts->custom.heads, "Query heads; head_dim = dim / heads must be even");
   cmd->add_option("--head-dim", opts->custom.head_dim, "Width of a head when not dim / heads (Gemma 3: 256)");
   cmd->add_option("--sliding-window", opts->custom.sliding_window,
-                  "gemma3: the window of its local layers (5 of every 6), in tokens");
+                  "gemma3: the window of its local layers (5 of every 6); llama: of every layer (Mistral 7B v0.1)");
+  cmd->add_flag("--qkv-bias", opts->custom.qkv_bias, "Q/K/V projections with biases (qwen2 always has them)");
+  cmd->add_option("--rope-scaling", opts->rope_scaling,
+                  "RoPE scaling: none, linear (angles / --rope-factor) or llama3 (Llama 3.1's per-pair factors over "
+                  "--rope-original-context, written as rope_freqs.weight)")
+      ->check(CLI::IsMember({"none", "linear", "llama3"}));
+  cmd->add_option("--rope-factor", opts->custom.rope_factor, "RoPE scaling factor (Llama 3.2: 32)");
+  cmd->add_option("--rope-original-context", opts->custom.rope_original_context,
+                  "llama3 RoPE scaling: the context the model was trained with before scaling (Llama 3.1: 8192)");
   cmd->add_option("--kv-heads", opts->custom.kv_heads,
                   "Key/value heads: = heads for MHA, 1 for MQA, a divisor of heads for GQA (default: --heads)");
   cmd->add_option("--ffn", opts->custom.ffn, "Feed-forward hidden width");
@@ -82,6 +91,14 @@ void register_synth(CLI::App& app) {
     if (cmd->count("--vocab")) spec.vocab = c.vocab;
     if (cmd->count("--ctx")) spec.ctx = c.ctx;
     if (cmd->count("--rope-base")) spec.rope_base = c.rope_base;
+    if (cmd->count("--qkv-bias") || spec.architecture == "qwen2") spec.qkv_bias = true;
+    if (!opts->rope_scaling.empty()) {
+      spec.rope_scaling = opts->rope_scaling == "linear"   ? SynthRopeScaling::kLinear
+                          : opts->rope_scaling == "llama3" ? SynthRopeScaling::kLlama3
+                                                           : SynthRopeScaling::kNone;
+    }
+    if (cmd->count("--rope-factor")) spec.rope_factor = c.rope_factor;
+    if (cmd->count("--rope-original-context")) spec.rope_original_context = c.rope_original_context;
     if (cmd->count("--tied-output") || cmd->count("--untied-output")) spec.tied_output = opts->tied_output;
     spec.seed = c.seed;
     spec.type = *dtype_from_name(opts->type);  // IsMember checked the name

@@ -5,8 +5,7 @@
 namespace kvs {
 
 KvEvictor::KvEvictor(const ModelConfig& config)
-    : rotation_{.inv_freq = rope_inverse_frequencies(config.rope_dim, config.rope_freq_base),
-                .neox = config.rope_style == RopeStyle::kNeox},
+    : rotation_{.inv_freq = config.rope_frequencies(), .neox = config.rope_style == RopeStyle::kNeox},
       num_rows_(config.num_layers * config.num_kv_heads) {}
 
 size_t KvEvictor::evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages) {

@@ -80,6 +80,11 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
     KVS_TRY_ASSIGN(lw.wk, matrix(file, p + "attn_k.weight", c.kv_dim(), c.dim));
     KVS_TRY_ASSIGN(lw.wv, matrix(file, p + "attn_v.weight", c.kv_dim(), c.dim));
     KVS_TRY_ASSIGN(lw.wo, matrix(file, p + "attn_output.weight", c.dim, c.q_dim()));
+    if (c.qkv_bias) {
+      KVS_TRY_ASSIGN(lw.bq, vector(file, p + "attn_q.bias", c.q_dim()));
+      KVS_TRY_ASSIGN(lw.bk, vector(file, p + "attn_k.bias", c.kv_dim()));
+      KVS_TRY_ASSIGN(lw.bv, vector(file, p + "attn_v.bias", c.kv_dim()));
+    }
     KVS_TRY_ASSIGN(lw.ffn_norm, vector(file, p + "ffn_norm.weight", c.dim));
     KVS_TRY_ASSIGN(lw.w_gate, matrix(file, p + "ffn_gate.weight", c.ffn_dim, c.dim));
     KVS_TRY_ASSIGN(lw.w_up, matrix(file, p + "ffn_up.weight", c.ffn_dim, c.dim));

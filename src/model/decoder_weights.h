@@ -1,5 +1,5 @@
 // Views of a decoder's weights inside the mapped GGUF file, checked against the config: the Llama block's,
-// plus Gemma 3's q/k norms and post-norms.
+// Qwen2's Q/K/V biases, Gemma 3's q/k norms and post-norms.
 // 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0 matrices
 // are repacked into owned memory for the VNNI kernel where the CPU has it (WeightPacking::kForCpu): the
 // same values, a layout the kernel reads ~2x faster in batches (tensor/packed_q8.h).
@@ -21,10 +21,14 @@ struct DecoderLayerWeights {
   WeightView wk;                 // [kv_dim][dim]
   WeightView wv;                 // [kv_dim][dim]
   WeightView wo;                 // [dim][q_dim]
-  std::vector<float> ffn_norm;   // [dim]
-  WeightView w_gate;             // [ffn][dim]  (llama2.c w1)
-  WeightView w_up;               // [ffn][dim]  (w3)
-  WeightView w_down;             // [dim][ffn]  (w2)
+  // Q/K/V biases when the config has them (Qwen2), empty otherwise.
+  std::vector<float> bq;        // [q_dim]
+  std::vector<float> bk;        // [kv_dim]
+  std::vector<float> bv;        // [kv_dim]
+  std::vector<float> ffn_norm;  // [dim]
+  WeightView w_gate;            // [ffn][dim]  (llama2.c w1)
+  WeightView w_up;              // [ffn][dim]  (w3)
+  WeightView w_down;            // [dim][ffn]  (w2)
   // Gemma 3 only (empty otherwise): RMSNorm of each query and key head, and of the attention and FFN outputs.
   std::vector<float> q_norm;               // [head_dim]
   std::vector<float> k_norm;               // [head_dim]

@@ -5,21 +5,12 @@
 #include "tensor/ops.h"
 
 namespace kvs {
-namespace {
-
-std::vector<float> scaled(std::vector<float> inv_freq, float scale) {
-  for (float& f : inv_freq) f *= scale;
-  return inv_freq;
-}
-
-}  // namespace
 
 Gemma3Forward::Gemma3Forward(const DecoderModel& model, ThreadPool& pool)
     : DecoderForward(model.config(), model.weights(), pool) {
   const ModelConfig& c = config_;
-  const float local_base = c.rope_freq_base_local > 0.0f ? c.rope_freq_base_local : c.rope_freq_base;
-  local_.inv_freq = rope_inverse_frequencies(c.rope_dim, local_base);
-  global_.inv_freq = scaled(rope_inverse_frequencies(c.rope_dim, c.rope_freq_base), c.rope_freq_scale);
+  local_.inv_freq = c.rope_frequencies(true);
+  global_.inv_freq = c.rope_frequencies();
   if (c.attention_scale > 0.0f) query_scale_ = c.attention_scale * std::sqrt(static_cast<float>(c.head_dim));
 }
 

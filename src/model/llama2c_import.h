@@ -53,7 +53,7 @@ struct LlamaVocab {
 
 // The <architecture>.* hyper-parameters written as metadata.
 struct LlamaHParams {
-  std::string architecture = "llama";  // or "gemma3"
+  std::string architecture = "llama";  // or "qwen2", "gemma3"
   std::string name;                    // general.name
   uint32_t context_length = 0;
   uint32_t embedding_length = 0;
@@ -64,7 +64,7 @@ struct LlamaHParams {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   uint32_t head_dim = 0;            // 0: embedding_length / head_count; else written as key and value length
-  uint32_t sliding_window = 0;      // gemma3: attention.sliding_window
+  uint32_t sliding_window = 0;      // attention.sliding_window (gemma3: of its local layers; llama: every layer)
   DType weight_type = DType::kF32;  // for general.file_type
 };
 

@@ -3,10 +3,17 @@
 #include "tensor/ops.h"
 
 namespace kvs {
+namespace {
+
+void add_bias(std::span<float> y, std::span<const float> bias) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] += bias[i];
+}
+
+}  // namespace
 
 LlamaForward::LlamaForward(const DecoderModel& model, ThreadPool& pool)
     : DecoderForward(model.config(), model.weights(), pool),
-      rope_{.inv_freq = rope_inverse_frequencies(config_.rope_dim, config_.rope_freq_base), .cos = {}, .sin = {}} {}
+      rope_{.inv_freq = config_.rope_frequencies(), .cos = {}, .sin = {}} {}
 
 void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = config_;
@@ -17,10 +24,15 @@ void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, s
 
   for (size_t l = 0; l < c.num_layers; ++l) {
     const DecoderLayerWeights& w = weights_.layers[l];
-    // Attention block: xb = norm(x); q,k,v = xb W; rope; store k,v; attend; x += att Wo.
+    // Attention block: xb = norm(x); q,k,v = xb W (+ b); rope; store k,v; attend; x += att Wo.
     rmsnorm_rows(xb_, x_, w.attn_norm, n);
     project(xb_, n, {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}});
     for_tokens(n, [&](size_t t) {
+      if (c.qkv_bias) {
+        add_bias({&q_[t * c.q_dim()], c.q_dim()}, w.bq);
+        add_bias({&k_[t * c.kv_dim()], c.kv_dim()}, w.bk);
+        add_bias({&v_[t * c.kv_dim()], c.kv_dim()}, w.bv);
+      }
       rotate({&q_[t * c.q_dim()], c.q_dim()}, c.num_heads, rope_, t);
       rotate({&k_[t * c.kv_dim()], c.kv_dim()}, c.num_kv_heads, rope_, t);
     });

@@ -1,6 +1,7 @@
 // The Llama decoder forward pass over a batch of tokens (prefill chunks and decode tokens of any
-// number of sequences alike): RMSNorm, interleaved RoPE, attention (on every layer's sliding window
-// when the model has one, as Mistral 7B v0.1), SwiGLU.
+// number of sequences alike): RMSNorm, Q/K/V (plus biases: Qwen2), RoPE (interleaved; NeoX for Qwen2; with
+// Llama 3.1's per-pair factors or linear scaling), attention (on every layer's sliding window when the model
+// has one, as Mistral 7B v0.1), SwiGLU.
 #pragma once
 
 #include <vector>

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kv/kv_layer_groups.h"
 #include "model/model_support.h"
+#include "tensor/ops.h"
 
 namespace kvs {
 namespace {
@@ -43,14 +45,45 @@ Status read_gemma3(const gguf::File& file, ModelConfig& c) {
   return Status::ok();
 }
 
+// Linear RoPE scaling (`<arch>.rope.scaling.type` = linear, angles / factor) and Llama 3.1's per-pair factors
+// (the tensor rope_freqs.weight that llama.cpp's converter computes from rope_scaling.low/high_freq_factor).
+Status read_rope_scaling(const gguf::File& file, const std::string& prefix, ModelConfig& c) {
+  if (file.get_string(prefix + "rope.scaling.type").value_or("none") == "linear") {
+    const double factor = file.get_float(prefix + "rope.scaling.factor").value_or(1.0);
+    if (!(factor > 0.0) || !std::isfinite(factor)) {
+      return Status::corrupt(fmt::format("{}: RoPE scaling factor {}", file.path(), factor));
+    }
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  }
+  const gguf::TensorInfo* freqs = file.find_tensor("rope_freqs.weight");
+  if (!freqs || c.is_gemma3()) return Status::ok();  // gemma3: check_tensors names it
+  if (freqs->dims.size() != 1 || freqs->dims[0] != c.rope_dim / 2 || freqs->type != DType::kF32) {
+    return Status::corrupt(
+        fmt::format("{}: tensor 'rope_freqs.weight' must be f32 [{}] (rope dimension {} / 2), got "
+                    "{} with {} dimensions of which the first is {}",
+                    file.path(), c.rope_dim / 2, c.rope_dim, dtype_name(freqs->type), freqs->dims.size(),
+                    freqs->dims.empty() ? 0 : freqs->dims[0]));
+  }
+  c.rope_freq_factors.resize(c.rope_dim / 2);
+  std::memcpy(c.rope_freq_factors.data(), freqs->data.data(), c.rope_freq_factors.size() * sizeof(float));
+  for (size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
+    const float f = c.rope_freq_factors[i];
+    if (!(f > 0.0f) || !std::isfinite(f)) {
+      return Status::corrupt(
+          fmt::format("{}: rope_freqs.weight[{}] = {} is not a positive frequency factor", file.path(), i, f));
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   ModelConfig c;
   const auto arch = file.get_string("general.architecture");
   if (!arch) return Status::corrupt(fmt::format("{}: metadata 'general.architecture' is missing", file.path()));
-  // Architectures with a forward pass. qwen2 (Q/K/V biases) and granite (residual, embedding and logit
-  // multipliers) have the Llama tensors plus math the forward pass does not do: rejected, not approximated.
+  // Architectures with a forward pass. Others with the Llama tensors plus math the forward pass does not do
+  // (granite's residual, embedding and logit multipliers, ...) are rejected, not approximated.
   if (!is_supported_architecture(*arch)) {
     return Status::unimplemented(fmt::format("{}: architecture '{}' is not supported (supported: {})", file.path(),
                                              *arch, supported_architectures()));
@@ -77,9 +110,17 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (c.architecture == "gemma3") {
     KVS_RETURN_IF_ERROR(read_gemma3(file, c));
-  } else if (const auto window = file.get_int(p + "attention.sliding_window");
-             window && *window > 0 && static_cast<size_t>(*window) < c.context_length) {
-    c.layer_windows.assign(c.num_layers, static_cast<uint32_t>(*window));  // Mistral 7B v0.1: every layer
+  } else {
+    KVS_RETURN_IF_ERROR(read_rope_scaling(file, p, c));
+    // Qwen2/2.5: the Llama block with Q/K/V biases, and RoPE on halves (its converter does not permute Q/K).
+    // Llama files may have the biases too (attention_bias).
+    const bool qwen2 = c.architecture == "qwen2";
+    if (qwen2) c.rope_style = RopeStyle::kNeox;
+    c.qkv_bias = qwen2 || file.find_tensor("blk.0.attn_q.bias") != nullptr;
+    if (const auto window = file.get_int(p + "attention.sliding_window");
+        window && *window > 0 && static_cast<size_t>(*window) < c.context_length) {
+      c.layer_windows.assign(c.num_layers, static_cast<uint32_t>(*window));  // Mistral 7B v0.1: every layer
+    }
   }
   if (auto vs = file.get_int(p + "vocab_size")) {
     c.vocab_size = static_cast<size_t>(*vs);
@@ -128,6 +169,17 @@ Status ModelConfig::validate() const {
                     attention_scale, final_logit_softcap, rope_freq_base_local));
   }
   return Status::ok();
+}
+
+std::vector<float> ModelConfig::rope_frequencies(bool local) const {
+  if (local)
+    return rope_inverse_frequencies(rope_dim, rope_freq_base_local > 0.0f ? rope_freq_base_local : rope_freq_base);
+  std::vector<float> inv_freq = rope_inverse_frequencies(rope_dim, rope_freq_base);
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] *= rope_freq_scale;
+    if (!rope_freq_factors.empty()) inv_freq[i] /= rope_freq_factors[i];
+  }
+  return inv_freq;
 }
 
 std::string ModelConfig::attention_kind() const {

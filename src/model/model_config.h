@@ -1,4 +1,5 @@
-// Hyper-parameters of a decoder (Llama family, Gemma 3), read from GGUF metadata and validated once.
+// Hyper-parameters of a decoder (Llama family: Llama 1-3, Mistral, Qwen2; Gemma 3), read from GGUF metadata and
+// validated once.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace kvs {
 
 enum class RopeStyle {
   kInterleaved,  // pairs (2i, 2i + 1): GGUF llama (the converter permutes Q/K rows for it)
-  kNeox,         // pairs (i, i + d/2): GGUF gemma3, as the checkpoint has it
+  kNeox,         // pairs (i, i + d/2): GGUF gemma3 and qwen2, as the checkpoint has it
 };
 
 struct ModelConfig {
@@ -37,9 +38,13 @@ struct ModelConfig {
   std::vector<uint32_t> layer_windows = {};
   float rope_freq_base_local = 0.0f;  // RoPE base of the window layers; 0: rope_freq_base (Gemma 3: 10000)
   float rope_freq_scale = 1.0f;       // global layers' linear RoPE scaling: angles x this (1 / factor)
-  float embedding_scale = 1.0f;       // the embedding row is multiplied by this (Gemma: sqrt(dim))
-  float attention_scale = 0.0f;       // multiplier of q . k; 0: 1 / sqrt(head_dim)
-  float final_logit_softcap = 0.0f;   // > 0: logits = cap x tanh(logits / cap)
+  // Llama 3.1+ RoPE scaling (the file's rope_freqs.weight, [rope_dim / 2]): pair i's angle is divided by
+  // rope_freq_factors[i] (1 for high frequencies, the scaling factor for low ones). Empty: no factors.
+  std::vector<float> rope_freq_factors = {};
+  bool qkv_bias = false;             // Q, K and V projections add a bias (Qwen2; optional in llama files)
+  float embedding_scale = 1.0f;      // the embedding row is multiplied by this (Gemma: sqrt(dim))
+  float attention_scale = 0.0f;      // multiplier of q . k; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;  // > 0: logits = cap x tanh(logits / cap)
 
   static Expected<ModelConfig> from_gguf(const gguf::File& file);
   Status validate() const;
@@ -51,6 +56,9 @@ struct ModelConfig {
   // The window of `layer`'s attention in tokens, 0 for full attention.
   size_t window_of(size_t layer) const { return layer_windows.empty() ? 0 : layer_windows[layer]; }
   bool is_gemma3() const { return architecture == "gemma3"; }
+  // RoPE inverse frequencies [rope_dim / 2] of the global (full-attention) layers: base^(-2i/rope_dim) x
+  // rope_freq_scale / rope_freq_factors[i]; of Gemma 3's window layers (`local`): the local base, unscaled.
+  std::vector<float> rope_frequencies(bool local = false) const;
 };
 
 }  // namespace kvs

@@ -18,18 +18,22 @@ constexpr std::array<std::string_view, 13> kLlamaKeys = {
     "rope.dimension_count",     "rope.freq_base",          "vocab_size",           "tensor_data_layout",
     "attention.sliding_window",
 };
-constexpr std::array<std::string_view, 2> kGemma3Keys = {"final_logit_softcapping", "rope.scaling.type"};
+constexpr std::array<std::string_view, 1> kGemma3Keys = {"final_logit_softcapping"};
 
 // Per-layer tensors the forward pass reads; with token_embd, output_norm and output, the whole file.
 constexpr std::array<std::string_view, 9> kLlamaLayerTensors = {
     "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",   "attn_output.weight",
     "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
 };
+// Q/K/V biases: Qwen2's, or a llama file's with attention_bias (the forward pass adds them before RoPE).
+constexpr std::array<std::string_view, 3> kBiasLayerTensors = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 constexpr std::array<std::string_view, 4> kGemma3LayerTensors = {"attn_q_norm.weight", "attn_k_norm.weight",
                                                                  "post_attention_norm.weight", "post_ffw_norm.weight"};
 
 bool is_gemma3(std::string_view architecture) { return architecture == "gemma3"; }
-bool is_llama(std::string_view architecture) { return architecture == "llama" || architecture == "mistral"; }
+bool is_llama(std::string_view architecture) {
+  return architecture == "llama" || architecture == "mistral" || architecture == "qwen2";
+}
 
 bool contains(std::span<const std::string_view> names, std::string_view name) {
   for (std::string_view n : names)
@@ -50,22 +54,18 @@ Status check_key(const gguf::File& file, std::string_view architecture, const st
   const auto number = file.get_float(key);
   const auto text = file.get_string(key);
   const std::string shown = number ? fmt::format("{}", *number) : text ? "'" + *text + "'" : "(a value)";
-  if (is_gemma3(architecture)) {
-    // Gemma 3's global layers scale RoPE linearly (4B and up: factor 8); the config reads both keys.
-    if (suffix == "rope.scaling.type") {
-      if (text && (*text == "linear" || *text == "none")) return Status::ok();
-      return unsupported_key(file, key, shown, "RoPE scaling other than linear");
-    }
-    if (suffix == "rope.scaling.factor" && number && *number > 0.0) return Status::ok();
-    if (contains(kGemma3Keys, suffix)) return Status::ok();
+  // Linear RoPE scaling (Gemma 3's global layers, 4B and up: factor 8; older long-context Llamas); the config reads
+  // both keys. Llama 3.1's scaling is the tensor rope_freqs.weight.
+  const bool linear = file.get_string(std::string(architecture) + ".rope.scaling.type").value_or("") == "linear";
+  if (suffix == "rope.scaling.type") {
+    if (text && (*text == "linear" || *text == "none")) return Status::ok();
+    return unsupported_key(file, key, shown, "RoPE scaling other than linear");
   }
+  if (suffix == "rope.scaling.factor" && number && (linear ? *number > 0.0 : *number == 1.0)) return Status::ok();
+  if (is_gemma3(architecture) && contains(kGemma3Keys, suffix)) return Status::ok();
   if (suffix == "attention.value_length") {
     if (number && *number == static_cast<double>(head_dim)) return Status::ok();
     return unsupported_key(file, key, shown, fmt::format("value heads wider or narrower than keys of {}", head_dim));
-  }
-  if (suffix == "rope.scaling.type") {
-    if (text && *text == "none") return Status::ok();
-    return unsupported_key(file, key, shown, "RoPE scaling");
   }
   if (suffix == "rope.scaling.factor" || suffix == "rope.scaling.attn_factor" || suffix == "rope.scale_linear") {
     if (number && *number == 1.0) return Status::ok();
@@ -97,7 +97,7 @@ bool is_supported_architecture(std::string_view architecture) {
   return is_llama(architecture) || is_gemma3(architecture);
 }
 
-std::string_view supported_architectures() { return "llama, mistral, gemma3"; }
+std::string_view supported_architectures() { return "llama, mistral, qwen2, gemma3"; }
 
 Status check_metadata(const gguf::File& file, std::string_view architecture, size_t head_dim) {
   const std::string prefix = std::string(architecture) + ".";
@@ -111,14 +111,16 @@ Status check_metadata(const gguf::File& file, std::string_view architecture, siz
 Status check_tensors(const gguf::File& file, std::string_view architecture, size_t num_layers) {
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name == "output.weight") continue;
+    if (t.name == "rope_freqs.weight" && is_llama(architecture)) continue;  // read by the config
     size_t layer = 0;
     std::string_view rest;
     if (split_layer_tensor(t.name, layer, rest) && layer < num_layers &&
-        (contains(kLlamaLayerTensors, rest) || (is_gemma3(architecture) && contains(kGemma3LayerTensors, rest)))) {
+        (contains(kLlamaLayerTensors, rest) || (is_gemma3(architecture) && contains(kGemma3LayerTensors, rest)) ||
+         (is_llama(architecture) && contains(kBiasLayerTensors, rest)))) {
       continue;
     }
     std::string_view what = "a tensor the forward pass does not read";
-    if (t.name.ends_with(".bias")) what = "a bias, which this block does not have";
+    if (t.name.ends_with(".bias")) what = "a bias this block does not add";
     if (t.name == "rope_freqs.weight") what = "per-dimension RoPE frequency factors (Llama 3.1 RoPE scaling)";
     if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)
       what = "mixture-of-experts weights";

@@ -83,7 +83,26 @@ uint32_t max_synth_vocab() { return static_cast<uint32_t>(kMinVocab + 1 + 94 + 5
 }  // namespace
 
 std::vector<std::string_view> synth_preset_names() {
-  return {"110m", "1b", "tiny-mha", "tiny-mqa", "tiny-gqa", "gemma3-270m", "gemma3-1b", "tiny-gemma3"};
+  return {"110m",     "1b",          "llama3.2-1b", "qwen2.5-0.5b", "mistral-7b",  "tiny-mha",  "tiny-mqa",
+          "tiny-gqa", "tiny-llama3", "tiny-qwen2",  "tiny-mistral", "gemma3-270m", "gemma3-1b", "tiny-gemma3"};
+}
+
+std::vector<float> llama3_rope_factors(const SynthSpec& s, uint32_t rope_dim) {
+  constexpr double kPi = 3.14159265358979323846;
+  const double original = s.rope_original_context, low = s.rope_low_freq_factor, high = s.rope_high_freq_factor;
+  std::vector<float> factors(rope_dim / 2);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const double wavelength = 2.0 * kPi * std::pow(static_cast<double>(s.rope_base), 2.0 * i / rope_dim);
+    if (wavelength < original / high) {
+      factors[i] = 1.0f;
+    } else if (wavelength > original / low) {
+      factors[i] = s.rope_factor;
+    } else {
+      const double smooth = (original / wavelength - low) / (high - low);
+      factors[i] = static_cast<float>(1.0 / ((1.0 - smooth) / s.rope_factor + smooth));
+    }
+  }
+  return factors;
 }
 
 Expected<SynthSpec> synth_preset(std::string_view name) {
@@ -132,6 +151,67 @@ Expected<SynthSpec> synth_preset(std::string_view name) {
                      .head_dim = 32,
                      .sliding_window = 8};
   }
+  // Llama 3.2 1B, Qwen2.5 0.5B and Mistral 7B v0.3 as released (their config.json).
+  if (name == "llama3.2-1b") {
+    return SynthSpec{.layers = 16,
+                     .dim = 2048,
+                     .heads = 32,
+                     .kv_heads = 8,
+                     .ffn = 8192,
+                     .vocab = 128256,
+                     .ctx = 131072,
+                     .rope_base = 500000.0f,
+                     .tied_output = true,
+                     .rope_scaling = SynthRopeScaling::kLlama3,
+                     .rope_factor = 32.0f,
+                     .rope_original_context = 8192};
+  }
+  if (name == "qwen2.5-0.5b") {
+    return SynthSpec{.architecture = "qwen2",
+                     .layers = 24,
+                     .dim = 896,
+                     .heads = 14,
+                     .kv_heads = 2,
+                     .ffn = 4864,
+                     .vocab = 151936,
+                     .ctx = 32768,
+                     .rope_base = 1e6f,
+                     .tied_output = true,
+                     .qkv_bias = true};
+  }
+  if (name == "mistral-7b") {
+    return SynthSpec{.layers = 32,
+                     .dim = 4096,
+                     .heads = 32,
+                     .kv_heads = 8,
+                     .ffn = 14336,
+                     .vocab = 32768,
+                     .ctx = 32768,
+                     .rope_base = 1e6f};
+  }
+  if (name == "tiny-llama3") {
+    // Original context 64 puts pair 0 below the unscaled wavelength (16), pairs 1-2 in the smooth band and the
+    // rest at the factor, so every branch of the rule shows at positions a test reaches.
+    tiny.kv_heads = 2;
+    tiny.rope_scaling = SynthRopeScaling::kLlama3;
+    tiny.rope_factor = 8.0f;
+    tiny.rope_original_context = 64;
+    return tiny;
+  }
+  if (name == "tiny-qwen2") {
+    tiny.architecture = "qwen2";
+    tiny.kv_heads = 2;
+    tiny.rope_base = 1e6f;
+    tiny.tied_output = true;
+    tiny.qkv_bias = true;
+    return tiny;
+  }
+  if (name == "tiny-mistral") {
+    tiny.kv_heads = 1;
+    tiny.rope_base = 1e6f;
+    tiny.sliding_window = 16;
+    return tiny;
+  }
   if (name == "tiny-mha") return tiny;
   if (name == "tiny-mqa") {
     tiny.kv_heads = 1;
@@ -155,10 +235,26 @@ Status validate_synth_spec(const SynthSpec& s) {
   if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0) {
     return bad("layers, dim, heads, kv_heads, ffn and ctx must all be positive");
   }
-  if (s.architecture != "llama" && s.architecture != "gemma3") {
-    return bad(fmt::format("architecture '{}' is not one synth writes (llama, gemma3)", s.architecture));
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3") {
+    return bad(fmt::format("architecture '{}' is not one synth writes (llama, qwen2, gemma3)", s.architecture));
   }
-  if (s.architecture == "gemma3" && s.sliding_window == 0) return bad("gemma3 needs a sliding window");
+  const bool gemma3 = s.architecture == "gemma3";
+  if (gemma3 && s.sliding_window == 0) return bad("gemma3 needs a sliding window");
+  if (gemma3 && (s.qkv_bias || s.rope_scaling != SynthRopeScaling::kNone)) {
+    return bad("gemma3 has no Q/K/V biases, and its RoPE scaling is fixed by the architecture");
+  }
+  if (s.architecture == "qwen2" && !s.qkv_bias) return bad("qwen2 has Q/K/V biases");
+  if (s.rope_scaling != SynthRopeScaling::kNone && !(s.rope_factor >= 1.0f && std::isfinite(s.rope_factor))) {
+    return bad(fmt::format("a RoPE scaling factor must be at least 1, got {}", s.rope_factor));
+  }
+  if (s.rope_scaling == SynthRopeScaling::kLlama3 &&
+      (s.rope_original_context == 0 || !(s.rope_high_freq_factor > s.rope_low_freq_factor) ||
+       !(s.rope_low_freq_factor > 0.0f))) {
+    return bad(
+        fmt::format("llama3 RoPE scaling needs an original context (got {}) and 0 < low_freq_factor {} < "
+                    "high_freq_factor {}",
+                    s.rope_original_context, s.rope_low_freq_factor, s.rope_high_freq_factor));
+  }
   if (s.head_dim == 0 && s.dim % s.heads != 0) {
     return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
   }
@@ -193,7 +289,8 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   const bool gemma3 = s.architecture == "gemma3";
   const LlamaHParams hp{
       .architecture = s.architecture,
-      .name = fmt::format("synth-{}{}l-{}d-{}h-{}kv", gemma3 ? "gemma3-" : "", s.layers, s.dim, s.heads, s.kv_heads),
+      .name = fmt::format("synth-{}{}l-{}d-{}h-{}kv", s.architecture == "llama" ? "" : s.architecture + "-", s.layers,
+                          s.dim, s.heads, s.kv_heads),
       .context_length = s.ctx,
       .embedding_length = s.dim,
       .block_count = s.layers,
@@ -207,6 +304,10 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
       .weight_type = s.type};
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
   w.set_u64("kvserve.synth.seed", s.seed);
+  if (s.rope_scaling == SynthRopeScaling::kLinear) {
+    w.set_string(s.architecture + ".rope.scaling.type", "linear");
+    w.set_f32(s.architecture + ".rope.scaling.factor", s.rope_factor);
+  }
 
   const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
   const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, q_dim = head_dim * s.heads, kv_dim = head_dim * s.kv_heads;
@@ -226,6 +327,15 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   const float tied_scale = tied ? 10.0f : 1.0f;
   KVS_RETURN_IF_ERROR(matrix("token_embd.weight", vocab, dim, 1.0f / tied_scale));
   KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", std::vector<float>(dim, tied_scale)));
+  if (s.rope_scaling == SynthRopeScaling::kLlama3) {
+    KVS_RETURN_IF_ERROR(add_vector(w, "rope_freqs.weight", llama3_rope_factors(s, static_cast<uint32_t>(head_dim))));
+  }
+  // Biases of std 0.5: next to projections of O(1) they move every score and value visibly.
+  const auto bias = [&](const std::string& name, size_t n) {
+    std::vector<float> values(n);
+    random_rows(s.seed, name, n, 0.5f)(0, values.data());
+    return add_vector(w, name, values);
+  };
   if (!tied) KVS_RETURN_IF_ERROR(matrix("output.weight", vocab, dim));
   const std::vector<float> head_ones(head_dim, 1.0f);
   for (size_t i = 0; i < s.layers; ++i) {
@@ -234,6 +344,11 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
     KVS_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, q_dim));
+    if (s.qkv_bias) {
+      KVS_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
+      KVS_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
+      KVS_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
+    }
     KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_norm.weight", ones));
     if (gemma3) {
       // Norms of 1, as a freshly initialised Gemma (whose stored weights are 1 + w, w = 0).

@@ -1,5 +1,6 @@
-// Synthetic models: random weights of any shape (MHA, MQA, GQA; llama or gemma3 architecture) with a
-// small working SentencePiece-style vocabulary, for tests and benchmarks without downloads.
+// Synthetic models: random weights of any shape (MHA, MQA, GQA; llama, qwen2 or gemma3 architecture, Llama 3.1 or
+// linear RoPE scaling) with a small working SentencePiece-style vocabulary, for tests and benchmarks without
+// downloads. Tensor and metadata names are llama.cpp's converter's.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,13 @@
 
 namespace kvs {
 
+// RoPE scaling as files carry it: linear (`rope.scaling.type`/`factor` metadata), or Llama 3.1's per-pair
+// factors (the tensor rope_freqs.weight, computed as llama.cpp's converter does from HF rope_scaling).
+enum class SynthRopeScaling { kNone, kLinear, kLlama3 };
+
 struct SynthSpec {
-  std::string architecture = "llama";  // or "gemma3": its q/k norms, post-norms, tied output, sliding windows
+  // "llama", "qwen2" (Q/K/V biases, NeoX RoPE) or "gemma3" (q/k norms, post-norms, tied output, sliding windows)
+  std::string architecture = "llama";
   uint32_t layers = 2;
   uint32_t dim = 64;
   uint32_t heads = 4;
@@ -26,11 +32,25 @@ struct SynthSpec {
   float rope_base = 10000.0f;
   bool tied_output = false;     // true: no output.weight; the classifier is token_embd.weight (gemma3: always)
   uint32_t head_dim = 0;        // 0: dim / heads (Gemma 3: 256 whatever the width)
-  uint32_t sliding_window = 0;  // gemma3: the window of its local layers (5 of every 6), required
+  uint32_t sliding_window = 0;  // gemma3: the window of its local layers (5 of every 6), required; llama: every layer
+  bool qkv_bias = false;        // Q/K/V biases (qwen2: always)
+  SynthRopeScaling rope_scaling = SynthRopeScaling::kNone;
+  float rope_factor = 1.0f;            // linear: angles / factor; llama3: the factor of the low frequencies
+  uint32_t rope_original_context = 0;  // llama3: original_max_position_embeddings (8192 in Llama 3.1/3.2)
+  float rope_low_freq_factor = 1.0f;   // llama3: wavelengths above original / this are scaled by the factor
+  float rope_high_freq_factor = 4.0f;  // llama3: wavelengths below original / this are not scaled
 };
 
-// Presets: "110m" (llama2.c 110M shape), "1b" (TinyLlama 1.1B shape), "tiny-mha", "tiny-mqa",
-// "tiny-gqa" (dim 64, 2 layers, 4 heads, 4/1/2 kv heads, ffn 128, vocab 512); "gemma3-270m" and
+// Llama 3.1's RoPE factors [rope_dim / 2] for `spec` (what synth writes as rope_freqs.weight): pair i of
+// wavelength L = 2 pi base^(2i/rope_dim) gets 1 when L < original / high, the factor when L > original / low,
+// and in between 1 / ((1 - s) / factor + s) with s = (original / L - low) / (high - low).
+std::vector<float> llama3_rope_factors(const SynthSpec& spec, uint32_t rope_dim);
+
+// Presets: "110m" (llama2.c 110M shape), "1b" (TinyLlama 1.1B shape), "llama3.2-1b", "qwen2.5-0.5b", "mistral-7b"
+// (those models' shapes, RoPE and biases; vocabularies of their size but synth's tokens), "tiny-mha", "tiny-mqa",
+// "tiny-gqa" (dim 64, 2 layers, 4 heads, 4/1/2 kv heads, ffn 128, vocab 512), "tiny-llama3" (tiny-gqa with
+// Llama 3.1 RoPE factors over an original context of 64), "tiny-qwen2" (tiny-gqa as qwen2, tied), "tiny-mistral"
+// (tiny-gqa with 1 KV head and a window of 16 on every layer, as Mistral 7B v0.1); "gemma3-270m" and
 // "gemma3-1b" (Gemma 3's shapes: 18/26 layers, dim 640/1152, 4 heads of 256, 1 KV head, window 512,
 // vocab 262144), "tiny-gemma3" (7 layers: window layers on both sides of a global one; dim 64, 4 heads
 // of 32, 2 KV heads, window 8, vocab 512).
@@ -39,13 +59,14 @@ std::vector<std::string_view> synth_preset_names();
 
 // Checks the shape: everything non-zero, dim % heads == 0 (unless head_dim is given), heads % kv_heads == 0,
 // even head_dim, vocab >= 259 (3 special + 256 byte tokens), for q8_0/q4_0 dim, ffn and heads x head_dim
-// multiples of 32, and a known architecture (gemma3 with a window).
+// multiples of 32, a known architecture (gemma3 with a window), RoPE scaling with its parameters (not on gemma3).
 Status validate_synth_spec(const SynthSpec& spec);
 
 // Writes the model to `path`, streaming one tensor at a time (memory ~ the largest tensor).
 // Weights are uniform random with std 1/sqrt(row length) from a splitmix64 stream seeded by
 // (seed, tensor name, row): identical bytes on every platform. Norm weights are 1, except for a
-// tied classifier: then token_embd is 10x smaller and output_norm.weight is 10 (see synth.cpp).
+// tied classifier: then token_embd is 10x smaller and output_norm.weight is 10 (see synth.cpp). Biases are
+// uniform with std 0.5.
 Status write_synth_model(const SynthSpec& spec, const std::string& path);
 
 }  // namespace kvs

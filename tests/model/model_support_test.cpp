@@ -1,9 +1,11 @@
 // Files whose math the forward passes do not implement are refused with the key or tensor named, never run
-// approximately: RoPE scaling, biases (qwen2), granite's multipliers, experts, attention soft-capping.
+// approximately: RoPE scaling other than linear and Llama 3.1's, biases outside Q/K/V, granite's multipliers,
+// experts, attention soft-capping; malformed RoPE factors are corrupt.
 #include "model/model_support.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 
 #include "model/decoder_model.h"
@@ -53,16 +55,41 @@ TEST(LlamaSupport, PlainLlamaLoadsAndNeutralKeysAreAccepted) {
   EXPECT_TRUE(model) << model.status().message();
 }
 
-TEST(LlamaSupport, RopeScalingIsRefused) {
+TEST(LlamaSupport, RopeScalingOtherThanLinearOrLlama3IsRefused) {
   test::TempDir dir("llama_support_rope");
-  expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_string("llama.rope.scaling.type", "linear"); }),
+  expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_string("llama.rope.scaling.type", "yarn"); }),
                  "llama.rope.scaling.type");
+  // A factor without the linear type says nothing the engine can do.
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_f32("llama.rope.scaling.factor", 8.0f); }),
                  "RoPE scaling");
-  expect_refused(
-      rewritten_model(
-          dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("rope_freqs.weight", DType::kF32, {8}, zeros(8))); }),
-      "rope_freqs.weight");
+  auto linear = DecoderModel::load(rewritten_model(dir, [](gguf::Writer& w) {
+    w.set_string("llama.rope.scaling.type", "linear");
+    w.set_f32("llama.rope.scaling.factor", 2.0f);
+  }));
+  ASSERT_TRUE(linear) << linear.status().message();
+  EXPECT_EQ((*linear)->config().rope_freq_scale, 0.5f);
+}
+
+TEST(LlamaSupport, MalformedRopeFactorsAreCorrupt) {
+  test::TempDir dir("llama_support_factors");
+  const auto error_with = [&](std::vector<uint64_t> dims, std::vector<float> values) {
+    std::vector<std::byte> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    auto model = DecoderModel::load(rewritten_model(dir, [&](gguf::Writer& w) {
+      EXPECT_TRUE(w.add_tensor("rope_freqs.weight", DType::kF32, dims, std::move(bytes)));
+    }));
+    EXPECT_FALSE(model);
+    if (model) return std::string();
+    EXPECT_EQ(model.status().code(), ErrorCode::kCorrupt);
+    return model.status().message();
+  };
+  // Head dim 16: 8 pairs.
+  EXPECT_NE(error_with({4}, std::vector<float>(4, 1.0f)).find("must be f32 [8] (rope dimension 16 / 2)"),
+            std::string::npos);
+  std::vector<float> factors(8, 2.0f);
+  factors[3] = 0.0f;
+  EXPECT_NE(error_with({8}, factors).find("rope_freqs.weight[3] = 0 is not a positive frequency factor"),
+            std::string::npos);
 }
 
 // Mistral 7B v0.1's sliding window is on every layer: read as such, not refused.
@@ -77,10 +104,17 @@ TEST(LlamaSupport, ASlidingWindowShorterThanTheContextWindowsEveryLayer) {
 
 TEST(LlamaSupport, BiasesExpertsAndUnknownKeysAreRefused) {
   test::TempDir dir("llama_support_other");
-  expect_refused(
-      rewritten_model(
-          dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("blk.0.attn_q.bias", DType::kF32, {64}, zeros(64))); }),
-      "blk.0.attn_q.bias");
+  expect_refused(rewritten_model(dir,
+                                 [](gguf::Writer& w) {
+                                   EXPECT_TRUE(w.add_tensor("blk.0.attn_output.bias", DType::kF32, {64}, zeros(64)));
+                                 }),
+                 "blk.0.attn_output.bias");
+  // Q/K/V biases are read (a llama file with attention_bias): all three, or a clear error naming the missing one.
+  auto partial = DecoderModel::load(rewritten_model(
+      dir, [](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("blk.0.attn_q.bias", DType::kF32, {64}, zeros(64))); }));
+  ASSERT_FALSE(partial);
+  EXPECT_NE(partial.status().message().find("tensor 'blk.0.attn_k.bias' is missing"), std::string::npos)
+      << partial.status().message();
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_u32("llama.expert_count", 8); }),
                  "mixture of experts");
   expect_refused(rewritten_model(dir, [](gguf::Writer& w) { w.set_f32("llama.attention.logit_softcapping", 50); }),
@@ -91,10 +125,10 @@ TEST(LlamaSupport, BiasesExpertsAndUnknownKeysAreRefused) {
       "blk.7.attn_q.weight");  // a layer the file does not have
 }
 
-// qwen2 and granite carry the llama tensors plus math (biases, multipliers) the forward pass does not do.
+// granite and phi3 carry the llama tensors plus math (multipliers, fused projections) the forward pass does not do.
 TEST(LlamaSupport, LookalikeArchitecturesAreRefused) {
   test::TempDir dir("llama_support_arch");
-  for (const char* arch : {"qwen2", "granite"}) {
+  for (const char* arch : {"granite", "phi3"}) {
     expect_refused(rewritten_model(dir, [&](gguf::Writer& w) { w.set_string("general.architecture", arch); }),
                    std::string("architecture '") + arch + "'");
   }

@@ -1,6 +1,9 @@
 // A deliberately plain llama forward pass over a GGUF file (llama2.c style, fp32, one token at a
 // time), used by the converter and synth tests to check that the files they write compute what they
-// should. Not the engine's forward pass: it exists so these tests do not depend on it.
+// should. Not the engine's forward pass: it exists so these tests do not depend on it. It reads the Llama
+// family as llama.cpp does: "llama" (interleaved RoPE pairs), "qwen2" (RoPE on halves), Q/K/V biases when the
+// file has them, a sliding window on every layer, linear RoPE scaling and Llama 3.1's rope_freqs factors
+// (pair j's angle divided by factor j).
 //
 // With an eviction rule (NaiveEviction: kv/policies/kv_policy.h written out again) it is also the
 // reference of the eviction policies: each layer and KV head keeps a list of entries (the key before
@@ -36,12 +39,18 @@ class NaiveLlama {
   // window > 0: every layer attends to the last `window` positions only (a forced sliding window).
   explicit NaiveLlama(const gguf::File& f, size_t window = 0, NaiveEviction eviction = {})
       : window_(window), eviction_(eviction) {
-    dim_ = static_cast<size_t>(*f.get_int("llama.embedding_length"));
-    layers_ = static_cast<size_t>(*f.get_int("llama.block_count"));
-    heads_ = static_cast<size_t>(*f.get_int("llama.attention.head_count"));
-    kv_heads_ = static_cast<size_t>(*f.get_int("llama.attention.head_count_kv"));
-    eps_ = static_cast<float>(*f.get_float("llama.attention.layer_norm_rms_epsilon"));
-    rope_base_ = static_cast<float>(f.get_float("llama.rope.freq_base").value_or(10000.0));
+    const std::string arch = f.get_string("general.architecture").value_or("llama") + ".";
+    dim_ = static_cast<size_t>(*f.get_int(arch + "embedding_length"));
+    layers_ = static_cast<size_t>(*f.get_int(arch + "block_count"));
+    heads_ = static_cast<size_t>(*f.get_int(arch + "attention.head_count"));
+    kv_heads_ = static_cast<size_t>(*f.get_int(arch + "attention.head_count_kv"));
+    eps_ = static_cast<float>(*f.get_float(arch + "attention.layer_norm_rms_epsilon"));
+    rope_base_ = static_cast<float>(f.get_float(arch + "rope.freq_base").value_or(10000.0));
+    neox_ = arch == "qwen2.";
+    if (f.get_string(arch + "rope.scaling.type").value_or("none") == "linear") {
+      rope_scale_ = static_cast<float>(1.0 / *f.get_float(arch + "rope.scaling.factor"));
+    }
+    if (window_ == 0) window_ = static_cast<size_t>(f.get_int(arch + "attention.sliding_window").value_or(0));
     for (const auto& t : f.tensors()) {
       std::vector<float> values(t.num_elements());
       const size_t cols = t.dims[0], row_bytes = dtype_row_bytes(t.type, cols);
@@ -51,6 +60,7 @@ class NaiveLlama {
       weights_[t.name] = std::move(values);
     }
     vocab_ = f.find_tensor("token_embd.weight")->dims[1];
+    if (const auto it = weights_.find("rope_freqs.weight"); it != weights_.end()) rope_factors_ = it->second;
     cache_.assign(layers_ * kv_heads_, {});
   }
 
@@ -82,6 +92,9 @@ class NaiveLlama {
       std::vector<float> q = matvec(w(p + "attn_q.weight"), xb, dim_);
       std::vector<float> k = matvec(w(p + "attn_k.weight"), xb, kv_dim);
       std::vector<float> v = matvec(w(p + "attn_v.weight"), xb, kv_dim);
+      add_if_present(q, p + "attn_q.bias");
+      add_if_present(k, p + "attn_k.bias");
+      add_if_present(v, p + "attn_v.bias");
       rope(q, rope_pos, hd);
       for (size_t g = 0; g < kv_heads_; ++g) {
         cache_[l * kv_heads_ + g].push_back({.key = {k.begin() + g * hd, k.begin() + (g + 1) * hd},
@@ -195,15 +208,24 @@ class NaiveLlama {
     for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale * weight[i];
     return out;
   }
-  // llama2.c / ggml "normal" rope: rotates adjacent pairs (v[2i], v[2i+1]) of each head.
+  // Rotates pair j of each head by pos x base^(-2j/hd) x scale / factor[j]: llama2.c / ggml "normal" rope pairs
+  // adjacent elements (v[2j], v[2j+1]), NeoX pairs halves (v[j], v[j + hd/2]).
   void rope(std::vector<float>& v, size_t pos, size_t hd) const {
-    for (size_t i = 0; i < v.size(); i += 2) {
-      const float freq = 1.0f / std::pow(rope_base_, static_cast<float>(i % hd) / static_cast<float>(hd));
-      const float angle = static_cast<float>(pos) * freq, c = std::cos(angle), s = std::sin(angle);
-      const float a = v[i], b = v[i + 1];
-      v[i] = a * c - b * s;
-      v[i + 1] = a * s + b * c;
+    for (size_t head = 0; head < v.size() / hd; ++head) {
+      for (size_t j = 0; j < hd / 2; ++j) {
+        float freq = rope_scale_ / std::pow(rope_base_, static_cast<float>(2 * j) / static_cast<float>(hd));
+        if (!rope_factors_.empty()) freq /= rope_factors_[j];
+        const float angle = static_cast<float>(pos) * freq, c = std::cos(angle), s = std::sin(angle);
+        float& a = v[head * hd + (neox_ ? j : 2 * j)];
+        float& b = v[head * hd + (neox_ ? j + hd / 2 : 2 * j + 1)];
+        const float a0 = a, b0 = b;
+        a = a0 * c - b0 * s;
+        b = a0 * s + b0 * c;
+      }
     }
+  }
+  void add_if_present(std::vector<float>& y, const std::string& name) const {
+    if (const auto it = weights_.find(name); it != weights_.end()) add(y, it->second);
   }
   static void softmax(std::vector<float>& v) {
     const float max = *std::max_element(v.begin(), v.end());
@@ -217,7 +239,9 @@ class NaiveLlama {
 
   size_t window_ = 0, dim_ = 0, layers_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0, pos_ = 0;
   NaiveEviction eviction_;
-  float eps_ = 1e-5f, rope_base_ = 10000.0f;
+  float eps_ = 1e-5f, rope_base_ = 10000.0f, rope_scale_ = 1.0f;
+  bool neox_ = false;
+  std::vector<float> rope_factors_;  // empty: none
   std::map<std::string, std::vector<float>> weights_;
   std::vector<std::vector<Entry>> cache_;  // [layer * kv_heads + head]: its entries, oldest first
 };

@@ -44,8 +44,32 @@ TEST(SynthPreset, Shapes) {
             std::make_tuple(2u, 64u, 4u, 2u, 128u, 512u));
   for (std::string_view name : synth_preset_names()) EXPECT_TRUE(validate_synth_spec(preset(name))) << name;
   EXPECT_EQ(synth_preset("7b").status().message(),
-            "unknown synth preset '7b'; known presets: 110m, 1b, tiny-mha, tiny-mqa, tiny-gqa, gemma3-270m, "
-            "gemma3-1b, tiny-gemma3");
+            "unknown synth preset '7b'; known presets: 110m, 1b, llama3.2-1b, qwen2.5-0.5b, mistral-7b, tiny-mha, "
+            "tiny-mqa, tiny-gqa, tiny-llama3, tiny-qwen2, tiny-mistral, gemma3-270m, gemma3-1b, tiny-gemma3");
+  const SynthSpec l3 = preset("llama3.2-1b");
+  EXPECT_EQ(
+      std::tie(l3.layers, l3.dim, l3.heads, l3.kv_heads, l3.ffn, l3.vocab, l3.rope_factor, l3.rope_original_context),
+      std::make_tuple(16u, 2048u, 32u, 8u, 8192u, 128256u, 32.0f, 8192u));
+  const SynthSpec q = preset("qwen2.5-0.5b");
+  EXPECT_EQ(std::tie(q.architecture, q.layers, q.dim, q.heads, q.kv_heads, q.ffn, q.vocab, q.qkv_bias),
+            std::make_tuple(std::string("qwen2"), 24u, 896u, 14u, 2u, 4864u, 151936u, true));
+}
+
+// llama.cpp's converter's rule for Llama 3.1 (rope_freqs.weight), worked by hand for tiny-llama3 (head dim 16,
+// base 10000, original context 64, factor 8, low 1, high 4): pair 1's wavelength is 2 pi 10000^(2/16) = 19.869,
+// between 64/4 and 64/1, so s = (64 / 19.869 - 1) / 3 = 0.74037 and the factor 1 / ((1 - s) / 8 + s) = 1.29393.
+TEST(SynthPreset, Llama3RopeFactorsFollowTheConvertersRule) {
+  const std::vector<float> f = llama3_rope_factors(preset("tiny-llama3"), 16);
+  ASSERT_EQ(f.size(), 8u);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_NEAR(f[1], 1.29393f, 1e-4f);
+  for (size_t i = 3; i < 8; ++i) EXPECT_EQ(f[i], 8.0f);
+  // Llama 3.2 1B (head dim 64, base 500000, factor 32, original 8192): 1 for the fast pairs, 32 for the slow
+  // ones, never decreasing between.
+  const std::vector<float> l3 = llama3_rope_factors(preset("llama3.2-1b"), 64);
+  EXPECT_EQ(l3.front(), 1.0f);
+  EXPECT_EQ(l3.back(), 32.0f);
+  for (size_t i = 1; i < l3.size(); ++i) EXPECT_GE(l3[i], l3[i - 1]) << i;
 }
 
 TEST(SynthSpecValidation, ClearErrors) {
@@ -71,8 +95,17 @@ TEST(SynthSpecValidation, ClearErrors) {
   s = preset("tiny-gemma3");
   s.sliding_window = 0;
   EXPECT_NE(error_of(s).find("gemma3 needs a sliding window"), std::string::npos);
-  s.architecture = "qwen2";
-  EXPECT_NE(error_of(s).find("architecture 'qwen2' is not one synth writes (llama, gemma3)"), std::string::npos);
+  s.architecture = "phi3";
+  EXPECT_NE(error_of(s).find("architecture 'phi3' is not one synth writes (llama, qwen2, gemma3)"), std::string::npos);
+  s = preset("tiny-qwen2");
+  s.qkv_bias = false;
+  EXPECT_NE(error_of(s).find("qwen2 has Q/K/V biases"), std::string::npos);
+  s = preset("tiny-llama3");
+  s.rope_original_context = 0;
+  EXPECT_NE(error_of(s).find("llama3 RoPE scaling needs an original context (got 0)"), std::string::npos);
+  s.rope_original_context = 64;
+  s.rope_factor = 0.5f;
+  EXPECT_NE(error_of(s).find("a RoPE scaling factor must be at least 1, got 0.5"), std::string::npos);
   s = preset("tiny-mha");
   s.vocab = 100;
   EXPECT_NE(error_of(s).find("vocab 100 must be between 259 (3 special + 256 byte tokens) and"), std::string::npos);
@@ -249,7 +282,9 @@ INSTANTIATE_TEST_SUITE_P(Presets, SynthDecodes,
                          ::testing::Values(std::make_tuple("tiny-mha", DType::kF32, false),
                                            std::make_tuple("tiny-mqa", DType::kF32, true),
                                            std::make_tuple("tiny-gqa", DType::kQ4_0, false),
-                                           std::make_tuple("tiny-gqa", DType::kBF16, true)),
+                                           std::make_tuple("tiny-gqa", DType::kBF16, true),
+                                           std::make_tuple("tiny-llama3", DType::kF32, false),
+                                           std::make_tuple("tiny-qwen2", DType::kQ8_0, true)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" +
                                            std::string(dtype_name(std::get<1>(info.param))) +
