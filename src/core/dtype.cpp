@@ -1,5 +1,9 @@
 #include "core/dtype.h"
 
+#include <cctype>
+#include <iterator>
+#include <string>
+
 #include "core/status.h"
 
 namespace kvs {
@@ -10,19 +14,41 @@ std::optional<DType> dtype_from_ggml_id(uint32_t id) {
     case 1: return DType::kF16;
     case 2: return DType::kQ4_0;
     case 8: return DType::kQ8_0;
+    case 10: return DType::kQ2_K;
+    case 11: return DType::kQ3_K;
+    case 12: return DType::kQ4_K;
+    case 13: return DType::kQ5_K;
+    case 14: return DType::kQ6_K;
     case 30: return DType::kBF16;
     default: return std::nullopt;
   }
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "f16") return DType::kF16;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "q8_0") return DType::kQ8_0;
-  if (name == "q4_0") return DType::kQ4_0;
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    if (lower == dtype_name(t)) return t;
+  }
   return std::nullopt;
 }
+
+std::string_view ggml_type_name(uint32_t id) {
+  static constexpr std::string_view kNames[] = {
+      "f32",     "f16",   "q4_0",   "q4_1",  "q4_2",     "q4_3",     "q5_0",     "q5_1",    "q8_0",
+      "q8_1",    "q2_k",  "q3_k",   "q4_k",  "q5_k",     "q6_k",     "q8_k",     "iq2_xxs", "iq2_xs",
+      "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s",    "iq4_xs",   "i8",       "i16",     "i32",
+      "i64",     "f64",   "iq1_m",  "bf16",  "q4_0_4_4", "q4_0_4_8", "q4_0_8_8", "tq1_0",   "tq2_0"};
+  return id < std::size(kNames) ? kNames[id] : std::string_view();
+}
+
+bool is_k_quant(DType type) {
+  return type == DType::kQ2_K || type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K ||
+         type == DType::kQ6_K;
+}
+
+bool is_block_quantized(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0 || is_k_quant(type); }
 
 std::string_view dtype_name(DType type) {
   switch (type) {
@@ -31,6 +57,11 @@ std::string_view dtype_name(DType type) {
     case DType::kBF16: return "bf16";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "unknown";
 }
@@ -39,6 +70,11 @@ size_t dtype_block_elements(DType type) {
   switch (type) {
     case DType::kQ8_0: return BlockQ8_0::kElements;
     case DType::kQ4_0: return BlockQ4_0::kElements;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return kSuperBlock;
     default: return 1;
   }
 }
@@ -50,6 +86,11 @@ size_t dtype_block_bytes(DType type) {
     case DType::kBF16: return 2;
     case DType::kQ8_0: return sizeof(BlockQ8_0);
     case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ2_K: return sizeof(BlockQ2_K);
+    case DType::kQ3_K: return sizeof(BlockQ3_K);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
   }
   return 0;
 }

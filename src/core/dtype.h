@@ -14,6 +14,11 @@ enum class DType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
   kBF16 = 30,
 };
 
@@ -34,11 +39,82 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
-std::optional<DType> dtype_from_ggml_id(uint32_t id);
-std::optional<DType> dtype_from_name(std::string_view name);  // "f32", "f16", "bf16", "q8_0", "q4_0"
-std::string_view dtype_name(DType type);
+// K-quants (llama.cpp's k-quants, ggml-common.h): super-blocks of 256 values in sub-blocks of 16 or 32, whose
+// scales (and mins) are themselves quantized against fp16 super-block scales.
+inline constexpr size_t kSuperBlock = 256;
 
-size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0/Q4_0
+// Q4_K: 8 sub-blocks of 32; value = d * sc[j] * q - dmin * m[j], q = 4 bits. scales[12] packs the 6-bit sc and m
+// of the 8 sub-blocks: for j < 4 sc = scales[j] & 63, m = scales[j + 4] & 63; for j >= 4 the low 4 bits come from
+// scales[j + 4] (sc: its low nibble, m: its high nibble) and the top 2 from bits 6-7 of scales[j - 4] (sc) and
+// scales[j] (m). qs: 4 groups of 32 bytes; group g holds sub-block 2g in its low nibbles, 2g + 1 in its high ones.
+struct BlockQ4_K {
+  static constexpr size_t kElements = kSuperBlock;
+  uint16_t d;     // fp16
+  uint16_t dmin;  // fp16
+  uint8_t scales[12];
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K plus a fifth bit per value: bit j of qh[l] is the high bit of value l of sub-block j (q = 0..31).
+struct BlockQ5_K {
+  static constexpr size_t kElements = kSuperBlock;
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kElements / 8];
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16; value = d * scales[j] * (q - 32), q = 6 bits: the low 4 in ql, the high 2 in qh. Each
+// half of 128 values has 64 bytes of ql and 32 of qh: value l (l < 32) of quarter k of the half is ql[l + 32 (k % 2)]
+// (low nibble for k < 2, high nibble for k >= 2) with bits 2k..2k+1 of qh[l]; its scale is scales[8 half + l / 16 +
+// 2k].
+struct BlockQ6_K {
+  static constexpr size_t kElements = kSuperBlock;
+  uint8_t ql[kElements / 2];
+  uint8_t qh[kElements / 4];
+  int8_t scales[kElements / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Q3_K: 16 sub-blocks of 16; value = d * (sc[j] - 32) * (q - (hmask bit ? 0 : 4)), q = 2 bits of qs; sc 6 bits
+// packed in scales[12] (low nibbles: scales[0..7], sub-blocks 0-7 in the low and 8-15 in the high nibbles; high
+// 2 bits: scales[8..11], 2 bits per sub-block). Value l of 32-value group g (g < 8) of half h uses bits 2(g % 4) of
+// qs[32 h + l] and bit g of hmask[l].
+struct BlockQ3_K {
+  static constexpr size_t kElements = kSuperBlock;
+  uint8_t hmask[kElements / 8];
+  uint8_t qs[kElements / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
+// Q2_K: 16 sub-blocks of 16; value = d * (scales[j] & 15) * q - dmin * (scales[j] >> 4), q = 2 bits: value l of
+// group g (32 values, g < 4) of half h is bits 2g..2g+1 of qs[32 h + l].
+struct BlockQ2_K {
+  static constexpr size_t kElements = kSuperBlock;
+  uint8_t scales[kElements / 16];
+  uint8_t qs[kElements / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+std::optional<DType> dtype_from_ggml_id(uint32_t id);
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k" (upper case accepted)
+std::optional<DType> dtype_from_name(std::string_view name);
+std::string_view dtype_name(DType type);
+// ggml's name of any type id, supported or not ("q4_1", "iq4_nl", ...), for messages; "" when unknown.
+std::string_view ggml_type_name(uint32_t id);
+bool is_k_quant(DType type);
+// Weights whose matmul takes int8 block activations on the SIMD paths: Q8_0, Q4_0 and the K-quants.
+bool is_block_quantized(DType type);
+
+size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0/Q4_0, 256 for K-quants
 size_t dtype_block_bytes(DType type);     // bytes of one block
 // Bytes of a row of `elements` values; `elements` must be a multiple of the block size.
 size_t dtype_row_bytes(DType type, size_t elements);

@@ -63,7 +63,8 @@ size_t DecoderForward::begin(const ForwardBatch& batch, std::span<const KvStorag
 
 void DecoderForward::project(std::span<const float> x, size_t n,
                              std::initializer_list<std::pair<const WeightView*, float*>> outs) {
-  // One quantization of x feeds every matrix when they all take int8 activations (Q8_0/Q4_0 weights).
+  // One quantization of x feeds every matrix when they all take int8 activations (Q8_0/Q4_0/K-quant weights, mixed
+  // freely).
   bool all_int8 = true;
   for (const auto& [w, y] : outs) {
     all_int8 = all_int8 && matmul_activations(w->type, best_isa()) == MatmulActivations::kInt8Blocks;

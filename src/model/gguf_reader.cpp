@@ -287,10 +287,12 @@ class FileParser {
       KVS_RETURN_IF_ERROR(in_.read(&type_id, [&] { return fmt::format("the type of tensor '{}'", t.name); }));
       const auto type = dtype_from_ggml_id(type_id);
       if (!type) {
-        return in_.error_at(in_.offset() - 4,
-                            fmt::format("tensor '{}' has unsupported type id {} (supported: 0 f32, 1 f16, "
-                                        "2 q4_0, 8 q8_0, 30 bf16)",
-                                        t.name, type_id));
+        const std::string_view name = ggml_type_name(type_id);
+        return in_.error_at(
+            in_.offset() - 4,
+            fmt::format("tensor '{}' has unsupported type {}{} (supported: 0 f32, 1 f16, "
+                        "2 q4_0, 8 q8_0, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, 30 bf16)",
+                        t.name, name.empty() ? "id " : std::string(name) + " (id ", type_id, name.empty() ? "" : ")"));
       }
       t.type = *type;
       KVS_RETURN_IF_ERROR(in_.read(&t.offset, [&] { return fmt::format("the data offset of tensor '{}'", t.name); }));

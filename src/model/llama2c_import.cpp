@@ -23,6 +23,11 @@ uint32_t file_type_of(DType type) {  // llama.cpp's llama_ftype
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
     case DType::kBF16: return 32;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 12;  // Q3_K_M
+    case DType::kQ4_K: return 15;  // Q4_K_M
+    case DType::kQ5_K: return 17;  // Q5_K_M
+    case DType::kQ6_K: return 18;
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// Activations converted once per matmul for the kernels: int8 blocks for Q8_0/Q4_0 weights, bf16 for
+// Activations converted once per matmul for the kernels: int8 blocks for Q8_0/Q4_0/K-quant weights, bf16 for
 // BF16 weights in prefill. The same converted activations may feed several matrices (q/k/v, gate/up).
 #pragma once
 

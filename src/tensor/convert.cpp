@@ -6,6 +6,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "tensor/kquant.h"
 
 namespace kvs {
 
@@ -41,6 +42,11 @@ void dequantize_row(DType type, const std::byte* src, float* dst, size_t n) {
       }
       return;
     }
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: dequantize_k_row(type, src, dst, n); return;
   }
   KVS_ASSERT(false, "dequantize_row: unknown dtype {}", static_cast<uint32_t>(type));
 }
@@ -95,6 +101,11 @@ void quantize_row(DType type, const float* src, std::byte* dst, size_t n) {
       }
       return;
     }
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: quantize_k_row(type, src, dst, n); return;
   }
   KVS_ASSERT(false, "quantize_row: unknown dtype {}", static_cast<uint32_t>(type));
 }

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "tensor/convert.h"
 #include "tensor/cpu_features.h"
+#include "tensor/kquant.h"
 #include "tensor/matmul_internal.h"
 
 namespace kvs {
@@ -20,8 +21,6 @@ using detail::MatmulRowsFn;
 // Rows per parallel_for grain: a multiple of every kernel's row tile, and of the packed Q8_0 kernel's
 // 64-row block (so a chunk of rows is whole blocks, each prefetching the next).
 constexpr size_t kRowGrain = 64;
-
-bool is_quantized(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
 
 // Scalar reference: dequantize one weight row, dot it with every token's activations.
 void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end) {
@@ -56,6 +55,12 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
       return avx512 ? detail::matmul_bf16_avx512 : detail::matmul_bf16_avx2;
     case DType::kQ8_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q8_0_avx512 : detail::matmul_q8_0_avx2;
     case DType::kQ4_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q4_0_avx512 : detail::matmul_q4_0_avx2;
+    // K-quants: the AVX2 kernel on both ISAs (an AVX-512 one is still to be written).
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return detail::matmul_kquant_avx2;
   }
   KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
   return nullptr;
@@ -67,9 +72,10 @@ void check_shapes(const WeightView& w, size_t x_size, size_t n_tokens, size_t y_
              n_tokens * w.cols, n_tokens, w.cols, y_size, n_tokens * w.rows, n_tokens, w.rows);
 }
 
-// The operands of a Q8_0/Q4_0 matmul over activations quantized beforehand, checked.
+// The operands of a Q8_0/Q4_0/K-quant matmul over activations quantized beforehand, checked.
 MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivations& xq, std::span<float> y) {
-  KVS_ASSERT(is_quantized(w.type), "matmul_quantized: weights are {}, need q8_0 or q4_0", dtype_name(w.type));
+  KVS_ASSERT(is_block_quantized(w.type), "matmul_quantized: weights are {}, need q8_0, q4_0 or a K-quant",
+             dtype_name(w.type));
   KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
   check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
   return {.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
@@ -83,7 +89,7 @@ void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
 
 MatmulActivations matmul_activations(DType weight_type, Isa isa) {
   if (isa == Isa::kScalar) return MatmulActivations::kF32;
-  if (is_quantized(weight_type)) return MatmulActivations::kInt8Blocks;
+  if (is_block_quantized(weight_type)) return MatmulActivations::kInt8Blocks;
   if (weight_type == DType::kBF16 && isa == Isa::kAvx512 && cpu_has_avx512_bf16()) return MatmulActivations::kBf16;
   return MatmulActivations::kF32;
 }
@@ -165,8 +171,49 @@ void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens,
 
 namespace detail {
 
+namespace {
+
+// K-quant rows: per 32-value activation block, I1 = sum_g scale_g sum q a and I2 = sum_g min_g sum a over its two
+// 16-value groups (exact integers), then acc += (d d_a) I1 - (dmin d_a) I2.
+void matmul_kquant_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  const WeightView& w = op.w;
+  const QuantizedActivations& xq = *op.xq;
+  const size_t super_blocks = w.cols / kSuperBlock, block_bytes = dtype_block_bytes(w.type);
+  std::vector<KBlockInts> row(super_blocks);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    for (size_t s = 0; s < super_blocks; ++s) row[s] = decode_k_block(w.type, w.row(r) + s * block_bytes);
+    for (size_t t = 0; t < op.n_tokens; ++t) {
+      float acc = 0.0f;
+      for (size_t b = 0; b < w.cols / 32; ++b) {
+        const KBlockInts& blk = row[b / 8];
+        const int8_t* a = xq.token_qs(t) + b * 32;
+        int32_t i1 = 0, i2 = 0;
+        for (size_t half = 0; half < 2; ++half) {
+          const size_t g = (b % 8) * 2 + half;
+          int32_t dot = 0, sum = 0;
+          for (size_t l = 0; l < 16; ++l) {
+            dot += int32_t{blk.q[16 * g + l]} * a[16 * half + l];
+            sum += a[16 * half + l];
+          }
+          i1 += blk.scale[g] * dot;
+          i2 += blk.min[g] * sum;
+        }
+        const float da = xq.token_scales(t)[b];
+        acc += blk.d * da * static_cast<float>(i1) - blk.dmin * da * static_cast<float>(i2);
+      }
+      op.y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_quantized_scalar(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   const WeightView& w = op.w;
+  if (is_k_quant(w.type)) {
+    matmul_kquant_scalar(op, row_begin, row_end);
+    return;
+  }
   const QuantizedActivations& xq = *op.xq;
   const size_t nb = w.cols / QuantizedActivations::kBlock;
   int8_t wq[QuantizedActivations::kBlock];

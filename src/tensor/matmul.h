@@ -56,7 +56,7 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
 void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, ThreadPool& pool,
             MatmulScratch& scratch, Isa isa = best_isa());
 
-// Q8_0/Q4_0 weights with activations quantized beforehand (quantize_activations), so one quantization
+// Q8_0/Q4_0/K-quant weights with activations quantized beforehand (quantize_activations), so one quantization
 // can feed several matrices. y: [xq.n_tokens][w.rows]. Isa::kScalar runs the portable integer reference.
 void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
                       Isa isa = best_isa());

@@ -10,7 +10,7 @@
 namespace kvs::detail {
 
 // y[t][r] = sum_c w[r][c] * x[t][c]. Exactly one activation form is used per weight type and path:
-// x (fp32) for F32/F16/BF16 weights, xq for Q8_0/Q4_0, xb for BF16 weights on the bf16-dot path.
+// x (fp32) for F32/F16/BF16 weights, xq for Q8_0/Q4_0/K-quants, xb for BF16 weights on the bf16-dot path.
 struct MatmulOperands {
   WeightView w;
   size_t n_tokens = 0;
@@ -27,6 +27,7 @@ void matmul_f16_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end)
 void matmul_bf16_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
 void matmul_q8_0_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
 void matmul_q4_0_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_kquant_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);  // Q2_K..Q6_K
 
 void matmul_f32_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
 void matmul_f16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);

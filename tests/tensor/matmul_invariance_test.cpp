@@ -3,6 +3,7 @@
 // tokens hold, however the rows are split over threads or matmul_rows ranges, and through matmul_quantized.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <random>
 #include <string>
@@ -24,7 +25,13 @@ const std::vector<size_t> kFloatCols = {7, 32, 33, 96, 1000, 2080, 3104};
 const std::vector<size_t> kQuantCols = {32, 96, 1024, 2080, 3104};
 constexpr size_t kRows = 37;  // full 4-row tiles, then a 1-row tile; 2-thread splits at row 32
 
-bool is_quant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+// K-quants: whole super-blocks, one and several segments (2048 columns), an odd number of super-blocks.
+const std::vector<size_t> kKQuantCols = {256, 1024, 2048 + 256, 3072 + 768};
+
+bool is_quant(DType t) { return is_block_quantized(t); }
+const std::vector<size_t>& cols_for(DType t) {
+  return is_k_quant(t) ? kKQuantCols : is_quant(t) ? kQuantCols : kFloatCols;
+}
 
 // Bitwise comparison of token t's outputs ([rows] floats) with the expected ones; reports the first miss.
 void expect_same_bits(const float* got, const float* want, size_t rows, const std::string& what) {
@@ -59,7 +66,7 @@ TEST_P(MatmulInvarianceTest, TokenOutputsDoNotDependOnTheBatch) {
   const DType type = GetParam();
   std::mt19937 rng(2024 + static_cast<int>(type));
   ThreadPool one(1), two(2);
-  for (size_t cols : is_quant(type) ? kQuantCols : kFloatCols) {
+  for (size_t cols : cols_for(type)) {
     const TestMatrix w = test::make_matrix(type, kRows, cols, rng);
     for (size_t n : kTokens) {
       const std::vector<float> x = test::make_activations(n, cols, rng);
@@ -141,14 +148,20 @@ TEST_P(MatmulInvarianceTest, DecodeMatchesPrefillOnWideRows) {
 }
 
 // Several matrices in one pass (matmul_quantized_group, as the forward pass runs Q/K/V and gate/up):
-// every y bitwise what matmul_quantized gives alone, for decode and batches, on one and two threads.
+// every y bitwise what matmul_quantized gives alone, for decode and batches, on one and two threads; also for a
+// group of K-quant types and Q8_0 as a Q4_K_M file mixes them.
 TEST(MatmulInvarianceTest, QuantizedGroupEqualsOneMatrixAtATime) {
   std::mt19937 rng(91);
   ThreadPool one(1), two(2);
   const size_t cols = 1024;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-    const std::vector<TestMatrix> ws = {test::make_matrix(type, kRows, cols, rng),
-                                        test::make_matrix(type, 16, cols, rng), test::make_matrix(type, 3, cols, rng)};
+  const std::vector<std::array<DType, 3>> groups = {{DType::kQ8_0, DType::kQ8_0, DType::kQ8_0},
+                                                    {DType::kQ4_0, DType::kQ4_0, DType::kQ4_0},
+                                                    {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}};
+  for (const auto& types : groups) {
+    const DType type = types[0];
+    const std::vector<TestMatrix> ws = {test::make_matrix(types[0], kRows, cols, rng),
+                                        test::make_matrix(types[1], 16, cols, rng),
+                                        test::make_matrix(types[2], 3, cols, rng)};
     for (size_t n : {1, 5}) {
       const std::vector<float> x = test::make_activations(n, cols, rng);
       for (Isa isa : supported_isas()) {
@@ -178,11 +191,12 @@ TEST(MatmulInvarianceTest, QuantizedGroupEqualsOneMatrixAtATime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulInvarianceTest,
-                         testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                         testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                                         DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 TEST(MatmulInvarianceTest, ActivationFormDoesNotDependOnTokens) {
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0})
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
     for (Isa isa : supported_isas())
       for (size_t n : kTokens)
         EXPECT_EQ(matmul_activations(type, n, isa), matmul_activations(type, isa))

@@ -30,8 +30,12 @@ const std::vector<size_t> kRows = {1, 5, 17, 67, 130};
 const std::vector<size_t> kTokens = {1, 2, 3, 7, 17, 64};
 const std::vector<size_t> kFloatCols = {1, 7, 33, 64, 96, 1000, 4096 + 32};
 const std::vector<size_t> kQuantCols = {32, 64, 96, 2048 + 32, 4096 + 32};
+const std::vector<size_t> kKQuantCols = {256, 768, 2048 + 256};  // whole super-blocks
 
-bool is_quant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool is_quant(DType t) { return is_block_quantized(t); }
+const std::vector<size_t>& cols_for(DType t) {
+  return is_k_quant(t) ? kKQuantCols : is_quant(t) ? kQuantCols : kFloatCols;
+}
 
 // |x - d q| <= d / 2 per value: bound[t][r] = sum_c |w[r][c]| * d(t, c / 32) / 2.
 std::vector<double> quantization_bound(const TestMatrix& w, const QuantizedActivations& xq) {
@@ -103,7 +107,7 @@ TEST_P(MatmulTest, EveryIsaMatchesExactProductOnOddShapes) {
   std::mt19937 rng(1234 + static_cast<int>(type));
   ThreadPool pool(1);
   for (size_t rows : kRows)
-    for (size_t cols : is_quant(type) ? kQuantCols : kFloatCols)
+    for (size_t cols : cols_for(type))
       for (size_t n : kTokens) check_shape(type, rows, cols, n, rng, pool);
 }
 
@@ -113,7 +117,7 @@ TEST_P(MatmulTest, TwoThreadsGiveTheSameBitsAsOne) {
   ThreadPool one(1), two(2);
   for (size_t rows : {67, 130})
     for (size_t n : {1, 5, 64}) {
-      const size_t cols = is_quant(type) ? 2048 + 32 : 1000;
+      const size_t cols = is_k_quant(type) ? 2048 + 256 : is_quant(type) ? 2048 + 32 : 1000;
       const TestMatrix w = test::make_matrix(type, rows, cols, rng);
       const std::vector<float> x = test::make_activations(n, cols, rng);
       for (Isa isa : supported_isas()) {
@@ -131,7 +135,7 @@ TEST_P(MatmulTest, RowRangesAndReusedScratchAgreeWithWholeMatmul) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   for (size_t n : {17, 1}) {  // the scratch shrinks on the second round
-    const size_t rows = 37, cols = 96;
+    const size_t rows = 37, cols = is_k_quant(type) ? 512 : 96;
     const TestMatrix w = test::make_matrix(type, rows, cols, rng);
     const std::vector<float> x = test::make_activations(n, cols, rng);
     for (Isa isa : supported_isas()) {
@@ -146,7 +150,8 @@ TEST_P(MatmulTest, RowRangesAndReusedScratchAgreeWithWholeMatmul) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
-                         testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                         testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                                         DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 TEST(MatmulQuantizedTest, OneQuantizationFeedsSeveralMatrices) {
@@ -157,7 +162,7 @@ TEST(MatmulQuantizedTest, OneQuantizationFeedsSeveralMatrices) {
   QuantizedActivations xq;
   quantize_activations(x, n, cols, xq, pool);
   size_t compared = 0;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     // Only where matmul itself quantizes x (SIMD paths); the scalar path multiplies by fp32 x instead.
     if (matmul_activations(type, n, best_isa()) != MatmulActivations::kInt8Blocks) continue;
     const TestMatrix w = test::make_matrix(type, 40, cols, rng);
