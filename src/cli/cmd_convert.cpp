@@ -25,14 +25,14 @@ void register_convert(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opts->output, "GGUF file to write")->required();
   cmd->add_option("--type", opts->type,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0 or q4_0. Norms stay f32; a matrix whose "
-                  "row length is not a multiple of 32 stays f32 under q8_0/q4_0")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, or the "
+                  "recipes q4_k_m, q5_k_m (llama.cpp's: Q6_K for the output and half the attn_v/ffn_down). Norms "
+                  "stay f32; a row length that is not a block multiple falls back to q8_0 (K-quants) or f32")
       ->capture_default_str();
   cmd->callback([opts] {
-    const auto type = dtype_from_name(opts->type);
-    if (!type) throw CommandError(fmt::format("unknown --type '{}'", opts->type));
-    const Status status = import_llama2c(opts->checkpoint, opts->tokenizer, opts->output, *type);
+    const auto types = WeightTypes::parse(opts->type);
+    if (!types) throw CommandError(fmt::format("--type: {}", types.status().message()));
+    const Status status = import_llama2c(opts->checkpoint, opts->tokenizer, opts->output, *types);
     if (!status) throw CommandError(status.message());
     fmt::print("wrote {} ({})\n", opts->output, opts->type);
   });

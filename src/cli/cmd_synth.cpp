@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "model/llama2c_import.h"
 #include "model/synth.h"
 
 namespace kvs::cli {
@@ -53,9 +54,9 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--ctx", opts->custom.ctx, "Context length written to llama.context_length (default 2048)");
   cmd->add_option("--rope-base", opts->custom.rope_base, "RoPE frequency base (default 10000)");
   cmd->add_option("--type", opts->type,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0 or q4_0 (q8_0/q4_0 need "
-                  "dim and ffn multiples of 32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0 (dim and ffn multiples of 32), q2_k, q3_k, "
+                  "q4_k, q5_k, q6_k, or the recipes q4_k_m, q5_k_m (K-quants: rows that are not whole super-blocks "
+                  "of 256 fall back to q8_0)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->custom.seed, "Random seed; the same seed and shape give the same file")
       ->capture_default_str();
@@ -101,7 +102,10 @@ void register_synth(CLI::App& app) {
     if (cmd->count("--rope-original-context")) spec.rope_original_context = c.rope_original_context;
     if (cmd->count("--tied-output") || cmd->count("--untied-output")) spec.tied_output = opts->tied_output;
     spec.seed = c.seed;
-    spec.type = *dtype_from_name(opts->type);  // IsMember checked the name
+    const auto types = WeightTypes::parse(opts->type);
+    if (!types) throw CommandError(fmt::format("--type: {}", types.status().message()));
+    spec.type = types->base;
+    spec.mixed_k = types->mixed;
     const Status status = write_synth_model(spec, opts->output);
     if (!status) throw CommandError(status.message());
     fmt::print("wrote {}: {} {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}, {}{}\n", opts->output,

@@ -290,7 +290,7 @@ class FileParser {
         const std::string_view name = ggml_type_name(type_id);
         return in_.error_at(
             in_.offset() - 4,
-            fmt::format("tensor '{}' has unsupported type {}{} (supported: 0 f32, 1 f16, "
+            fmt::format("tensor '{}' has unsupported type {}{}{} (supported: 0 f32, 1 f16, "
                         "2 q4_0, 8 q8_0, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, 30 bf16)",
                         t.name, name.empty() ? "id " : std::string(name) + " (id ", type_id, name.empty() ? "" : ")"));
       }

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -16,7 +17,9 @@ namespace {
 
 constexpr size_t kHeaderBytes = 7 * sizeof(int32_t);
 
-uint32_t file_type_of(DType type) {  // llama.cpp's llama_ftype
+uint32_t file_type_of(DType type, bool mixed_k) {  // llama.cpp's llama_ftype
+  if (mixed_k && type == DType::kQ4_K) return 15;  // Q4_K_M
+  if (mixed_k && type == DType::kQ5_K) return 17;  // Q5_K_M
   switch (type) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
@@ -24,9 +27,9 @@ uint32_t file_type_of(DType type) {  // llama.cpp's llama_ftype
     case DType::kQ8_0: return 7;
     case DType::kBF16: return 32;
     case DType::kQ2_K: return 10;
-    case DType::kQ3_K: return 12;  // Q3_K_M
-    case DType::kQ4_K: return 15;  // Q4_K_M
-    case DType::kQ5_K: return 17;  // Q5_K_M
+    case DType::kQ3_K: return 11;  // Q3_K_S: every tensor Q3_K
+    case DType::kQ4_K: return 14;  // Q4_K_S
+    case DType::kQ5_K: return 16;  // Q5_K_S
     case DType::kQ6_K: return 18;
   }
   return 0;
@@ -156,7 +159,7 @@ void set_llama_metadata(gguf::Writer& w, const LlamaHParams& h, LlamaVocab vocab
   const uint32_t head_dim = h.head_dim ? h.head_dim : h.embedding_length / h.head_count;
   w.set_string("general.architecture", a);
   w.set_string("general.name", h.name);
-  w.set_u32("general.file_type", file_type_of(h.weight_type));
+  w.set_u32("general.file_type", file_type_of(h.weight_type, h.mixed_k));
   w.set_u32(a + ".context_length", h.context_length);
   w.set_u32(a + ".embedding_length", h.embedding_length);
   w.set_u32(a + ".block_count", h.block_count);
@@ -182,8 +185,38 @@ void set_llama_metadata(gguf::Writer& w, const LlamaHParams& h, LlamaVocab vocab
   w.set_bool("tokenizer.ggml.add_eos_token", false);
 }
 
+Expected<WeightTypes> WeightTypes::parse(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "q4_k_m") return WeightTypes{.base = DType::kQ4_K, .mixed = true};
+  if (lower == "q5_k_m") return WeightTypes{.base = DType::kQ5_K, .mixed = true};
+  if (const auto type = dtype_from_name(lower)) return WeightTypes{.base = *type, .mixed = false};
+  return Status::invalid_argument(fmt::format(
+      "unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)", name));
+}
+
+std::string WeightTypes::name() const {
+  return mixed ? std::string(dtype_name(base)) + "_m" : std::string(dtype_name(base));
+}
+
+DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
+  if (!mixed) return base;
+  if (name == "output.weight") return DType::kQ6_K;
+  const bool more_bits_tensor = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
+  size_t layer = 0;
+  if (!more_bits_tensor || !name.starts_with("blk.") ||
+      std::from_chars(name.data() + 4, name.data() + name.size(), layer).ec != std::errc()) {
+    return base;
+  }
+  const bool more_bits = layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+  return more_bits ? DType::kQ6_K : base;
+}
+
 Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from) {
-  if (cols % dtype_block_elements(type) != 0) type = DType::kF32;  // see the header: kept exact, not failed
+  // See the header: kept exact, not failed.
+  if (cols % dtype_block_elements(type) != 0) {
+    type = is_k_quant(type) && cols % BlockQ8_0::kElements == 0 ? DType::kQ8_0 : DType::kF32;
+  }
   auto fill = [type, rows, cols, rows_from = std::move(rows_from)](std::span<std::byte> out) {
     const size_t row_bytes = dtype_row_bytes(type, cols);
     KVS_ASSERT(out.size() == rows * row_bytes, "tensor buffer of {} bytes for {} rows of {}", out.size(), rows,
@@ -205,7 +238,7 @@ Status add_vector(gguf::Writer& writer, std::string name, std::span<const float>
 }
 
 Status import_llama2c(const std::string& checkpoint, const std::string& tokenizer, const std::string& out_path,
-                      DType type) {
+                      WeightTypes types) {
   auto map = MappedFile::open(checkpoint);
   if (!map) return map.status();
   const auto bytes = map->bytes();
@@ -254,24 +287,29 @@ Status import_llama2c(const std::string& checkpoint, const std::string& tokenize
                         .head_count_kv = static_cast<uint32_t>(h.n_kv_heads),
                         .rms_eps = 1e-5f,
                         .rope_freq_base = 10000.0f,
-                        .weight_type = type};
+                        .weight_type = types.base,
+                        .mixed_k = types.mixed};
   set_llama_metadata(w, hp, std::move(tokens).value());
+  const auto add = [&](std::string name, size_t rows, size_t cols, RowSource source) {
+    const DType type = types.for_tensor(name, static_cast<size_t>(h.n_layers));
+    return add_matrix(w, std::move(name), type, rows, cols, std::move(source));
+  };
   // Tensor order mirrors llama.cpp's converter.
-  KVS_RETURN_IF_ERROR(add_matrix(w, "token_embd.weight", type, vocab, dim, matrix(l.embedding, vocab, dim, 0)));
+  KVS_RETURN_IF_ERROR(add("token_embd.weight", vocab, dim, matrix(l.embedding, vocab, dim, 0)));
   KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", vector(l.rms_final, 0)));
   if (h.vocab_size < 0) {
-    KVS_RETURN_IF_ERROR(add_matrix(w, "output.weight", type, vocab, dim, matrix(l.wcls, vocab, dim, 0)));
+    KVS_RETURN_IF_ERROR(add("output.weight", vocab, dim, matrix(l.wcls, vocab, dim, 0)));
   }
   for (size_t i = 0; i < static_cast<size_t>(h.n_layers); ++i) {
     const std::string p = fmt::format("blk.{}.", i);
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "attn_q.weight", type, dim, dim, matrix(l.wq, dim, dim, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "attn_k.weight", type, kv_dim, dim, matrix(l.wk, kv_dim, dim, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "attn_v.weight", type, kv_dim, dim, matrix(l.wv, kv_dim, dim, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "attn_output.weight", type, dim, dim, matrix(l.wo, dim, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "attn_q.weight", dim, dim, matrix(l.wq, dim, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "attn_k.weight", kv_dim, dim, matrix(l.wk, kv_dim, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "attn_v.weight", kv_dim, dim, matrix(l.wv, kv_dim, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "attn_output.weight", dim, dim, matrix(l.wo, dim, dim, i)));
     KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_norm.weight", vector(l.rms_att, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "ffn_gate.weight", type, hidden, dim, matrix(l.w1, hidden, dim, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "ffn_down.weight", type, dim, hidden, matrix(l.w2, dim, hidden, i)));
-    KVS_RETURN_IF_ERROR(add_matrix(w, p + "ffn_up.weight", type, hidden, dim, matrix(l.w3, hidden, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "ffn_gate.weight", hidden, dim, matrix(l.w1, hidden, dim, i)));
+    KVS_RETURN_IF_ERROR(add(p + "ffn_down.weight", dim, hidden, matrix(l.w2, dim, hidden, i)));
+    KVS_RETURN_IF_ERROR(add(p + "ffn_up.weight", hidden, dim, matrix(l.w3, hidden, dim, i)));
     KVS_RETURN_IF_ERROR(add_vector(w, p + "ffn_norm.weight", vector(l.rms_ffn, i)));
   }
   return w.write(out_path);

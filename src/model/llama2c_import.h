@@ -16,6 +16,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -24,10 +25,24 @@
 
 namespace kvs {
 
+// The types of a file's 2-D weights: one type for all, or llama.cpp's "_M" K-quant recipe (Q4_K_M, Q5_K_M): the base
+// K-quant everywhere except output.weight (Q6_K) and attn_v / ffn_down of the layers that get more bits (Q6_K):
+// the first and last eighth of the layers and every third one between (llama.cpp's use_more_bits).
+struct WeightTypes {
+  DType base = DType::kF32;
+  bool mixed = false;  // the _M recipe (base Q4_K or Q5_K)
+
+  // A type name ("f16", "q8_0", "q4_k", ...) or a recipe ("q4_k_m", "q5_k_m"); upper case accepted.
+  static Expected<WeightTypes> parse(std::string_view name);
+  std::string name() const;  // "q4_k_m", or the base's name
+  // The type of tensor `name` ("output.weight", "blk.3.attn_v.weight", ...) of a model of `layers` layers.
+  DType for_tensor(std::string_view name, size_t layers) const;
+};
+
 // Converts `checkpoint` (+ llama2.c `tokenizer` export) to a GGUF at `out_path` whose 2-D
-// weights have `type`.
+// weights have `types`.
 Status import_llama2c(const std::string& checkpoint, const std::string& tokenizer, const std::string& out_path,
-                      DType type);
+                      WeightTypes types);
 
 // The llama2.c checkpoint header (7 int32 values).
 struct Llama2cHeader {
@@ -66,6 +81,7 @@ struct LlamaHParams {
   uint32_t head_dim = 0;            // 0: embedding_length / head_count; else written as key and value length
   uint32_t sliding_window = 0;      // attention.sliding_window (gemma3: of its local layers; llama: every layer)
   DType weight_type = DType::kF32;  // for general.file_type
+  bool mixed_k = false;             // the _M recipe: general.file_type says Q4_K_M / Q5_K_M
 };
 
 // Writes general.*, <architecture>.* and tokenizer.ggml.* keys (model "llama", unk 0, bos 1, eos 2, add_bos).
@@ -74,8 +90,9 @@ void set_llama_metadata(gguf::Writer& writer, const LlamaHParams& hparams, Llama
 // Produces row `row` (`cols` floats) of a weight matrix into `out`.
 using RowSource = std::function<void(size_t row, float* out)>;
 
-// Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of `type`, or of F32
-// when cols is not a multiple of the type's block size. Rows are produced while the file is written.
+// Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of `type`; when cols is not a multiple of
+// the type's block size, of Q8_0 for a K-quant whose rows are whole Q8_0 blocks (as llama.cpp falls back to a
+// 32-value type), else of F32. Rows are produced while the file is written.
 Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from);
 
 // Adds a 1-D F32 tensor of `n` values (held by the writer).

@@ -267,7 +267,10 @@ Status validate_synth_spec(const SynthSpec& s) {
     return bad(fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
                            max_synth_vocab()));
   }
-  const size_t block = dtype_block_elements(s.type);
+  const size_t block = is_k_quant(s.type) ? BlockQ8_0::kElements : dtype_block_elements(s.type);
+  if (s.mixed_k && s.type != DType::kQ4_K && s.type != DType::kQ5_K) {
+    return bad(fmt::format("the _M recipe mixes Q6_K into q4_k or q5_k, not {}", dtype_name(s.type)));
+  }
   if (s.dim % block != 0 || s.ffn % block != 0 || (s.heads * head_dim) % block != 0) {
     return bad(fmt::format("{} needs dim {}, ffn {} and heads x head_dim {} to be multiples of {}", dtype_name(s.type),
                            s.dim, s.ffn, s.heads * head_dim, block));
@@ -301,7 +304,8 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
       .rope_freq_base = s.rope_base,
       .head_dim = s.head_dim,
       .sliding_window = s.sliding_window,
-      .weight_type = s.type};
+      .weight_type = s.type,
+      .mixed_k = s.mixed_k};
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
   w.set_u64("kvserve.synth.seed", s.seed);
   if (s.rope_scaling == SynthRopeScaling::kLinear) {
@@ -315,8 +319,9 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   const std::vector<float> ones(dim, 1.0f);
   // std 1/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have
   // a spread near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
+  const WeightTypes types{.base = s.type, .mixed = s.mixed_k};
   const auto matrix = [&](const std::string& name, size_t rows, size_t cols, float gain = 1.0f) {
-    return add_matrix(w, name, s.type, rows, cols,
+    return add_matrix(w, name, types.for_tensor(name, s.layers), rows, cols,
                       random_rows(s.seed, name, cols, gain / std::sqrt(static_cast<float>(cols))));
   };
   // A tied classifier scores each token by its embedding's dot product with the final state, and

@@ -28,6 +28,7 @@ struct SynthSpec {
   uint32_t vocab = 512;
   uint32_t ctx = 512;
   DType type = DType::kF32;
+  bool mixed_k = false;  // with type Q4_K or Q5_K: llama.cpp's _M recipe (WeightTypes, llama2c_import.h)
   uint64_t seed = 1;
   float rope_base = 10000.0f;
   bool tied_output = false;     // true: no output.weight; the classifier is token_embd.weight (gemma3: always)
@@ -59,7 +60,8 @@ std::vector<std::string_view> synth_preset_names();
 
 // Checks the shape: everything non-zero, dim % heads == 0 (unless head_dim is given), heads % kv_heads == 0,
 // even head_dim, vocab >= 259 (3 special + 256 byte tokens), for q8_0/q4_0 dim, ffn and heads x head_dim
-// multiples of 32, a known architecture (gemma3 with a window), RoPE scaling with its parameters (not on gemma3).
+// multiples of 32 (K-quants: of 32 too; matrices whose rows are not whole super-blocks fall back to Q8_0), a known
+// architecture (gemma3 with a window), RoPE scaling with its parameters (not on gemma3).
 Status validate_synth_spec(const SynthSpec& spec);
 
 // Writes the model to `path`, streaming one tensor at a time (memory ~ the largest tensor).

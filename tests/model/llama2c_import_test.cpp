@@ -29,7 +29,7 @@ bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
 TEST(Llama2cImport, F32MatchesLlamaCppConversion) {
   TempDir dir;
   const std::string out = dir.file("stories260K.gguf");
-  const Status status = import_llama2c(kCheckpoint, kTokenizer, out, DType::kF32);
+  const Status status = import_llama2c(kCheckpoint, kTokenizer, out, {.base = DType::kF32});
   ASSERT_TRUE(status) << status.message();
   auto ours = gguf::File::open(out);
   ASSERT_TRUE(ours) << ours.status().message();
@@ -97,7 +97,7 @@ TEST(Llama2cImport, F32MatchesLlamaCppConversion) {
 TEST(Llama2cImport, F32ConversionReproducesReferenceGreedy) {
   TempDir dir;
   const std::string out = dir.file("stories260K.gguf");
-  ASSERT_TRUE(import_llama2c(kCheckpoint, kTokenizer, out, DType::kF32));
+  ASSERT_TRUE(import_llama2c(kCheckpoint, kTokenizer, out, {.base = DType::kF32}));
   auto file = gguf::File::open(out);
   ASSERT_TRUE(file) << file.status().message();
   std::ifstream golden(shared_path("reference/stories260K/greedy.jsonl"));
@@ -135,7 +135,7 @@ TEST_P(Llama2cImportTypes, TwoDimensionalWeightsTakeTheTypeNormsStayF32) {
   const DType type = GetParam();
   TempDir dir;
   const std::string out = dir.file("model.gguf");
-  const Status status = import_llama2c(kCheckpoint, kTokenizer, out, type);
+  const Status status = import_llama2c(kCheckpoint, kTokenizer, out, {.base = type});
   ASSERT_TRUE(status) << status.message();
   auto ours = gguf::File::open(out);
   ASSERT_TRUE(ours) << ours.status().message();
@@ -186,7 +186,7 @@ TEST(Llama2cImport, UnsharedClassifierBecomesOutputWeight) {
   const std::string checkpoint = dir.file("unshared.bin");
   kvs::testing::write_bytes(checkpoint, bytes + classifier);
   const std::string out = dir.file("unshared.gguf");
-  const Status status = import_llama2c(checkpoint, kTokenizer, out, DType::kF32);
+  const Status status = import_llama2c(checkpoint, kTokenizer, out, {.base = DType::kF32});
   ASSERT_TRUE(status) << status.message();
   auto file = gguf::File::open(out);
   ASSERT_TRUE(file);
@@ -204,7 +204,7 @@ TEST(Llama2cImport, RejectsBadCheckpoints) {
   const std::string out = dir.file("out.gguf");
   const auto error_of = [&](const std::string& bytes) {
     kvs::testing::write_bytes(path, bytes);
-    const Status s = import_llama2c(path, kTokenizer, out, DType::kF32);
+    const Status s = import_llama2c(path, kTokenizer, out, {.base = DType::kF32});
     EXPECT_FALSE(s) << "a bad checkpoint converted";
     EXPECT_FALSE(std::filesystem::exists(out));
     return s.message();
@@ -235,7 +235,7 @@ TEST(Llama2cImport, RejectsBadCheckpoints) {
   EXPECT_NE(error_of(b).find("vocab_size -512 (own classifier), seq_len 512) implies 1187612 bytes"),
             std::string::npos);
 
-  const Status missing = import_llama2c(dir.file("none.bin"), kTokenizer, out, DType::kF32);
+  const Status missing = import_llama2c(dir.file("none.bin"), kTokenizer, out, {.base = DType::kF32});
   EXPECT_EQ(missing.code(), ErrorCode::kNotFound);
 }
 
@@ -245,7 +245,7 @@ TEST(Llama2cImport, RejectsBadTokenizers) {
   const std::string path = dir.file("tok.bin");
   const auto error_of = [&](const std::string& bytes) {
     kvs::testing::write_bytes(path, bytes);
-    const Status s = import_llama2c(kCheckpoint, path, dir.file("out.gguf"), DType::kF32);
+    const Status s = import_llama2c(kCheckpoint, path, dir.file("out.gguf"), {.base = DType::kF32});
     EXPECT_EQ(s.code(), ErrorCode::kCorrupt) << s.message();
     return s.message();
   };
