@@ -17,10 +17,10 @@ namespace {
 
 constexpr size_t kHeaderBytes = 7 * sizeof(int32_t);
 
-uint32_t file_type_of(DType type, bool mixed_k) {  // llama.cpp's llama_ftype
-  if (mixed_k && type == DType::kQ4_K) return 15;  // Q4_K_M
-  if (mixed_k && type == DType::kQ5_K) return 17;  // Q5_K_M
-  switch (type) {
+uint32_t file_type_of(const WeightTypes& weights) {              // llama.cpp's llama_ftype
+  if (weights.mixed && weights.base == DType::kQ4_K) return 15;  // Q4_K_M
+  if (weights.mixed && weights.base == DType::kQ5_K) return 17;  // Q5_K_M
+  switch (weights.base) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
@@ -159,7 +159,7 @@ void set_llama_metadata(gguf::Writer& w, const LlamaHParams& h, LlamaVocab vocab
   const uint32_t head_dim = h.head_dim ? h.head_dim : h.embedding_length / h.head_count;
   w.set_string("general.architecture", a);
   w.set_string("general.name", h.name);
-  w.set_u32("general.file_type", file_type_of(h.weight_type, h.mixed_k));
+  w.set_u32("general.file_type", file_type_of(h.weights));
   w.set_u32(a + ".context_length", h.context_length);
   w.set_u32(a + ".embedding_length", h.embedding_length);
   w.set_u32(a + ".block_count", h.block_count);
@@ -193,10 +193,6 @@ Expected<WeightTypes> WeightTypes::parse(std::string_view name) {
   if (const auto type = dtype_from_name(lower)) return WeightTypes{.base = *type, .mixed = false};
   return Status::invalid_argument(fmt::format(
       "unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)", name));
-}
-
-std::string WeightTypes::name() const {
-  return mixed ? std::string(dtype_name(base)) + "_m" : std::string(dtype_name(base));
 }
 
 DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
@@ -287,8 +283,7 @@ Status import_llama2c(const std::string& checkpoint, const std::string& tokenize
                         .head_count_kv = static_cast<uint32_t>(h.n_kv_heads),
                         .rms_eps = 1e-5f,
                         .rope_freq_base = 10000.0f,
-                        .weight_type = types.base,
-                        .mixed_k = types.mixed};
+                        .weights = types};
   set_llama_metadata(w, hp, std::move(tokens).value());
   const auto add = [&](std::string name, size_t rows, size_t cols, RowSource source) {
     const DType type = types.for_tensor(name, static_cast<size_t>(h.n_layers));

@@ -34,7 +34,6 @@ struct WeightTypes {
 
   // A type name ("f16", "q8_0", "q4_k", ...) or a recipe ("q4_k_m", "q5_k_m"); upper case accepted.
   static Expected<WeightTypes> parse(std::string_view name);
-  std::string name() const;  // "q4_k_m", or the base's name
   // The type of tensor `name` ("output.weight", "blk.3.attn_v.weight", ...) of a model of `layers` layers.
   DType for_tensor(std::string_view name, size_t layers) const;
 };
@@ -78,10 +77,9 @@ struct LlamaHParams {
   uint32_t head_count_kv = 0;
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
-  uint32_t head_dim = 0;            // 0: embedding_length / head_count; else written as key and value length
-  uint32_t sliding_window = 0;      // attention.sliding_window (gemma3: of its local layers; llama: every layer)
-  DType weight_type = DType::kF32;  // for general.file_type
-  bool mixed_k = false;             // the _M recipe: general.file_type says Q4_K_M / Q5_K_M
+  uint32_t head_dim = 0;        // 0: embedding_length / head_count; else written as key and value length
+  uint32_t sliding_window = 0;  // attention.sliding_window (gemma3: of its local layers; llama: every layer)
+  WeightTypes weights = {};     // for general.file_type (the _M recipes: Q4_K_M / Q5_K_M)
 };
 
 // Writes general.*, <architecture>.* and tokenizer.ggml.* keys (model "llama", unk 0, bos 1, eos 2, add_bos).

@@ -304,8 +304,7 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
       .rope_freq_base = s.rope_base,
       .head_dim = s.head_dim,
       .sliding_window = s.sliding_window,
-      .weight_type = s.type,
-      .mixed_k = s.mixed_k};
+      .weights = {.base = s.type, .mixed = s.mixed_k}};
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
   w.set_u64("kvserve.synth.seed", s.seed);
   if (s.rope_scaling == SynthRopeScaling::kLinear) {
@@ -319,9 +318,8 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   const std::vector<float> ones(dim, 1.0f);
   // std 1/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have
   // a spread near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
-  const WeightTypes types{.base = s.type, .mixed = s.mixed_k};
   const auto matrix = [&](const std::string& name, size_t rows, size_t cols, float gain = 1.0f) {
-    return add_matrix(w, name, types.for_tensor(name, s.layers), rows, cols,
+    return add_matrix(w, name, hp.weights.for_tensor(name, s.layers), rows, cols,
                       random_rows(s.seed, name, cols, gain / std::sqrt(static_cast<float>(cols))));
   };
   // A tied classifier scores each token by its embedding's dot product with the final state, and

@@ -302,21 +302,16 @@ void encode_q2_k(const KBlockInts& b, BlockQ2_K& x) {
 }  // namespace
 
 void unpack_k_scales(const uint8_t* p, uint8_t sc[8], uint8_t m[8]) {
-  for (size_t j = 0; j < 4; ++j) {
-    sc[j] = p[j] & 63;
-    m[j] = p[j + 4] & 63;
-    sc[j + 4] = static_cast<uint8_t>((p[j + 8] & 15) | ((p[j] >> 6) << 4));
-    m[j + 4] = static_cast<uint8_t>((p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4));
+  for (size_t j = 0; j < 8; ++j) {
+    int s = 0, n = 0;
+    k_scale_min(p, j, s, n);
+    sc[j] = static_cast<uint8_t>(s);
+    m[j] = static_cast<uint8_t>(n);
   }
 }
 
 void unpack_q3_k_scales(const uint8_t* s, uint8_t raw[16]) {
-  for (size_t k = 0; k < 4; ++k) {
-    raw[k] = static_cast<uint8_t>((s[k] & 15) | ((s[8 + k] & 3) << 4));
-    raw[4 + k] = static_cast<uint8_t>((s[4 + k] & 15) | (((s[8 + k] >> 2) & 3) << 4));
-    raw[8 + k] = static_cast<uint8_t>((s[k] >> 4) | (((s[8 + k] >> 4) & 3) << 4));
-    raw[12 + k] = static_cast<uint8_t>((s[4 + k] >> 4) | (((s[8 + k] >> 6) & 3) << 4));
-  }
+  for (size_t g = 0; g < 16; ++g) raw[g] = static_cast<uint8_t>(q3_k_raw_scale(s, g));
 }
 
 KBlockInts decode_k_block(DType type, const std::byte* p) {

@@ -21,6 +21,35 @@ struct KBlockInts {
   int8_t q[kSuperBlock] = {};
 };
 
+// The packed 6-bit scales, one at a time: the single definition of their bit layout, for the decoder below and the
+// SIMD kernels. Internal linkage: each kernel file gets its own copy compiled with its own flags (an inline function
+// with external linkage could reach a scalar caller as the copy the linker kept from an AVX2 file).
+namespace {
+
+// Q4_K/Q5_K (core/dtype.h): sub-block j's scale and min from the 12 bytes `p`.
+inline void k_scale_min(const uint8_t* p, size_t j, int& sc, int& m) {
+  if (j < 4) {
+    sc = p[j] & 63;
+    m = p[j + 4] & 63;
+  } else {
+    sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+    m = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: 16-value group g's raw 6-bit scale (0..63; the scale is raw - 32) from the 12 bytes `s`.
+inline int q3_k_raw_scale(const uint8_t* s, size_t g) {
+  const size_t k = g % 4;
+  switch (g / 4) {
+    case 0: return (s[k] & 15) | ((s[8 + k] & 3) << 4);
+    case 1: return (s[4 + k] & 15) | (((s[8 + k] >> 2) & 3) << 4);
+    case 2: return (s[k] >> 4) | (((s[8 + k] >> 4) & 3) << 4);
+    default: return (s[4 + k] >> 4) | (((s[8 + k] >> 6) & 3) << 4);
+  }
+}
+
+}  // namespace
+
 // Q4_K/Q5_K's 12 bytes of packed 6-bit scales: sc[j], m[j] for the 8 sub-blocks.
 void unpack_k_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]);
 // Q3_K's 12 bytes of packed 6-bit scales: the 16 raw values (0..63; the scale is raw - 32).

@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/status.h"
+#include "tensor/kquant.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/simd_avx2.h"
@@ -38,30 +40,6 @@ KVS_ALWAYS_INLINE __m256i bit_to(__m256i v, int bit, int value) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, b), b), _mm256_set1_epi8(static_cast<char>(value)));
 }
 
-// Q4_K/Q5_K's sc and m of sub-block j (kquant.h's unpack_k_scales, for one j).
-KVS_ALWAYS_INLINE void scale_min_k4(const uint8_t* p, size_t j, int& sc, int& m) {
-  if (j < 4) {
-    sc = p[j] & 63;
-    m = p[j + 4] & 63;
-  } else {
-    sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
-    m = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
-  }
-}
-
-// Q3_K's scale of 16-value group g, minus 32 (kquant.h's unpack_q3_k_scales, for one g).
-KVS_ALWAYS_INLINE int q3_k_scale(const uint8_t* s, size_t g) {
-  const size_t k = g % 4;
-  int raw = 0;
-  switch (g / 4) {
-    case 0: raw = (s[k] & 15) | ((s[8 + k] & 3) << 4); break;
-    case 1: raw = (s[4 + k] & 15) | (((s[8 + k] >> 2) & 3) << 4); break;
-    case 2: raw = (s[k] >> 4) | (((s[8 + k] >> 4) & 3) << 4); break;
-    default: raw = (s[4 + k] >> 4) | (((s[8 + k] >> 6) & 3) << 4); break;
-  }
-  return raw - 32;
-}
-
 // The 32 weights of sub-block j (j < 8) of one super-block.
 struct BlockPart {
   __m256i r;      // unsigned integers
@@ -78,7 +56,7 @@ struct Q4K {
     __m256i q = load32(x.qs + 32 * (j / 2));
     if (j % 2) q = _mm256_srli_epi16(q, 4);
     int sc, m;
-    scale_min_k4(x.scales, j, sc, m);
+    k_scale_min(x.scales, j, sc, m);
     return {_mm256_and_si256(q, _mm256_set1_epi8(0x0f)), _mm256_set1_epi16(static_cast<int16_t>(sc)),
             _mm256_set1_epi16(static_cast<int16_t>(m)), load_fp16(&x.d), load_fp16(&x.dmin)};
   }
@@ -93,7 +71,7 @@ struct Q5K {
     if (j % 2) q = _mm256_srli_epi16(q, 4);
     q = _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(0x0f)), bit_to(load32(x.qh), static_cast<int>(j), 16));
     int sc, m;
-    scale_min_k4(x.scales, j, sc, m);
+    k_scale_min(x.scales, j, sc, m);
     return {q, _mm256_set1_epi16(static_cast<int16_t>(sc)), _mm256_set1_epi16(static_cast<int16_t>(m)), load_fp16(&x.d),
             load_fp16(&x.dmin)};
   }
@@ -128,8 +106,8 @@ struct Q3K {
     const __m256i low =
         _mm256_and_si256(_mm256_srli_epi16(load32(x.qs + 32 * h), static_cast<int>(2 * k)), _mm256_set1_epi8(3));
     const __m256i r = _mm256_or_si256(low, bit_to(load32(x.hmask), static_cast<int>(4 * h + k), 4));
-    return {r, pair16(q3_k_scale(x.scales, 2 * j), q3_k_scale(x.scales, 2 * j + 1)), _mm256_setzero_si256(),
-            load_fp16(&x.d), 0.0f};
+    return {r, pair16(q3_k_raw_scale(x.scales, 2 * j) - 32, q3_k_raw_scale(x.scales, 2 * j + 1) - 32),
+            _mm256_setzero_si256(), load_fp16(&x.d), 0.0f};
   }
 };
 
@@ -241,6 +219,7 @@ void matmul_kquant_avx2(const MatmulOperands& op, size_t row_begin, size_t row_e
     case DType::kQ6_K: run<Q6K>(op, row_begin, row_end); return;
     default: break;
   }
+  KVS_ASSERT(false, "matmul_kquant_avx2: {} is not a K-quant", dtype_name(op.w.type));
 }
 
 }  // namespace kvs::detail
