@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -22,9 +23,12 @@
 namespace kvs {
 namespace {
 
-// Type index 5 is Q8_0 packed for the VNNI kernel (tensor/packed_q8.h), as the model loads it there.
-constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ8_0};
+// Type index 5 is Q8_0 packed for the VNNI kernel (tensor/packed_q8.h), as the model loads it there; 6-10 are the
+// K-quants.
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ8_0,
+                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 constexpr int64_t kPackedQ8 = 5;
+constexpr int64_t kTypeCount = std::size(kTypes);
 
 struct Matrix {
   std::vector<std::byte> data;
@@ -102,20 +106,22 @@ void BM_Matmul(benchmark::State& state) {
 
 void MatvecArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
-  for (int64_t t = 0; t < 6; ++t)
+  for (int64_t t = 0; t < kTypeCount; ++t)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
       for (int64_t threads : {1, 2}) b->Args({t, rows, cols, 1, threads, 2});
-  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 1});  // avx2
+  for (int64_t t = 0; t < kTypeCount; ++t)
+    if (t != kPackedQ8) b->Args({t, 2048, 2048, 1, 1, 1});            // avx2
   for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 0});  // scalar baseline
 }
 BENCHMARK(BM_Matmul)->Name("Matvec")->Apply(MatvecArgs)->UseRealTime();
 
 // Decode as in a real model: the weights come from DRAM, not from a cache that kept them since the last
 // iteration. Rotates over enough copies of the matrix to overflow the last-level cache (256 MiB in all).
-// Args: dtype index, rows, cols, threads.
+// Args: dtype index, rows, cols, threads, isa.
 void BM_MatvecCold(benchmark::State& state) {
   const size_t rows = state.range(1), cols = state.range(2);
-  if (!runnable(state, state.range(0), best_isa())) return;
+  const Isa isa = isa_arg(state.range(4));
+  if (!runnable(state, state.range(0), isa)) return;
   ThreadPool pool(state.range(3));
   const size_t bytes = rows * dtype_row_bytes(kTypes[state.range(0)], cols);
   const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / bytes);
@@ -126,24 +132,25 @@ void BM_MatvecCold(benchmark::State& state) {
   MatmulScratch scratch;
   size_t i = 0;
   for (auto _ : state) {
-    matmul(w[i++ % copies].view, x, 1, y, pool, scratch);
+    matmul(w[i++ % copies].view, x, 1, y, pool, scratch, isa);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(best_isa())));
+  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(isa)));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w[0].view.bytes()));
 }
 BENCHMARK(BM_MatvecCold)
     ->Name("MatvecCold")
-    ->ArgNames({"type", "rows", "cols", "threads"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8}, {5632}, {2048}, {1, 2}})
+    ->ArgNames({"type", "rows", "cols", "threads", "isa"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10}, {5632}, {2048}, {1, 2}, {1, 2}})
     ->UseRealTime();
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
   for (int64_t n : {16, 128})  // 16: a batched decode step of 16 sequences; 128: a prefill chunk
-    for (int64_t t = 0; t < 6; ++t)
+    for (int64_t t = 0; t < kTypeCount; ++t)
       for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
-  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
+  for (int64_t t = 0; t < kTypeCount; ++t)
+    if (t != kPackedQ8) b->Args({t, 2048, 2048, 128, 1, 1});
 }
 BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 

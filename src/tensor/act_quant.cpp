@@ -32,6 +32,17 @@ void to_bf16(const float* x, size_t n, uint16_t* out, Isa isa) {
   }
 }
 
+// sums[g] = qs[16 g] + ... + qs[16 g + 15] for the n / 16 groups (integers: the same on every ISA; the compiler
+// vectorizes it).
+void group_sums(const int8_t* qs, size_t n, int16_t* sums) {
+  constexpr size_t kGroup = QuantizedActivations::kGroup;
+  for (size_t g = 0; g < n / kGroup; ++g) {
+    int16_t sum = 0;
+    for (size_t l = 0; l < kGroup; ++l) sum = static_cast<int16_t>(sum + qs[kGroup * g + l]);
+    sums[g] = sum;
+  }
+}
+
 // Below this many values a conversion runs on the calling thread: it takes a few microseconds, less than
 // waking the pool's workers and waiting for them (a batched decode step of 16 sequences converts 16 x dim).
 constexpr size_t kParallelValues = size_t{1} << 16;
@@ -55,6 +66,7 @@ void QuantizedActivations::reshape(size_t tokens, size_t columns) {
   ensure_size(qs, tokens * columns);
   ensure_size(scales, tokens * columns / kBlock);
   ensure_size(offsets, tokens * columns / kBlock);
+  ensure_size(group_sums, tokens * columns / kGroup);
 }
 
 void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols, QuantizedActivations& out,
@@ -70,8 +82,9 @@ void quantize_activations_rows(std::span<const float> x, QuantizedActivations& o
                                Isa isa) {
   const size_t nb = out.blocks_per_token();
   for (size_t t = t_begin; t < t_end; ++t) {
-    quantize_blocks(x.data() + t * out.cols, nb, out.qs.data() + t * out.cols, out.scales.data() + t * nb,
-                    out.offsets.data() + t * nb, isa);
+    int8_t* qs = out.qs.data() + t * out.cols;
+    quantize_blocks(x.data() + t * out.cols, nb, qs, out.scales.data() + t * nb, out.offsets.data() + t * nb, isa);
+    group_sums(qs, out.cols, out.group_sums.data() + t * (out.cols / QuantizedActivations::kGroup));
   }
 }
 

@@ -16,20 +16,24 @@ namespace kvs {
 // d = max|x| / 127, q = round_half_even(x * (1 / d)), |q| <= 127 (the same bits on every ISA).
 // Layout: qs [n_tokens][cols], scales [n_tokens][cols / 32], offsets [n_tokens][cols / 32] with
 // offsets = -128 * (sum of the block's qs): the exact correction for kernels that take the weights as
-// unsigned bytes w + 128 (vpdpbusd on packed Q8_0).
+// unsigned bytes w + 128 (vpdpbusd on packed Q8_0), and group_sums [n_tokens][cols / 16] = the sum of each 16
+// qs (|sum| <= 2032): the K-quant kernels' min and offset terms, whose scales are per 16 values.
 struct QuantizedActivations {
   static constexpr size_t kBlock = 32;
+  static constexpr size_t kGroup = 16;
 
   size_t n_tokens = 0;
   size_t cols = 0;
   AlignedBuffer<int8_t> qs;
   AlignedBuffer<float> scales;
   AlignedBuffer<int32_t> offsets;
+  AlignedBuffer<int16_t> group_sums;
 
   size_t blocks_per_token() const { return cols / kBlock; }
   const int8_t* token_qs(size_t t) const { return qs.data() + t * cols; }
   const float* token_scales(size_t t) const { return scales.data() + t * blocks_per_token(); }
   const int32_t* token_offsets(size_t t) const { return offsets.data() + t * blocks_per_token(); }
+  const int16_t* token_group_sums(size_t t) const { return group_sums.data() + t * (cols / kGroup); }
   // Sets the shape, reallocating only when the buffers are too small.
   void reshape(size_t tokens, size_t columns);
 };

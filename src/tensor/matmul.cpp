@@ -55,12 +55,11 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
       return avx512 ? detail::matmul_bf16_avx512 : detail::matmul_bf16_avx2;
     case DType::kQ8_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q8_0_avx512 : detail::matmul_q8_0_avx2;
     case DType::kQ4_0: return avx512 && cpu_has_avx512_vnni() ? detail::matmul_q4_0_avx512 : detail::matmul_q4_0_avx2;
-    // K-quants: the AVX2 kernel on both ISAs (an AVX-512 one is still to be written).
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return detail::matmul_kquant_avx2;
+    case DType::kQ6_K: return avx512 ? detail::matmul_kquant_avx512 : detail::matmul_kquant_avx2;
   }
   KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
   return nullptr;

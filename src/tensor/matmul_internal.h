@@ -35,6 +35,7 @@ void matmul_bf16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_e
 void matmul_bf16dot_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);  // bf16 xb, needs BF16
 void matmul_q8_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
 void matmul_q4_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
+void matmul_kquant_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);   // Q2_K..Q6_K, needs BW
 // Packed Q8_0 (WeightLayout::kQ8_0x16), needs VNNI; row_begin a multiple of 16, row_end too or w.rows.
 void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
 

@@ -68,6 +68,26 @@ TEST(QuantizeActivationsTest, EveryIsaGivesTheScalarBits) {
   }
 }
 
+TEST(QuantizeActivationsTest, GroupSumsAndOffsetsAreTheSumsOfTheirValues) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const size_t n = 70, cols = 2048 + 32;  // enough values to split over the pool
+  const std::vector<float> x = random_values(n * cols, rng);
+  for (Isa isa : supported_isas()) {
+    QuantizedActivations q;
+    quantize_activations(x, n, cols, q, pool, isa);
+    for (size_t t = 0; t < n; ++t)
+      for (size_t g = 0; g < cols / 16; ++g) {
+        int sum = 0;
+        for (size_t l = 0; l < 16; ++l) sum += q.token_qs(t)[16 * g + l];
+        ASSERT_EQ(q.token_group_sums(t)[g], sum) << isa_name(isa) << " token " << t << " group " << g;
+        if (g % 2 == 1) {
+          ASSERT_EQ(q.token_offsets(t)[g / 2], -128 * (sum + q.token_group_sums(t)[g - 1])) << isa_name(isa);
+        }
+      }
+  }
+}
+
 TEST(ConvertActivationsBf16Test, EveryIsaGivesTheScalarBitsIncludingSpecials) {
   std::mt19937 rng(4);
   ThreadPool pool(1);
