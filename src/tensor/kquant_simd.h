@@ -17,8 +17,10 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/status.h"
 #include "tensor/kquant.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
 
 #define KVS_ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -168,6 +170,33 @@ KQuantPointers<R, T> k_quant_pointers(const MatmulOperands& op, size_t r0, size_
   return p;
 }
 
+// What the AVX2 and AVX-512 K-quant kernels share of matmul_tiling.h's Kernel: one super-block per step, the
+// activations through KQuantPointers. Each kernel adds Vec, kMaxTokens (its register budget), step and the vector
+// helpers.
+struct KQuantKernelBase {
+  static constexpr size_t kStep = kSuperBlock;
+  static constexpr size_t kStripe = 1;
+  static constexpr size_t kChains = 2;
+  static constexpr size_t kMaxRegisterChains = 8;
+  static constexpr size_t kSegment = 2048;
+  static constexpr size_t kRowTile = 2;
+  static constexpr size_t kDecodeRowTile = 1;
+  static constexpr size_t kColChunk = 2048;
+
+  const MatmulOperands& op;
+
+  template <size_t R, size_t T>
+  using Pointers = KQuantPointers<R, T>;
+  template <size_t R, size_t T>
+  Pointers<R, T> pointers(size_t r0, size_t t0) const {
+    return k_quant_pointers<R, T>(op, r0, t0);
+  }
+
+  // Never called: the columns are whole super-blocks.
+  template <size_t R, size_t T, class Vec>
+  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>&, size_t, size_t, Vec (&)[T][R]) {}
+};
+
 // Calls f(W{}) with the unpacking struct of K-quant `type`; false when `type` is not one.
 template <class F>
 bool with_k_quant(DType type, const F& f) {
@@ -179,6 +208,17 @@ bool with_k_quant(DType type, const F& f) {
     case DType::kQ6_K: f(Q6K{}); return true;
     default: return false;
   }
+}
+
+// Output rows [row_begin, row_end) of a K-quant matmul through Kernel<W> for the weights' type W; `kernel_name` names
+// the caller in the error for a type that is not a K-quant.
+template <template <class> class Kernel>
+void run_k_quant(const MatmulOperands& op, size_t row_begin, size_t row_end, const char* kernel_name) {
+  const bool known = with_k_quant(op.w.type, [&](auto w) {
+    const Kernel<decltype(w)> kernel{{op}};
+    tiling::run(kernel, row_begin, row_end, op.n_tokens, op.w.cols);
+  });
+  KVS_ASSERT(known, "{}: {} is not a K-quant", kernel_name, dtype_name(op.w.type));
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 // (the min/offset terms of all 8 blocks at once, from the activations' group sums S). The scalar reference
 // (matmul.cpp) does the same integer arithmetic with other fp32 sums.
 #include "core/dtype.h"
-#include "core/status.h"
 #include "tensor/kquant_simd.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
@@ -26,26 +25,9 @@ KVS_ALWAYS_INLINE __m256i block_scale(__m256i scale, size_t j) {
 }
 
 template <class W>
-struct KQuantKernel {
+struct KQuantKernel : KQuantKernelBase {
   using Vec = __m256;
-  static constexpr size_t kStep = kSuperBlock;
-  static constexpr size_t kStripe = 1;
-  static constexpr size_t kChains = 2;
-  static constexpr size_t kMaxRegisterChains = 8;
-  static constexpr size_t kSegment = 2048;
-  static constexpr size_t kRowTile = 2;
-  static constexpr size_t kDecodeRowTile = 1;
   static constexpr size_t kMaxTokens = 2;
-  static constexpr size_t kColChunk = 2048;
-
-  const MatmulOperands& op;
-
-  template <size_t R, size_t T>
-  using Pointers = KQuantPointers<R, T>;
-  template <size_t R, size_t T>
-  Pointers<R, T> pointers(size_t r0, size_t t0) const {
-    return k_quant_pointers<R, T>(op, r0, t0);
-  }
 
   template <size_t R, size_t T>
   static KVS_ALWAYS_INLINE void step(const Pointers<R, T>& p, size_t n, Vec (&acc)[T][R]) {
@@ -85,10 +67,6 @@ struct KQuantKernel {
     }
   }
 
-  // Never called: the columns are whole super-blocks.
-  template <size_t R, size_t T>
-  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>&, size_t, size_t, Vec (&)[T][R]) {}
-
   static KVS_ALWAYS_INLINE Vec zero() { return _mm256_setzero_ps(); }
   static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   template <size_t N>
@@ -100,11 +78,7 @@ struct KQuantKernel {
 }  // namespace
 
 void matmul_kquant_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  const bool known = with_k_quant(op.w.type, [&](auto w) {
-    const KQuantKernel<decltype(w)> kernel{op};
-    tiling::run(kernel, row_begin, row_end, op.n_tokens, op.w.cols);
-  });
-  KVS_ASSERT(known, "matmul_kquant_avx2: {} is not a K-quant", dtype_name(op.w.type));
+  run_k_quant<KQuantKernel>(op, row_begin, row_end, "matmul_kquant_avx2");
 }
 
 }  // namespace kvs::detail

@@ -5,7 +5,6 @@
 //   part[q % 2] += float(I1) * [d_a[2q] x 8, d_a[2q + 1] x 8]
 //   acc += (part[0] + part[1]) * d - (float(madd(min, S)) * d_a[0..8)) * dmin   (lanes 0-7; 8-15 get 0)
 #include "core/dtype.h"
-#include "core/status.h"
 #include "tensor/kquant_simd.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
@@ -32,26 +31,9 @@ KVS_ALWAYS_INLINE __m512 pair_da(__m256 da, size_t q) {
 }
 
 template <class W>
-struct KQuantKernel {
+struct KQuantKernel : KQuantKernelBase {
   using Vec = __m512;
-  static constexpr size_t kStep = kSuperBlock;
-  static constexpr size_t kStripe = 1;
-  static constexpr size_t kChains = 2;
-  static constexpr size_t kMaxRegisterChains = 8;
-  static constexpr size_t kSegment = 2048;
-  static constexpr size_t kRowTile = 2;
-  static constexpr size_t kDecodeRowTile = 1;
   static constexpr size_t kMaxTokens = 4;
-  static constexpr size_t kColChunk = 2048;
-
-  const MatmulOperands& op;
-
-  template <size_t R, size_t T>
-  using Pointers = KQuantPointers<R, T>;
-  template <size_t R, size_t T>
-  Pointers<R, T> pointers(size_t r0, size_t t0) const {
-    return k_quant_pointers<R, T>(op, r0, t0);
-  }
 
   template <size_t R, size_t T>
   static KVS_ALWAYS_INLINE void step(const Pointers<R, T>& p, size_t n, Vec (&acc)[T][R]) {
@@ -92,10 +74,6 @@ struct KQuantKernel {
     }
   }
 
-  // Never called: the columns are whole super-blocks.
-  template <size_t R, size_t T>
-  static KVS_ALWAYS_INLINE void last_step(const Pointers<R, T>&, size_t, size_t, Vec (&)[T][R]) {}
-
   static KVS_ALWAYS_INLINE Vec zero() { return _mm512_setzero_ps(); }
   static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   template <size_t N>
@@ -107,11 +85,7 @@ struct KQuantKernel {
 }  // namespace
 
 void matmul_kquant_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  const bool known = with_k_quant(op.w.type, [&](auto w) {
-    const KQuantKernel<decltype(w)> kernel{op};
-    tiling::run(kernel, row_begin, row_end, op.n_tokens, op.w.cols);
-  });
-  KVS_ASSERT(known, "matmul_kquant_avx512: {} is not a K-quant", dtype_name(op.w.type));
+  run_k_quant<KQuantKernel>(op, row_begin, row_end, "matmul_kquant_avx512");
 }
 
 }  // namespace kvs::detail
