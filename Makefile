@@ -37,13 +37,20 @@ test-release: build js-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # KVS_ISA limits the kernels of the test binaries and of the kvserve processes they start (tensor/isa.h);
-# a level above what the CPU has changes nothing, so on a host without AVX-512 the avx2 run, which would
-# repeat test-release, is skipped. Only the modules whose tests check arithmetic run again (the kernels,
-# attention, the models and the engine: ctest labels); the KV accounting, tokenizer, GGUF, CLI, server and
-# bench tests do not depend on the kernels' ISA.
+# every level below the CPU's best runs again (a level above what the CPU has changes nothing, and the best
+# one is test-release): avxvnni where the CPU has AVX-512 and AVX-VNNI, avx2 where it has either, and
+# scalar. Only the modules whose tests check arithmetic run again (the kernels, attention, the models and
+# the engine: ctest labels); the KV accounting, tokenizer, GGUF, CLI, server and bench tests do not depend
+# on the kernels' ISA. AVX-VNNI changes only the packed int8 matmul kernels, so its run skips attention.
 ISA_LABELS = ^(tensor|attention|model|engine)$$
+VNNI_LABELS = ^(tensor|model|engine)$$
+HAS_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo && echo 1)
+HAS_AVX_VNNI := $(shell grep -qw avx_vnni /proc/cpuinfo && echo 1)
 test-isa: build js-deps
-	for isa in $$(grep -qw avx512f /proc/cpuinfo && echo avx2) scalar; do \
+	if [ "$(HAS_AVX512)$(HAS_AVX_VNNI)" = 11 ]; then \
+	  KVS_ISA=avxvnni ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '$(VNNI_LABELS)' || exit 1; \
+	fi
+	for isa in $$([ -n "$(HAS_AVX512)$(HAS_AVX_VNNI)" ] && echo avx2) scalar; do \
 	  KVS_ISA=$$isa ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '$(ISA_LABELS)' || exit 1; \
 	done
 

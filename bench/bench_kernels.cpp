@@ -19,16 +19,17 @@
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
-#include "tensor/packed_q8.h"
+#include "tensor/packed_weights.h"
 
 namespace kvs {
 namespace {
 
-// Type index 5 is Q8_0 packed for the VNNI kernel (tensor/packed_q8.h), as the model loads it there; 6-10 are the
-// K-quants.
+// Type indices 5 and 11 are Q8_0 and Q4_0 packed for the ISA's kernel (tensor/packed_weights.h: groups of 16
+// rows on avx512, of 8 on avx2 and avxvnni), as the model loads them; 6-10 are the K-quants.
 constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ8_0,
-                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
-constexpr int64_t kPackedQ8 = 5;
+                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0};
+constexpr int64_t kPackedQ8 = 5, kPackedQ4 = 11;
+bool is_packed_index(int64_t index) { return index == kPackedQ8 || index == kPackedQ4; }
 constexpr int64_t kTypeCount = std::size(kTypes);
 
 struct Matrix {
@@ -37,8 +38,10 @@ struct Matrix {
   WeightView view;
 };
 
-std::string type_label(int64_t index) {
-  return index == kPackedQ8 ? "q8_0x16" : std::string(dtype_name(kTypes[index]));
+std::string type_label(int64_t index, Isa isa) {
+  if (!is_packed_index(index)) return std::string(dtype_name(kTypes[index]));
+  const auto layout = packed_layout_for(kTypes[index], isa);
+  return layout ? weight_layout_name(*layout) : "packed (none)";
 }
 
 // Skips the benchmark (and says why) when the CPU cannot run it.
@@ -47,14 +50,14 @@ bool runnable(benchmark::State& state, int64_t type_index, Isa isa) {
     state.SkipWithError("isa not supported on this CPU");
     return false;
   }
-  if (type_index == kPackedQ8 && (isa != Isa::kAvx512 || !packed_q8_supported())) {
-    state.SkipWithError("packed q8_0 runs on avx512 with VNNI only");
+  if (is_packed_index(type_index) && !packed_layout_for(kTypes[type_index], isa)) {
+    state.SkipWithError("no packed kernel on this isa");
     return false;
   }
   return true;
 }
 
-Matrix random_matrix(int64_t type_index, size_t rows, size_t cols) {
+Matrix random_matrix(int64_t type_index, size_t rows, size_t cols, Isa isa) {
   const DType type = kTypes[type_index];
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -67,8 +70,8 @@ Matrix random_matrix(int64_t type_index, size_t rows, size_t cols) {
     quantize_row(type, row.data(), m.data.data() + r * row_bytes, cols);
   }
   m.view = {.type = type, .data = m.data.data(), .rows = rows, .cols = cols};
-  if (type_index == kPackedQ8) {
-    m.packed = PackedMatrix::pack_q8_0(m.view);
+  if (is_packed_index(type_index)) {
+    m.packed = PackedMatrix::pack(m.view, *packed_layout_for(type, isa));
     m.view = m.packed.view();
     m.data.clear();
   }
@@ -83,7 +86,8 @@ std::vector<float> random_vector(size_t n, float lo = -1.0f, float hi = 1.0f) {
   return v;
 }
 
-Isa isa_arg(int64_t v) { return v == 0 ? Isa::kScalar : v == 1 ? Isa::kAvx2 : Isa::kAvx512; }
+// 0 scalar, 1 avx2, 2 avx512, 3 avxvnni.
+Isa isa_arg(int64_t v) { return v == 0 ? Isa::kScalar : v == 1 ? Isa::kAvx2 : v == 2 ? Isa::kAvx512 : Isa::kAvxVnni; }
 
 // Args: dtype index, rows, cols, tokens, threads, isa.
 void BM_Matmul(benchmark::State& state) {
@@ -91,7 +95,7 @@ void BM_Matmul(benchmark::State& state) {
   const Isa isa = isa_arg(state.range(5));
   if (!runnable(state, state.range(0), isa)) return;
   ThreadPool pool(state.range(4));
-  const Matrix w = random_matrix(state.range(0), rows, cols);
+  const Matrix w = random_matrix(state.range(0), rows, cols, isa);
   const std::vector<float> x = random_vector(n * cols);
   std::vector<float> y(n * rows);
   MatmulScratch scratch;
@@ -99,7 +103,7 @@ void BM_Matmul(benchmark::State& state) {
     matmul(w.view, x, n, y, pool, scratch, isa);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(isa)));
+  state.SetLabel(type_label(state.range(0), isa) + " " + std::string(isa_name(isa)));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.bytes()));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
@@ -110,9 +114,9 @@ void MatvecArgs(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < kTypeCount; ++t)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
       for (int64_t threads : {1, 2}) b->Args({t, rows, cols, 1, threads, 2});
-  for (int64_t t = 0; t < kTypeCount; ++t)
-    if (t != kPackedQ8) b->Args({t, 2048, 2048, 1, 1, 1});            // avx2
-  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 0});  // scalar baseline
+  for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 1, 1, 1});  // avx2
+  for (int64_t t : {kPackedQ8, kPackedQ4}) b->Args({t, 2048, 2048, 1, 1, 3});  // avxvnni
+  for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 0});           // scalar baseline
 }
 BENCHMARK(BM_Matmul)->Name("Matvec")->Apply(MatvecArgs)->UseRealTime();
 
@@ -127,10 +131,10 @@ void BM_MatvecCold(benchmark::State& state) {
   const size_t bytes = rows * dtype_row_bytes(kTypes[state.range(0)], cols);
   const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / bytes);
   std::vector<Matrix> w;
-  w.push_back(random_matrix(state.range(0), rows, cols));
+  w.push_back(random_matrix(state.range(0), rows, cols, isa));
   for (size_t c = 1; c < copies; ++c) {  // the same bytes elsewhere (quantizing K-quants again takes minutes)
-    if (state.range(0) == kPackedQ8) {
-      w.push_back(random_matrix(state.range(0), rows, cols));
+    if (is_packed_index(state.range(0))) {
+      w.push_back(random_matrix(state.range(0), rows, cols, isa));
       continue;
     }
     Matrix m;
@@ -147,13 +151,13 @@ void BM_MatvecCold(benchmark::State& state) {
     matmul(w[i++ % copies].view, x, 1, y, pool, scratch, isa);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(type_label(state.range(0)) + " " + std::string(isa_name(isa)));
+  state.SetLabel(type_label(state.range(0), isa) + " " + std::string(isa_name(isa)));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w[0].view.bytes()));
 }
 BENCHMARK(BM_MatvecCold)
     ->Name("MatvecCold")
     ->ArgNames({"type", "rows", "cols", "threads", "isa"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10}, {5632}, {2048}, {1, 2}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10, kPackedQ4}, {5632}, {2048}, {1, 2}, {1, 2, 3}})
     ->UseRealTime();
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
@@ -161,8 +165,8 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (int64_t n : {16, 128})  // 16: a batched decode step of 16 sequences; 128: a prefill chunk
     for (int64_t t = 0; t < kTypeCount; ++t)
       for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
-  for (int64_t t = 0; t < kTypeCount; ++t)
-    if (t != kPackedQ8) b->Args({t, 2048, 2048, 128, 1, 1});
+  for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
+  for (int64_t t : {kPackedQ8, kPackedQ4}) b->Args({t, 2048, 2048, 128, 1, 3});
 }
 BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   if (const char* name = std::getenv("KVS_ISA"); name && *name) {
     const auto isa = kvs::isa_from_name(name);
     if (!isa) {
-      std::fprintf(stderr, "KVS_ISA must be scalar, avx2 or avx512, got '%s'\n", name);
+      std::fprintf(stderr, "KVS_ISA must be scalar, avx2, avxvnni or avx512, got '%s'\n", name);
       return 2;
     }
     kvs::set_isa_limit(*isa);

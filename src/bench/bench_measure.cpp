@@ -13,7 +13,9 @@ BenchModelInfo describe_model(const DecoderModel& model, const std::string& path
   const DecoderWeights& w = model.weights();
   BenchModelInfo info{.path = path,
                       .weight_type = std::string(dtype_name(w.layers.empty() ? w.output.type : w.layers[0].wq.type)),
-                      .weight_layout = w.has_packed_matrices() ? "q8_0x16" : "gguf",
+                      .weight_layout = w.layers.empty() || !is_packed(w.layers[0].wq.layout)
+                                           ? "gguf"
+                                           : weight_layout_name(w.layers[0].wq.layout),
                       .layers = c.num_layers,
                       .dim = c.dim,
                       .heads = c.num_heads,
@@ -122,7 +124,7 @@ std::string KvVariant::name() const {
 }
 
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, const KvVariant& kv) {
+                                   const BenchPlan& plan, const KvVariant& kv, bool prefix_caching) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
@@ -131,6 +133,7 @@ Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, 
                       .block_size = plan.paging_block_size,
                       .kv_layout = layout,
                       .kv_dtype = kv.dtype,
+                      .prefix_caching = prefix_caching,
                       .kv_window = kv.window,
                       .kv_hybrid = kv.hybrid};
   config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));

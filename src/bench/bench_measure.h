@@ -70,8 +70,9 @@ struct KvVariant {
   bool hybrid = true;        // false: --no-kv-hybrid
   std::string name() const;  // "f16", "f16@global" (one pool), "f16@w512" (forced window)
 };
+// prefix_caching false: every prompt is computed, never taken from the cache of an earlier repetition.
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, const KvVariant& kv = {});
+                                   const BenchPlan& plan, const KvVariant& kv = {}, bool prefix_caching = true);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);

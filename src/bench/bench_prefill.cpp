@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "bench/bench_measure.h"
+#include "tensor/matmul.h"
 
 namespace kvs {
 
@@ -12,7 +13,8 @@ Expected<PrefillSet> measure_prefill(const DecoderModel& model, const BenchModel
                                      double peak_gflops, BenchEnv& env) {
   const size_t longest = *std::max_element(plan.prefill_tokens.begin(), plan.prefill_tokens.end());
   const std::vector<TokenId> prompt = bench_tokens(longest, info.vocab, plan.seed);
-  auto bench = bench_engine(model, env.pool, longest + 1, KvLayout::kPaged, plan);
+  // No prefix cache: each repetition's prompt shares the warm-up's, and would be a cache hit.
+  auto bench = bench_engine(model, env.pool, longest + 1, KvLayout::kPaged, plan, {}, /*prefix_caching=*/false);
   if (!bench) return bench.status();
   Engine& engine = *bench->engine;
 
@@ -34,7 +36,10 @@ Expected<PrefillSet> measure_prefill(const DecoderModel& model, const BenchModel
       gflops[i].push_back(flops / seconds * 1e-9);
     }
   }
-  PrefillSet set{.model = info, .runs = {}};
+  const DecoderWeights& w = model.weights();
+  const DType type = w.layers.empty() ? w.output.type : w.layers[0].wq.type;
+  PrefillSet set{
+      .model = info, .int8_peak = matmul_activations(type, best_isa()) == MatmulActivations::kInt8Blocks, .runs = {}};
   for (size_t i = 0; i < plan.prefill_tokens.size(); ++i) {
     PrefillFigures f{.tokens = plan.prefill_tokens[i], .tok_s = summarize(tok_s[i]), .gflops = summarize(gflops[i])};
     f.peak_fraction = peak_gflops > 0.0 ? f.gflops.mean / peak_gflops : 0.0;

@@ -43,7 +43,7 @@ json prefill_details(const PrefillSet& set) {
     runs[std::to_string(f.tokens)] = {
         {"tok_s", summary_json(f.tok_s)}, {"gflops", summary_json(f.gflops)}, {"peak_fraction", f.peak_fraction}};
   }
-  return {{"model", model_json(set.model)}, {"runs", runs}};
+  return {{"model", model_json(set.model)}, {"peak", set.int8_peak ? "int8 dot" : "fp32 FMA"}, {"runs", runs}};
 }
 
 json paging_json(const PagingMemoryResult& p, const PagingWorkload& w) {
@@ -80,6 +80,7 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   j["reps"] = r.plan.reps;
   j["model"] = model_json(r.model);
   j["peak_gflops"] = r.peak_gflops.mean;
+  j["peak_int8_gops"] = r.peak_int8_gops.mean;
   j["memory_bandwidth_gbs"] = r.roofline.probe_gbs.mean;
   j["decode_bandwidth_gbs"] = r.roofline.decode_gbs.mean;
   j["roofline_fraction"] = r.roofline.fraction.mean;
@@ -123,6 +124,7 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
 
   json& d = j["details"];
   d["peak_gflops"] = summary_json(r.peak_gflops);
+  d["peak_int8_gops"] = summary_json(r.peak_int8_gops);
   d["prefill"] = prefill_details(r.prefill);
   if (r.prefill_extra) d["prefill_extra"] = prefill_details(*r.prefill_extra);
   for (const DecodeFigures& f : r.decode) {
@@ -169,12 +171,14 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
   line("| Machine probe | value |");
   line("|---|---|");
   line(fmt::format("| fp32 FMA peak, GFLOP/s | {} [{}] |", pm(r.peak_gflops, 1), range(r.peak_gflops, 1)));
+  line(fmt::format("| int8 dot peak, GOP/s | {} [{}] |", pm(r.peak_int8_gops, 1), range(r.peak_int8_gops, 1)));
   line(fmt::format("| memory read bandwidth, GB/s | {} [{}] |", pm(r.roofline.probe_gbs, 1),
                    range(r.roofline.probe_gbs, 1)));
   for (const PrefillSet* set : {&r.prefill, r.prefill_extra ? &*r.prefill_extra : nullptr}) {
     if (!set) continue;
     line("");
-    line(fmt::format("| Prefill ({}) tokens | tok/s | matmul GFLOP/s | of FMA peak |", set->model.weight_type));
+    line(fmt::format("| Prefill ({}) tokens | tok/s | matmul GFLOP/s | of {} peak |", set->model.weight_type,
+                     set->int8_peak ? "int8 dot" : "FMA"));
     line("|---|---|---|---|");
     for (const PrefillFigures& f : set->runs) {
       line(fmt::format("| {} | {} [{}] | {} | {:.0f}% |", f.tokens, pm(f.tok_s, 1), range(f.tok_s, 1), pm(f.gflops, 1),

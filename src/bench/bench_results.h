@@ -16,7 +16,7 @@ namespace kvs {
 struct BenchModelInfo {
   std::string path = {};
   std::string weight_type = {};    // of the layer matrices, e.g. "q8_0"
-  std::string weight_layout = {};  // "gguf" (rows as in the file) or "q8_0x16" (repacked for VNNI)
+  std::string weight_layout = {};  // "gguf" (rows as in the file) or the packed layout (q8_0x16, q4_0x8, ...)
   size_t layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   size_t matrix_bytes = 0;        // every matrix read per decoded token (DecoderWeights::matrix_bytes)
   size_t layer_params = 0;        // parameters of the layer matrices (multiplied for every token)
@@ -28,11 +28,12 @@ struct PrefillFigures {
   size_t tokens = 0;
   Summary tok_s;
   Summary gflops;              // matmul GFLOP/s: (2 x layer_params x tokens + 2 x output_params) / time
-  double peak_fraction = 0.0;  // gflops.mean / the machine's fp32 FMA peak
+  double peak_fraction = 0.0;  // gflops.mean / the machine's peak for these weights (PrefillSet::int8_peak)
 };
 
 struct PrefillSet {
   BenchModelInfo model = {};
+  bool int8_peak = false;  // the layer matrices multiply int8 activations: compared with the int8 dot peak
   std::vector<PrefillFigures> runs = {};  // one per prompt length
 };
 
@@ -69,7 +70,8 @@ struct BenchResults {
   BenchPlan plan;
   size_t threads = 0;
   std::string isa;
-  Summary peak_gflops;  // fp32 FMA probe, before and after the prefill runs
+  Summary peak_gflops;     // fp32 FMA probe, before and after the prefill runs
+  Summary peak_int8_gops;  // int8 dot-product probe (measure_peak_int8_gops), before and after them
   BenchModelInfo model;
   PrefillSet prefill;                       // on the benchmarked model
   std::optional<PrefillSet> prefill_extra;  // on a second model (default: the BF16 twin), prefill only

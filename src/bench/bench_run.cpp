@@ -14,10 +14,11 @@ Expected<BenchResults> run_bench(const BenchModels& models, const BenchPlan& pla
   r.isa = std::string(isa_name(best_isa()));
   r.model = describe_model(models.model, models.path);
 
-  // The FMA peak before and after the prefill runs it is compared with.
-  std::vector<double> peaks;
-  env.progress.step("fp32 FMA peak probe");
+  // The FMA and int8 peaks before and after the prefill runs they are compared with.
+  std::vector<double> peaks, int8_peaks;
+  env.progress.step("fp32 FMA and int8 dot peak probes");
   peaks.push_back(measure_peak_gflops(env.pool));
+  int8_peaks.push_back(measure_peak_int8_gops(env.pool));
   auto prefill = measure_prefill(models.model, r.model, plan, peaks.front(), env);
   if (!prefill) return prefill.status();
   if (models.prefill_extra) {
@@ -26,14 +27,17 @@ Expected<BenchResults> run_bench(const BenchModels& models, const BenchPlan& pla
     if (!set) return set.status();
     r.prefill_extra = std::move(set).value();
   }
-  env.progress.step("fp32 FMA peak probe");
+  env.progress.step("fp32 FMA and int8 dot peak probes");
   peaks.push_back(measure_peak_gflops(env.pool));
+  int8_peaks.push_back(measure_peak_int8_gops(env.pool));
   r.peak_gflops = summarize(peaks);
+  r.peak_int8_gops = summarize(int8_peaks);
   // Fractions of the mean peak, not of the first probe alone.
   r.prefill = std::move(prefill).value();
   for (PrefillSet* set : {&r.prefill, r.prefill_extra ? &*r.prefill_extra : nullptr}) {
     if (!set) continue;
-    for (PrefillFigures& f : set->runs) f.peak_fraction = f.gflops.mean / r.peak_gflops.mean;
+    const double peak = set->int8_peak ? r.peak_int8_gops.mean : r.peak_gflops.mean;
+    for (PrefillFigures& f : set->runs) f.peak_fraction = f.gflops.mean / peak;
   }
 
   auto decode = measure_decode(models.model, r.model, plan, env);

@@ -7,6 +7,7 @@
 
 #include "bench/probe_internal.h"
 #include "core/aligned_buffer.h"
+#include "tensor/cpu_features.h"
 
 namespace kvs {
 namespace {
@@ -32,6 +33,16 @@ float fma_loop_scalar(size_t iters, float seed) {
     for (float& a : acc) a = a * 0.999999f + 1e-6f;
   float s = 0.0f;
   for (float a : acc) s += a;
+  return s;
+}
+
+int32_t dot_loop_scalar(size_t iters, int32_t seed) {
+  int32_t acc[detail::kFmaChains];
+  for (int k = 0; k < detail::kFmaChains; ++k) acc[k] = seed + k;
+  for (size_t i = 0; i < iters; ++i)
+    for (int32_t& a : acc) a = a * 3 + static_cast<int32_t>(i);
+  int32_t s = 0;
+  for (int32_t a : acc) s ^= a;
   return s;
 }
 
@@ -65,7 +76,7 @@ double measure_memory_bandwidth_gbs(ThreadPool& pool, size_t bytes) {
   const double seconds = best_seconds(pool, [&](size_t t, size_t) {
     const std::byte* p = buffer.data() + t * slice;
     const uint64_t v = isa == Isa::kAvx512 ? detail::read_bytes_avx512(p, slice)
-                       : isa == Isa::kAvx2 ? detail::read_bytes_avx2(p, slice)
+                       : isa >= Isa::kAvx2 ? detail::read_bytes_avx2(p, slice)
                                            : read_bytes_scalar(p, slice);
     sink.fetch_xor(v, std::memory_order_relaxed);
   });
@@ -73,18 +84,36 @@ double measure_memory_bandwidth_gbs(ThreadPool& pool, size_t bytes) {
 }
 
 double measure_peak_gflops(ThreadPool& pool, Isa isa) {
-  const size_t lanes = isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 1;
+  const size_t lanes = isa == Isa::kAvx512 ? 16 : isa >= Isa::kAvx2 ? 8 : 1;
   const size_t iters = isa == Isa::kScalar ? (size_t{1} << 20) : (size_t{1} << 22);
   std::atomic<uint32_t> sink{0};
   const double seconds = best_seconds(pool, [&](size_t t, size_t) {
     const float seed = static_cast<float>(t);
     const float v = isa == Isa::kAvx512 ? detail::fma_loop_avx512(iters, seed)
-                    : isa == Isa::kAvx2 ? detail::fma_loop_avx2(iters, seed)
+                    : isa >= Isa::kAvx2 ? detail::fma_loop_avx2(iters, seed)
                                         : fma_loop_scalar(iters, seed);
     sink.fetch_add(static_cast<uint32_t>(v), std::memory_order_relaxed);
   });
   const double flops = 2.0 * static_cast<double>(iters) * detail::kFmaChains * lanes * pool.num_threads();
   return flops / seconds * 1e-9;
+}
+
+double measure_peak_int8_gops(ThreadPool& pool, Isa isa) {
+  const bool avx512 = isa == Isa::kAvx512 && cpu_has_avx512_vnni();
+  const bool avxvnni = !avx512 && isa >= Isa::kAvxVnni && cpu_supports_isa(Isa::kAvxVnni);
+  const size_t macs = avx512 ? detail::kDotMacsAvx512 : isa >= Isa::kAvx2 ? detail::kDotMacsAvx2 : 1;
+  const size_t iters = isa == Isa::kScalar ? (size_t{1} << 20) : (size_t{1} << 22);
+  std::atomic<int32_t> sink{0};
+  const double seconds = best_seconds(pool, [&](size_t t, size_t) {
+    const auto seed = static_cast<int32_t>(t);
+    const int32_t v = avx512              ? detail::dot_loop_avx512(iters, seed)
+                      : avxvnni           ? detail::dot_loop_avxvnni(iters, seed)
+                      : isa >= Isa::kAvx2 ? detail::dot_loop_avx2(iters, seed)
+                                          : dot_loop_scalar(iters, seed);
+    sink.fetch_xor(v, std::memory_order_relaxed);
+  });
+  const double ops = 2.0 * static_cast<double>(iters) * detail::kFmaChains * macs * pool.num_threads();
+  return ops / seconds * 1e-9;
 }
 
 }  // namespace kvs

@@ -17,4 +17,10 @@ double measure_memory_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{1} <
 // accumulator chains at the widest vectors of `isa`; best of several repetitions.
 double measure_peak_gflops(ThreadPool& pool, Isa isa = best_isa());
 
+// Peak int8 dot-product throughput in GOP/s (a byte product and its addition count 2) over all threads of the
+// pool, with the best instruction sequence of `isa` for what the quantized matmul kernels do (u8 x s8 into
+// int32): vpdpbusd on 512 bits (avx512 with VNNI) or 256 (avxvnni), else vpmaddubsw + vpmaddwd + vpaddd; the
+// ceiling of their prefill. Scalar: plain int32 multiply-adds.
+double measure_peak_int8_gops(ThreadPool& pool, Isa isa = best_isa());
+
 }  // namespace kvs

@@ -28,4 +28,17 @@ float fma_loop_avx512(size_t iters, float seed) {
   return _mm512_reduce_add_ps(s);
 }
 
+int32_t dot_loop_avx512(size_t iters, int32_t seed) {
+  __m512i acc[kFmaChains];
+  for (int k = 0; k < kFmaChains; ++k) acc[k] = _mm512_set1_epi32(seed + k);
+  const __m512i w = _mm512_set1_epi8(3), a = _mm512_set1_epi8(-5);
+  for (size_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kFmaChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], w, a);
+  }
+  __m512i s = _mm512_setzero_si512();
+  for (int k = 0; k < kFmaChains; ++k) s = _mm512_add_epi32(s, acc[k]);
+  return _mm512_reduce_add_epi32(s);
+}
+
 }  // namespace kvs::detail

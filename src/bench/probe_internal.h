@@ -15,4 +15,12 @@ inline constexpr int kFmaChains = 16;
 float fma_loop_avx2(size_t iters, float seed);    // 8 lanes per FMA
 float fma_loop_avx512(size_t iters, float seed);  // 16 lanes per FMA
 
+// `iters` rounds of kFmaChains independent int8 dot-product steps into int32 (u8 x s8 byte products, 4 per
+// int32 lane), the quantized matmul kernels' inner step: vpdpbusd where the CPU has it, else vpmaddubsw +
+// vpmaddwd + vpaddd. Returns a value that depends on all of them.
+inline constexpr size_t kDotMacsAvx2 = 32, kDotMacsAvx512 = 64;  // byte products per step
+int32_t dot_loop_avx2(size_t iters, int32_t seed);
+int32_t dot_loop_avxvnni(size_t iters, int32_t seed);
+int32_t dot_loop_avx512(size_t iters, int32_t seed);  // needs AVX512_VNNI
+
 }  // namespace kvs::detail

@@ -16,10 +16,11 @@ int main(int argc, char** argv) {
          "--isa",
          [](const std::string& name) {
            const auto isa = kvs::isa_from_name(name);
-           if (!isa) throw CLI::ValidationError("--isa", "must be scalar, avx2 or avx512, got '" + name + "'");
+           if (!isa) throw CLI::ValidationError("--isa", "must be scalar, avx2, avxvnni or avx512, got '" + name + "'");
            kvs::set_isa_limit(*isa);
          },
-         "Highest instruction set the kernels use: scalar, avx2 or avx512 (default: the CPU's best)")
+         "Highest instruction set the kernels use: scalar, avx2, avxvnni (AVX2 with AVX-VNNI) or avx512 (default: the "
+         "CPU's best)")
       ->envname("KVS_ISA");
   kvs::cli::register_run(app);
   kvs::cli::register_perplexity(app);

@@ -50,11 +50,13 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   return out;
 }
 
-// Replaces a Q8_0 view by a packed copy owned by `storage`. When nothing else reads the file's bytes of
-// the matrix (`release_source`), their pages leave the process: resident memory holds one copy, not two.
+// Replaces a Q8_0 or Q4_0 view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
+// reads the file's bytes of the matrix (`release_source`), their pages leave the process: resident memory
+// holds one copy, not two.
 void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source) {
-  if (view.type != DType::kQ8_0) return;
-  storage.push_back(PackedMatrix::pack_q8_0(view));
+  const std::optional<WeightLayout> layout = packed_layout_for(view.type);
+  if (!layout) return;
+  storage.push_back(PackedMatrix::pack(view, *layout));
   if (release_source) file.release({view.data, view.bytes()});
   view = storage.back().view();
 }
@@ -103,7 +105,7 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
     KVS_TRY_ASSIGN(w.output, matrix(file, "output.weight", c.vocab_size, c.dim));
   }
 #undef KVS_TRY_ASSIGN
-  if (packing == WeightPacking::kForCpu && packed_q8_supported()) {
+  if (packing == WeightPacking::kForCpu) {
     // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
     // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows.
     for (DecoderLayerWeights& lw : w.layers) {

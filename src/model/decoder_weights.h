@@ -1,8 +1,9 @@
 // Views of a decoder's weights inside the mapped GGUF file, checked against the config: the Llama block's,
 // Qwen2's Q/K/V biases, Gemma 3's q/k norms and post-norms.
-// 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0 matrices
-// are repacked into owned memory for the VNNI kernel where the CPU has it (WeightPacking::kForCpu): the
-// same values, a layout the kernel reads ~2x faster in batches (tensor/packed_q8.h).
+// 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0 and Q4_0
+// matrices are repacked into owned memory for the int8 dot-product kernels (WeightPacking::kForCpu: groups
+// of 16 rows with AVX-512 VNNI, of 8 with AVX2): the same values, in a layout the kernels read without
+// unpacking or horizontal sums (tensor/packed_weights.h).
 #pragma once
 
 #include <vector>
@@ -10,7 +11,7 @@
 #include "core/status.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
-#include "tensor/packed_q8.h"
+#include "tensor/packed_weights.h"
 #include "tensor/weight_view.h"
 
 namespace kvs {
@@ -38,7 +39,7 @@ struct DecoderLayerWeights {
 
 enum class WeightPacking {
   kNone,    // every matrix as stored in the file
-  kForCpu,  // Q8_0 matrices packed when packed_q8_supported()
+  kForCpu,  // Q8_0 and Q4_0 matrices packed when packed_layout_for(type) has a layout for this CPU
 };
 
 struct DecoderWeights {

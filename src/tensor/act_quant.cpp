@@ -19,6 +19,7 @@ void ensure_size(AlignedBuffer<T>& buf, size_t count) {
 void quantize_blocks(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets, Isa isa) {
   switch (isa) {
     case Isa::kScalar: return detail::quantize_blocks_scalar(x, n_blocks, qs, scales, offsets);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::quantize_blocks_avx2(x, n_blocks, qs, scales, offsets);
     case Isa::kAvx512: return detail::quantize_blocks_avx512(x, n_blocks, qs, scales, offsets);
   }
@@ -27,6 +28,7 @@ void quantize_blocks(const float* x, size_t n_blocks, int8_t* qs, float* scales,
 void to_bf16(const float* x, size_t n, uint16_t* out, Isa isa) {
   switch (isa) {
     case Isa::kScalar: return detail::to_bf16_scalar(x, n, out);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::to_bf16_avx2(x, n, out);
     case Isa::kAvx512: return detail::to_bf16_avx512(x, n, out);
   }

@@ -34,6 +34,7 @@ void attention_block_scores(const float* q, size_t nq, KvRows keys, size_t count
   switch (isa) {
     case Isa::kAvx512:
       return detail::attention_block_scores_avx512(q, nq, keys, count, head_dim, scale, scores, stride);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::attention_block_scores_avx2(q, nq, keys, count, head_dim, scale, scores, stride);
     case Isa::kScalar: break;
   }
@@ -55,6 +56,7 @@ void attention_block_values(const float* probs, size_t stride, size_t nq, KvRows
   }
   switch (isa) {
     case Isa::kAvx512: return detail::attention_block_values_avx512(probs, stride, nq, values, count, head_dim, out);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::attention_block_values_avx2(probs, stride, nq, values, count, head_dim, out);
     case Isa::kScalar: break;
   }
@@ -75,6 +77,7 @@ void store_kv_row(KvDType type, const float* src, void* dst, size_t n, Isa isa) 
   }
   switch (isa) {
     case Isa::kAvx512: return detail::store_kv_row_avx512(type, src, dst, n);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::store_kv_row_avx2(type, src, dst, n);
     case Isa::kScalar: break;
   }

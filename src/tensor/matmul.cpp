@@ -18,8 +18,8 @@ namespace {
 using detail::MatmulOperands;
 using detail::MatmulRowsFn;
 
-// Rows per parallel_for grain: a multiple of every kernel's row tile, and of the packed Q8_0 kernel's
-// 64-row block (so a chunk of rows is whole blocks, each prefetching the next).
+// Rows per parallel_for grain: a multiple of every kernel's row tile, and of the packed kernels' row blocks
+// (64 or 32 rows: a chunk of rows is whole blocks, each prefetching the next).
 constexpr size_t kRowGrain = 64;
 
 // Scalar reference: dequantize one weight row, dot it with every token's activations.
@@ -38,10 +38,23 @@ void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_e
 }
 
 MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
-  if (w.layout == WeightLayout::kQ8_0x16) {
-    KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
-               "matmul: packed q8_0 weights need the avx512 isa with VNNI, got isa {}", isa_name(isa));
-    return detail::matmul_q8_0x16_avx512;
+  switch (w.layout) {
+    case WeightLayout::kRows: break;
+    case WeightLayout::kQ8_0x16:
+    case WeightLayout::kQ4_0x16:
+      KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
+                 "matmul: {} weights need the avx512 isa with VNNI, got isa {}", weight_layout_name(w.layout),
+                 isa_name(isa));
+      return w.layout == WeightLayout::kQ8_0x16 ? detail::matmul_q8_0x16_avx512 : detail::matmul_q4_0x16_avx512;
+    case WeightLayout::kQ8_0x8:
+    case WeightLayout::kQ4_0x8: {
+      KVS_ASSERT(isa >= Isa::kAvx2, "matmul: {} weights need the avx2 isa or above, got isa {}",
+                 weight_layout_name(w.layout), isa_name(isa));
+      // The same exact block dots either way: VNNI only changes the speed.
+      const bool vnni = isa >= Isa::kAvxVnni && cpu_supports_isa(Isa::kAvxVnni);
+      if (w.layout == WeightLayout::kQ8_0x8) return vnni ? detail::matmul_q8_0x8_avxvnni : detail::matmul_q8_0x8_avx2;
+      return vnni ? detail::matmul_q4_0x8_avxvnni : detail::matmul_q4_0x8_avx2;
+    }
   }
   const DType type = w.type;
   if (isa == Isa::kScalar)

@@ -12,6 +12,7 @@ namespace kvs {
 float dot_f32(const float* a, const float* b, size_t n, Isa isa) {
   switch (isa) {
     case Isa::kAvx512: return detail::dot_f32_avx512(a, b, n);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::dot_f32_avx2(a, b, n);
     case Isa::kScalar: break;
   }
@@ -23,6 +24,7 @@ float dot_f32(const float* a, const float* b, size_t n, Isa isa) {
 void axpy_f32(float a, const float* x, float* y, size_t n, Isa isa) {
   switch (isa) {
     case Isa::kAvx512: return detail::axpy_f32_avx512(a, x, y, n);
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::axpy_f32_avx2(a, x, y, n);
     case Isa::kScalar: break;
   }
@@ -35,6 +37,7 @@ void rmsnorm(std::span<float> out, std::span<const float> x, std::span<const flo
   double ss = 0.0;
   switch (isa) {
     case Isa::kAvx512: ss = detail::sum_squares_avx512(x.data(), x.size()); break;
+    case Isa::kAvxVnni:
     case Isa::kAvx2: ss = detail::sum_squares_avx2(x.data(), x.size()); break;
     case Isa::kScalar:
       for (float v : x) ss += static_cast<double>(v) * v;
@@ -43,6 +46,7 @@ void rmsnorm(std::span<float> out, std::span<const float> x, std::span<const flo
   const float scale = 1.0f / std::sqrt(static_cast<float>(ss / x.size()) + eps);
   switch (isa) {
     case Isa::kAvx512: return detail::scale_mul_avx512(out.data(), x.data(), weight.data(), scale, x.size());
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::scale_mul_avx2(out.data(), x.data(), weight.data(), scale, x.size());
     case Isa::kScalar: break;
   }
@@ -53,6 +57,7 @@ void softmax(std::span<float> x, Isa isa) {
   if (x.empty()) return;
   switch (isa) {
     case Isa::kAvx512: return detail::softmax_avx512(x.data(), x.size());
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::softmax_avx2(x.data(), x.size());
     case Isa::kScalar: break;
   }
@@ -70,6 +75,7 @@ void swiglu(std::span<float> gate, std::span<const float> up, Isa isa) {
   KVS_ASSERT(up.size() >= gate.size(), "swiglu: gate has {} values, up {}", gate.size(), up.size());
   switch (isa) {
     case Isa::kAvx512: return detail::swiglu_avx512(gate.data(), up.data(), gate.size());
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::swiglu_avx2(gate.data(), up.data(), gate.size());
     case Isa::kScalar: break;
   }
@@ -83,6 +89,7 @@ void geglu(std::span<float> gate, std::span<const float> up, Isa isa) {
   KVS_ASSERT(up.size() >= gate.size(), "geglu: gate has {} values, up {}", gate.size(), up.size());
   switch (isa) {
     case Isa::kAvx512: return detail::geglu_avx512(gate.data(), up.data(), gate.size());
+    case Isa::kAvxVnni:
     case Isa::kAvx2: return detail::geglu_avx2(gate.data(), up.data(), gate.size());
     case Isa::kScalar: break;
   }

@@ -1,15 +1,23 @@
 #include "tensor/weight_view.h"
 
-#include "tensor/packed_q8.h"
+#include "tensor/packed_weights.h"
 
 namespace kvs {
 
 size_t WeightView::bytes() const {
+  if (is_packed(layout)) return PackedLayout::of(*this).bytes();
+  return rows * row_bytes();
+}
+
+const char* weight_layout_name(WeightLayout layout) {
   switch (layout) {
-    case WeightLayout::kRows: return rows * row_bytes();
-    case WeightLayout::kQ8_0x16: return PackedQ8Layout{.rows = rows, .cols = cols}.bytes();
+    case WeightLayout::kRows: return "rows";
+    case WeightLayout::kQ8_0x16: return "q8_0x16";
+    case WeightLayout::kQ8_0x8: return "q8_0x8";
+    case WeightLayout::kQ4_0x16: return "q4_0x16";
+    case WeightLayout::kQ4_0x8: return "q4_0x8";
   }
-  return 0;
+  return "unknown";
 }
 
 }  // namespace kvs

@@ -1,7 +1,7 @@
 // A borrowed 2-D weight matrix [rows][cols] in any DType. Row-major by default (ggml order: a GGUF
-// tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Q8_0
-// weights may instead be repacked for the AVX-512 VNNI kernel (tensor/packed_q8.h), whose rows are
-// interleaved in groups of 16 and cannot be read one at a time.
+// tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Q8_0 and
+// Q4_0 weights may instead be repacked for the int8 dot-product kernels (tensor/packed_weights.h), whose
+// rows are interleaved in groups of 8 or 16 and cannot be read one at a time.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +13,14 @@ namespace kvs {
 
 enum class WeightLayout : uint8_t {
   kRows,     // row-major
-  kQ8_0x16,  // Q8_0 repacked: PackedQ8Layout (tensor/packed_q8.h)
+  kQ8_0x16,  // Q8_0 repacked in groups of 16 rows for AVX-512 VNNI: PackedLayout (tensor/packed_weights.h)
+  kQ8_0x8,   // in groups of 8 rows for AVX2 / AVX-VNNI
+  kQ4_0x16,  // Q4_0, the same
+  kQ4_0x8,
 };
+
+inline bool is_packed(WeightLayout layout) { return layout != WeightLayout::kRows; }
+const char* weight_layout_name(WeightLayout layout);  // "rows", "q8_0x16", ...
 
 struct WeightView {
   DType type = DType::kF32;

@@ -24,5 +24,14 @@ TEST(ProbeTest, PeakFlopsIsPositiveForEveryIsa) {
   }
 }
 
+TEST(ProbeTest, PeakInt8IsPositiveForEveryIsa) {
+  ThreadPool pool(1);
+  for (Isa isa : supported_isas()) {
+    const double gops = measure_peak_int8_gops(pool, isa);
+    EXPECT_TRUE(std::isfinite(gops)) << isa_name(isa);
+    EXPECT_GT(gops, 0.1) << isa_name(isa);
+  }
+}
+
 }  // namespace
 }  // namespace kvs

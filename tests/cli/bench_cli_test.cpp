@@ -5,7 +5,7 @@
 #include <string>
 
 #include "run_kvserve.h"
-#include "tensor/packed_q8.h"
+#include "tensor/packed_weights.h"
 
 namespace kvs {
 namespace {
@@ -34,6 +34,7 @@ TEST(BenchCli, QuickRunWritesTableJsonAndPlot) {
   EXPECT_TRUE(j["no_cache_speedup"].contains("64"));
   EXPECT_GT(j["memory_bandwidth_gbs"].get<double>(), 0.0);
   EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
+  EXPECT_GT(j["peak_int8_gops"].get<double>(), 0.0);
   EXPECT_GT(j["paging_fit_ratio"].get<double>(), 1.0);
   EXPECT_EQ(j["reps"].get<int>(), 2);
 
@@ -48,8 +49,8 @@ TEST(BenchCli, QuickRunWritesTableJsonAndPlot) {
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "not a terminal: no carriage returns";
 }
 
-// Q8_0 weights are repacked at load where the CPU has VNNI, and --no-repack keeps the file's layout; the
-// table's header says which one ran.
+// Q8_0 weights are repacked at load where a packed kernel runs (AVX2 or AVX-512), and --no-repack keeps the file's
+// layout; the table's header says which one ran.
 TEST(BenchCli, NoRepackKeepsTheFileLayout) {
   test::TempDir dir("cli_bench_repack");
   const std::string model = dir.file("q8.gguf");
@@ -58,7 +59,8 @@ TEST(BenchCli, NoRepackKeepsTheFileLayout) {
   const std::vector<std::string> args = {"bench", "-m", model, "--quick", "--threads", "2", "--reps", "1"};
   auto packed = test::run_kvserve(args, dir);
   ASSERT_EQ(packed.exit_code, 0) << packed.err;
-  const std::string expected = packed_q8_supported() ? "(q8_0, q8_0x16 layout;" : "(q8_0, gguf layout;";
+  const auto layout = packed_layout_for(DType::kQ8_0);
+  const std::string expected = "(q8_0, " + std::string(layout ? weight_layout_name(*layout) : "gguf") + " layout;";
   EXPECT_NE(packed.out.find(expected), std::string::npos) << packed.out;
   std::vector<std::string> no_repack = args;
   const std::string json_path = dir.file("plain.json");

@@ -1,0 +1,281 @@
+// The matmul over packed Q8_0 / Q4_0 weights (tensor/packed_weights.h) and int8 block activations, written
+// once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
+// matmul_packed_avxvnni.cpp and matmul_packed_avx2.cpp: 8 lanes, with the VEX vpdpbusd or without it).
+// Internal linkage (an anonymous namespace): each of those files gets its own copy, compiled with its own
+// flags.
+//
+// A quad is one vector: 4 columns of the G = S::kLanes rows of a group, as unsigned bytes u. Against 4
+// activation bytes a broadcast to every lane, each row's 4 products go into that row's int32 lane:
+//   VNNI:            dot = vpdpbusd(dot, u, a), starting from the block's offset correction: -128 * sum(a)
+//                    for Q8_0 (u = w + 128), -8 * sum(a) for Q4_0 (u = w + 8), from the activations' offsets;
+//   AVX2, Q8_0:      w = u xor 0x80, then llama.cpp's sign trick, |w| * (a * sign(w)) with vpmaddubsw (whose
+//                    int16 pair sums cannot saturate, |a| <= 127), vpmaddwd by 1 into int32;
+//   AVX2, Q4_0:      vpmaddubsw(u, a) pairs (|pair| <= 2 x 15 x 127) summed in int16 over the block's 8 quads
+//                    (<= 30480: no overflow), one vpmaddwd by 1, then the -8 * sum(a) correction.
+// Every path ends with the exact block dot product in each row's lane.
+//
+// Canonical order (batch invariance, see matmul.h): for one (row, token), acc = 0, then for every block b
+// in column order acc = fma(float(dot_b), d_w(b) * d_a(b), acc). The block dot is exact in int32 (however
+// its quads are split), the product and the fma are one IEEE operation each, so the result depends on the
+// row and the token only, never on the ISA, the tile, the column chunk or the thread split. (Column chunks
+// park acc in y and load it back: exact.)
+//
+// S provides: I, V (integer and float vectors); kLanes (G), kTileGroups, kMaxTokens, kVnni; load(p) (aligned),
+// bcast4(p), set1(int32), zero(), add32, add16, dpbusd (kVnni) or maddubs, madd_ones, sign8(a, w), abs8,
+// xor80 (not kVnni); low_nibbles(v), srl4(v); scales(p) (G fp16 to fp32), cvt, set1_ps, mul, fmadd, zero_ps;
+// load_y(p, n) and store_y(p, v, n) of the first n lanes.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "core/status.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/packed_weights.h"
+
+#define KVS_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace kvs::detail {
+namespace {
+
+template <class S, DType kType>
+struct PackedKernel {
+  using I = typename S::I;
+  using V = typename S::V;
+  static constexpr size_t G = S::kLanes;
+  static constexpr bool kQ8 = kType == DType::kQ8_0;
+  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8;  // Q4_0 without VNNI: int16 pair sums per block
+  static constexpr size_t kQuadBytes = 4 * G;
+  static constexpr size_t kGroupsPerBlock = 4;  // rows whose column chunk stays in L2 while token tiles pass
+  static constexpr size_t kChunkBlocks = 64;    // 2048 columns: a token tile's activations stay in L1
+
+  // One quad's weights as the dot step takes them: u (w when !kVnni and Q8_0, with wabs = |w|).
+  struct Quad {
+    I u;
+    I wabs;
+  };
+
+  // Quads q and q + 1 (q even) of the block at blk.
+  static KVS_ALWAYS_INLINE void quads(const std::byte* blk, size_t q, Quad& even, Quad& odd) {
+    if constexpr (kQ8) {
+      even.u = S::load(blk + q * kQuadBytes);
+      odd.u = S::load(blk + (q + 1) * kQuadBytes);
+      if constexpr (!S::kVnni) {
+        even.u = S::xor80(even.u);
+        odd.u = S::xor80(odd.u);
+        even.wabs = S::abs8(even.u);
+        odd.wabs = S::abs8(odd.u);
+      }
+    } else {
+      const I pair = S::load(blk + q / 2 * kQuadBytes);
+      even.u = S::low_nibbles(pair);
+      odd.u = S::low_nibbles(S::srl4(pair));
+    }
+  }
+
+  // The dot's start: the offset correction where the quads add u * a.
+  static KVS_ALWAYS_INLINE I start(int32_t offset) {
+    if constexpr (S::kVnni) return S::set1(kQ8 ? offset : offset / 16);  // -128 sum(a), -8 sum(a): exact
+    return S::zero();
+  }
+  static KVS_ALWAYS_INLINE I mac(I dot, const Quad& w, I a) {
+    if constexpr (S::kVnni) {
+      return S::dpbusd(dot, w.u, a);
+    } else if constexpr (kQ8) {
+      return S::add32(dot, S::madd_ones(S::maddubs(w.wabs, S::sign8(a, w.u))));
+    } else {
+      return S::add16(dot, S::maddubs(w.u, a));
+    }
+  }
+  static KVS_ALWAYS_INLINE I merge(I a, I b) {
+    if constexpr (kInt16Pairs) return S::add16(a, b);
+    return S::add32(a, b);
+  }
+  static KVS_ALWAYS_INLINE I finish(I dot, int32_t offset) {
+    if constexpr (kInt16Pairs) return S::add32(S::madd_ones(dot), S::set1(offset / 16));
+    return dot;
+  }
+
+  // The activations of tokens t0 .. t0 + T - 1.
+  template <size_t T>
+  struct Tokens {
+    const int8_t* a[T];
+    const float* scale[T];
+    const int32_t* offset[T];
+    Tokens(const QuantizedActivations& xq, size_t t0) {
+      for (size_t t = 0; t < T; ++t) {
+        a[t] = xq.token_qs(t0 + t);
+        scale[t] = xq.token_scales(t0 + t);
+        offset[t] = xq.token_offsets(t0 + t);
+      }
+    }
+  };
+
+  const MatmulOperands& op;
+  PackedLayout layout;
+
+  // acc[i][t] (lane l = row l of group i) += block b of group i's rows . token t.
+  // prefetch > 0: also asks for the same block `prefetch` bytes further on (the next row block) into L2.
+  template <size_t R, size_t T>
+  KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
+                               V (&acc)[R][T]) const {
+    const std::byte* blk[R];
+    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + layout.block_offset(b);
+    if (prefetch) {
+      for (size_t i = 0; i < R; ++i) {
+        const char* next = reinterpret_cast<const char*>(blk[i]) + prefetch;
+        for (size_t off = 0; off < layout.quant_bytes(); off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
+        if (b % 2 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(groups[i] + layout.scales_offset(b)) + prefetch, _MM_HINT_T1);
+      }
+    }
+    const size_t c = b * PackedLayout::kBlock;
+    I dot[R][T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      const I s = start(x.offset[t][b]);
+      for (size_t i = 0; i < R; ++i) dot[i][t] = s;
+    }
+    if constexpr (R * T <= 2) {  // two dependency chains per (group, token): few leave the latency exposed
+      I odd[R][T];
+      for (size_t i = 0; i < R; ++i)
+        for (size_t t = 0; t < T; ++t) odd[i][t] = S::zero();
+#pragma GCC unroll 8
+      for (size_t q = 0; q < 8; q += 2) {
+#pragma GCC unroll 8
+        for (size_t i = 0; i < R; ++i) {
+          Quad w0, w1;
+          quads(blk[i], q, w0, w1);
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t) {
+            dot[i][t] = mac(dot[i][t], w0, S::bcast4(x.a[t] + c + 4 * q));
+            odd[i][t] = mac(odd[i][t], w1, S::bcast4(x.a[t] + c + 4 * q + 4));
+          }
+        }
+      }
+      for (size_t i = 0; i < R; ++i)
+        for (size_t t = 0; t < T; ++t) dot[i][t] = merge(dot[i][t], odd[i][t]);
+    } else {
+#pragma GCC unroll 8
+      for (size_t q = 0; q < 8; q += 2) {
+        Quad w[R][2];
+#pragma GCC unroll 8
+        for (size_t i = 0; i < R; ++i) quads(blk[i], q, w[i][0], w[i][1]);
+#pragma GCC unroll 2
+        for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t) {
+            const I a = S::bcast4(x.a[t] + c + 4 * (q + k));  // one broadcast feeds R groups
+#pragma GCC unroll 8
+            for (size_t i = 0; i < R; ++i) dot[i][t] = mac(dot[i][t], w[i][k], a);
+          }
+        }
+      }
+    }
+    V dw[R];
+    for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + layout.scales_offset(b));
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) {
+      const V da = S::set1_ps(x.scale[t][b]);
+#pragma GCC unroll 8
+      for (size_t i = 0; i < R; ++i) {
+        const I d = finish(dot[i][t], x.offset[t][b]);
+        acc[i][t] = S::fmadd(S::cvt(d), S::mul(dw[i], da), acc[i][t]);
+      }
+    }
+  }
+
+  // Blocks [b0, b1), b0 even, a unit (two blocks) per iteration: every load instruction then walks memory
+  // with one constant stride (a unit), which the hardware stride prefetcher follows. (Block by block the
+  // strides alternate, and decode read DRAM at 60-75% of the rate.)
+  template <size_t R, size_t T>
+  KVS_ALWAYS_INLINE void group_blocks(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0, size_t b1,
+                                      size_t prefetch, V (&acc)[R][T]) const {
+    size_t b = b0;
+#pragma GCC unroll 1
+    for (; b + 2 <= b1; b += 2) {
+      block<R, T>(groups, x, b, prefetch, acc);
+      block<R, T>(groups, x, b + 1, prefetch, acc);
+    }
+    if (b < b1) block<R, T>(groups, x, b, prefetch, acc);
+  }
+
+  // Groups of rows starting at r0 (R x G rows; the last group may be padded) x tokens [t0, t0 + T) over
+  // blocks [b0, b1).
+  template <size_t R, size_t T>
+  void tile(size_t r0, size_t t0, size_t b0, size_t b1, size_t prefetch) const {
+    const std::byte* groups[R];
+    size_t valid[R];
+    V acc[R][T];
+    for (size_t i = 0; i < R; ++i) {
+      const size_t r = r0 + i * G;
+      groups[i] = op.w.data + r / G * layout.group_bytes();
+      valid[i] = op.w.rows - r < G ? op.w.rows - r : G;
+      for (size_t t = 0; t < T; ++t) {
+        acc[i][t] = b0 == 0 ? S::zero_ps() : S::load_y(op.y + (t0 + t) * op.w.rows + r, valid[i]);
+      }
+    }
+    // A literal 0 lets the inlined loop drop the prefetch code (every tile but the first token tile's).
+    if (prefetch) {
+      group_blocks<R, T>(groups, Tokens<T>(*op.xq, t0), b0, b1, prefetch, acc);
+    } else {
+      group_blocks<R, T>(groups, Tokens<T>(*op.xq, t0), b0, b1, 0, acc);
+    }
+    for (size_t i = 0; i < R; ++i) {
+      for (size_t t = 0; t < T; ++t) S::store_y(op.y + (t0 + t) * op.w.rows + r0 + i * G, acc[i][t], valid[i]);
+    }
+  }
+
+  template <size_t R, size_t... Ts>
+  void dispatch_tokens(size_t nt, size_t r0, size_t t0, size_t b0, size_t b1, size_t prefetch,
+                       std::index_sequence<Ts...>) const {
+    (void)((nt == Ts + 1 ? (tile<R, Ts + 1>(r0, t0, b0, b1, prefetch), true) : false) || ...);
+  }
+
+  void run(size_t row_begin, size_t row_end) const {
+    KVS_ASSERT(row_begin % G == 0 && (row_end % G == 0 || row_end == op.w.rows),
+               "packed {} matmul: rows [{}, {}) of {} do not start and end on groups of {}", dtype_name(kType),
+               row_begin, row_end, op.w.rows, G);
+    const size_t nb = layout.blocks();
+    if (op.n_tokens == 1) {  // decode: each group is one sequential stream, read once
+      for (size_t r = row_begin; r < row_end; r += G) tile<1, 1>(r, 0, 0, nb, 0);
+      return;
+    }
+    constexpr size_t kTile = S::kTileGroups, kRowBlock = kGroupsPerBlock * G;
+    for (size_t rb = row_begin; rb < row_end; rb += kRowBlock) {
+      const size_t rb_end = rb + kRowBlock < row_end ? rb + kRowBlock : row_end;
+      for (size_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const size_t b1 = b0 + kChunkBlocks < nb ? b0 + kChunkBlocks : nb;
+        for (size_t t = 0; t < op.n_tokens; t += S::kMaxTokens) {
+          const size_t nt = op.n_tokens - t < S::kMaxTokens ? op.n_tokens - t : S::kMaxTokens;
+          // The first token tile brings the next row block towards L2 while the rest compute from cache; past
+          // row_end too, where this thread's next chunk of rows usually starts (ThreadPool::for_chunks).
+          const size_t prefetch = t == 0 && rb_end < op.w.rows ? kGroupsPerBlock * layout.group_bytes() : 0;
+          size_t r = rb;
+          for (; r + kTile * G <= rb_end || (r + (kTile - 1) * G < rb_end && rb_end == op.w.rows); r += kTile * G) {
+            dispatch_tokens<kTile>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<S::kMaxTokens>{});
+          }
+          for (; r < rb_end; r += G) {
+            dispatch_tokens<1>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<S::kMaxTokens>{});
+          }
+        }
+      }
+    }
+  }
+};
+
+// The kernel for op.w in its packed layout (of type kType, in groups of S::kLanes).
+template <class S, DType kType>
+void matmul_packed(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  const PackedLayout layout = PackedLayout::of(op.w);
+  KVS_ASSERT(layout.type == kType && layout.group_rows == S::kLanes,
+             "packed matmul: a {} kernel for groups of {} got {} weights in layout {}", dtype_name(kType), S::kLanes,
+             dtype_name(op.w.type), weight_layout_name(op.w.layout));
+  PackedKernel<S, kType>{op, layout}.run(row_begin, row_end);
+}
+
+}  // namespace
+}  // namespace kvs::detail
