@@ -37,13 +37,13 @@ float fma_loop_scalar(size_t iters, float seed) {
 }
 
 int32_t dot_loop_scalar(size_t iters, int32_t seed) {
-  int32_t acc[detail::kFmaChains];
-  for (int k = 0; k < detail::kFmaChains; ++k) acc[k] = seed + k;
+  uint32_t acc[detail::kFmaChains];  // unsigned: the sums wrap
+  for (int k = 0; k < detail::kFmaChains; ++k) acc[k] = static_cast<uint32_t>(seed + k);
   for (size_t i = 0; i < iters; ++i)
-    for (int32_t& a : acc) a = a * 3 + static_cast<int32_t>(i);
-  int32_t s = 0;
-  for (int32_t a : acc) s ^= a;
-  return s;
+    for (uint32_t& a : acc) a = a * 3u + static_cast<uint32_t>(i);
+  uint32_t s = 0;
+  for (uint32_t a : acc) s ^= a;
+  return static_cast<int32_t>(s);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -37,8 +37,8 @@ int32_t dot_loop_avx512(size_t iters, int32_t seed) {
     for (int k = 0; k < kFmaChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], w, a);
   }
   __m512i s = _mm512_setzero_si512();
-  for (int k = 0; k < kFmaChains; ++k) s = _mm512_add_epi32(s, acc[k]);
-  return _mm512_reduce_add_epi32(s);
+  for (int k = 0; k < kFmaChains; ++k) s = _mm512_add_epi32(s, acc[k]);  // wraps: no signed overflow
+  return _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
 }
 
 }  // namespace kvs::detail
