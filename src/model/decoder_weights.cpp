@@ -50,7 +50,7 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   return out;
 }
 
-// Replaces a Q8_0 or Q4_0 view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
+// Replaces a Q8_0, Q4_0 or Q4_K view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
 // reads the file's bytes of the matrix (`release_source`), their pages leave the process: resident memory
 // holds one copy, not two.
 void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source) {

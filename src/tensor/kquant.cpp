@@ -227,11 +227,7 @@ void pack_k_scales(const KBlockInts& b, uint8_t* p) {
     sc[j] = static_cast<uint8_t>(b.scale[2 * j]);
     m[j] = static_cast<uint8_t>(b.min[2 * j]);
   }
-  for (size_t j = 0; j < 4; ++j) {
-    p[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    p[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    p[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-  }
+  kvs::pack_k_scales(sc, m, p);
 }
 
 void encode_q4_q5(const KBlockInts& b, uint8_t* scales, uint8_t* qs, uint8_t* qh, uint16_t& d, uint16_t& dmin) {
@@ -300,6 +296,14 @@ void encode_q2_k(const KBlockInts& b, BlockQ2_K& x) {
 }
 
 }  // namespace
+
+void pack_k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* p) {
+  for (size_t j = 0; j < 4; ++j) {
+    p[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    p[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    p[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
 
 void unpack_k_scales(const uint8_t* p, uint8_t sc[8], uint8_t m[8]) {
   for (size_t j = 0; j < 8; ++j) {

@@ -52,6 +52,8 @@ inline int q3_k_raw_scale(const uint8_t* s, size_t g) {
 
 // Q4_K/Q5_K's 12 bytes of packed 6-bit scales: sc[j], m[j] for the 8 sub-blocks.
 void unpack_k_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]);
+// The inverse: sc[j], m[j] (0..63) into the 12 bytes.
+void pack_k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* packed);
 // Q3_K's 12 bytes of packed 6-bit scales: the 16 raw values (0..63; the scale is raw - 32).
 void unpack_q3_k_scales(const uint8_t* packed, uint8_t raw[16]);
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 weights in groups of 16 rows (tensor/packed_weights.h): one
+// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K weights in groups of 16 rows (tensor/packed_weights.h): one
 // vpdpbusd takes a 64-byte quad (16 rows x 4 columns) and 4 broadcast activation bytes (packed_matmul_impl.h).
 #include <cstring>
 
@@ -14,8 +14,9 @@ struct Avx512Ops {
   using I = __m512i;
   using V = __m512;
   static constexpr size_t kLanes = 16;
-  static constexpr size_t kTileGroups = 2;  // each activation broadcast feeds 2 vpdpbusd
-  static constexpr size_t kMaxTokens = 6;   // 2 x 6 x (int32 sums + fp32 accumulators) = 24 of the 32 registers
+  static constexpr size_t kTileGroups = 2;       // each activation broadcast feeds 2 vpdpbusd
+  static constexpr size_t kMaxTokens = 6;        // 2 x 6 x (int32 sums + fp32 accumulators) = 24 of the 32 registers
+  static constexpr size_t kMaxTokensKQuant = 4;  // 2 x 4 x (sums + super-block sums + accumulators) = 24
   static constexpr bool kVnni = true;
 
   static KVS_ALWAYS_INLINE I load(const std::byte* p) { return _mm512_load_si512(p); }
@@ -34,10 +35,14 @@ struct Avx512Ops {
   static KVS_ALWAYS_INLINE V scales(const std::byte* p) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  static KVS_ALWAYS_INLINE V bytes_ps(const std::byte* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static KVS_ALWAYS_INLINE V cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static KVS_ALWAYS_INLINE V set1_ps(float v) { return _mm512_set1_ps(v); }
   static KVS_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static KVS_ALWAYS_INLINE V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static KVS_ALWAYS_INLINE V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
   static KVS_ALWAYS_INLINE V zero_ps() { return _mm512_setzero_ps(); }
   static KVS_ALWAYS_INLINE V load_y(const float* p, size_t n) { return _mm512_maskz_loadu_ps(tail_mask16(n), p); }
   static KVS_ALWAYS_INLINE void store_y(float* p, V v, size_t n) { _mm512_mask_storeu_ps(p, tail_mask16(n), v); }
@@ -50,6 +55,9 @@ void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
 }
 void matmul_q4_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   matmul_packed<Avx512Ops, DType::kQ4_0>(op, row_begin, row_end);
+}
+void matmul_q4_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  matmul_packed<Avx512Ops, DType::kQ4_K>(op, row_begin, row_end);
 }
 
 }  // namespace kvs::detail

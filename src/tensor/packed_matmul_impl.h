@@ -1,4 +1,4 @@
-// The matmul over packed Q8_0 / Q4_0 weights (tensor/packed_weights.h) and int8 block activations, written
+// The matmul over packed Q8_0 / Q4_0 / Q4_K weights (tensor/packed_weights.h) and int8 block activations, written
 // once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
 // matmul_packed_avxvnni.cpp and matmul_packed_avx2.cpp: 8 lanes, with the VEX vpdpbusd or without it).
 // Internal linkage (an anonymous namespace): each of those files gets its own copy, compiled with its own
@@ -12,18 +12,26 @@
 //                    int16 pair sums cannot saturate, |a| <= 127), vpmaddwd by 1 into int32;
 //   AVX2, Q4_0:      vpmaddubsw(u, a) pairs (|pair| <= 2 x 15 x 127) summed in int16 over the block's 8 quads
 //                    (<= 30480: no overflow), one vpmaddwd by 1, then the -8 * sum(a) correction.
+//   Q4_K:            as Q4_0 with no correction: dot_b = sum q a over the block, q = 0..15; the mins are
+//                    applied per super-block from sum(a) (= -offset / 128).
 // Every path ends with the exact block dot product in each row's lane.
 //
-// Canonical order (batch invariance, see matmul.h): for one (row, token), acc = 0, then for every block b
-// in column order acc = fma(float(dot_b), d_w(b) * d_a(b), acc). The block dot is exact in int32 (however
-// its quads are split), the product and the fma are one IEEE operation each, so the result depends on the
-// row and the token only, never on the ISA, the tile, the column chunk or the thread split. (Column chunks
-// park acc in y and load it back: exact.)
+// Canonical order (batch invariance, see matmul.h): for one (row, token), acc = 0, then
+//   Q8_0, Q4_0: for every block b in column order acc = fma(float(dot_b), d_w(b) * d_a(b), acc);
+//   Q4_K:       for every super-block in column order, with its blocks j = 0..7 (b = 8s + j):
+//                 sb = 0; for j: sb = fma(float(dot_b), float(sc_j) * d_a(b), sb)
+//                 mb = 0; for j: mb = fma(float(m_j), d_a(b) * float(sum_b(a)), mb)
+//                 acc = fma(d, sb, acc); acc = fma(-dmin, mb, acc)
+//               (the format's value d sc_j q - dmin m_j: both products are exact in fp32).
+// The block dot is exact in int32 (however its quads are split), every product and fma is one IEEE
+// operation, so the result depends on the row and the token only, never on the ISA, the tile, the column
+// chunk or the thread split. (Column chunks are whole super-blocks and park acc in y: exact.)
 //
 // S provides: I, V (integer and float vectors); kLanes (G), kTileGroups, kMaxTokens, kVnni; load(p) (aligned),
+// kMaxTokensKQuant (Q4_K's tile: its super-block sums need a third set of registers); load(p) (aligned),
 // bcast4(p), set1(int32), zero(), add32, add16, dpbusd (kVnni) or maddubs, madd_ones, sign8(a, w), abs8,
-// xor80 (not kVnni); low_nibbles(v), srl4(v); scales(p) (G fp16 to fp32), cvt, set1_ps, mul, fmadd, zero_ps;
-// load_y(p, n) and store_y(p, v, n) of the first n lanes.
+// xor80 (not kVnni); low_nibbles(v), srl4(v); scales(p) (G fp16 to fp32), bytes_ps(p) (G unsigned bytes to
+// fp32), cvt, set1_ps, mul, fmadd, fnmadd, zero_ps; load_y(p, n) and store_y(p, v, n) of the first n lanes.
 #pragma once
 
 #include <immintrin.h>
@@ -47,7 +55,10 @@ struct PackedKernel {
   using V = typename S::V;
   static constexpr size_t G = S::kLanes;
   static constexpr bool kQ8 = kType == DType::kQ8_0;
-  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8;  // Q4_0 without VNNI: int16 pair sums per block
+  static constexpr bool kKQuant = kType == DType::kQ4_K;
+  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8;  // 4-bit values without VNNI: int16 pair sums per block
+  static constexpr size_t kMaxTokens = kKQuant ? S::kMaxTokensKQuant : S::kMaxTokens;
+  static constexpr size_t kSuperBlockBlocks = PackedLayout::kSuperBlockBlocks;
   static constexpr size_t kQuadBytes = 4 * G;
   static constexpr size_t kGroupsPerBlock = 4;  // rows whose column chunk stays in L2 while token tiles pass
   static constexpr size_t kChunkBlocks = 64;    // 2048 columns: a token tile's activations stay in L1
@@ -76,9 +87,9 @@ struct PackedKernel {
     }
   }
 
-  // The dot's start: the offset correction where the quads add u * a.
+  // The dot's start: the offset correction where the quads add u * a (Q4_K: none, its mins come later).
   static KVS_ALWAYS_INLINE I start(int32_t offset) {
-    if constexpr (S::kVnni) return S::set1(kQ8 ? offset : offset / 16);  // -128 sum(a), -8 sum(a): exact
+    if constexpr (S::kVnni && !kKQuant) return S::set1(kQ8 ? offset : offset / 16);  // -128 sum(a), -8 sum(a)
     return S::zero();
   }
   static KVS_ALWAYS_INLINE I mac(I dot, const Quad& w, I a) {
@@ -95,6 +106,7 @@ struct PackedKernel {
     return S::add32(a, b);
   }
   static KVS_ALWAYS_INLINE I finish(I dot, int32_t offset) {
+    if constexpr (kInt16Pairs && kKQuant) return S::madd_ones(dot);
     if constexpr (kInt16Pairs) return S::add32(S::madd_ones(dot), S::set1(offset / 16));
     return dot;
   }
@@ -117,23 +129,18 @@ struct PackedKernel {
   const MatmulOperands& op;
   PackedLayout layout;
 
-  // acc[i][t] (lane l = row l of group i) += block b of group i's rows . token t.
-  // prefetch > 0: also asks for the same block `prefetch` bytes further on (the next row block) into L2.
+  // Asks for `bytes` bytes at p + prefetch (the same place in the next row block) into L2.
+  static KVS_ALWAYS_INLINE void prefetch_l2(const std::byte* p, size_t bytes, size_t prefetch) {
+    const char* next = reinterpret_cast<const char*>(p) + prefetch;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
+  }
+
+  // dot[i][t] (lane l = row l of group i) = the exact dot of block b of group i's rows with token t; blk[i]
+  // is the block's quads (or pairs) in group i.
   template <size_t R, size_t T>
-  KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
-                               V (&acc)[R][T]) const {
-    const std::byte* blk[R];
-    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + layout.block_offset(b);
-    if (prefetch) {
-      for (size_t i = 0; i < R; ++i) {
-        const char* next = reinterpret_cast<const char*>(blk[i]) + prefetch;
-        for (size_t off = 0; off < layout.quant_bytes(); off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
-        if (b % 2 == 0)
-          _mm_prefetch(reinterpret_cast<const char*>(groups[i] + layout.scales_offset(b)) + prefetch, _MM_HINT_T1);
-      }
-    }
+  KVS_ALWAYS_INLINE void block_dots(const std::byte* const (&blk)[R], const Tokens<T>& x, size_t b,
+                                    I (&dot)[R][T]) const {
     const size_t c = b * PackedLayout::kBlock;
-    I dot[R][T];
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const I s = start(x.offset[t][b]);
@@ -175,15 +182,85 @@ struct PackedKernel {
         }
       }
     }
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t)
+      for (size_t i = 0; i < R; ++i) dot[i][t] = finish(dot[i][t], x.offset[t][b]);
+  }
+
+  // Q8_0, Q4_0: acc[i][t] += block b of group i's rows . token t.
+  // prefetch > 0: also asks for the same block `prefetch` bytes further on (the next row block) into L2.
+  template <size_t R, size_t T>
+  KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
+                               V (&acc)[R][T]) const {
+    const std::byte* blk[R];
+    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + layout.block_offset(b);
+    if (prefetch) {
+      for (size_t i = 0; i < R; ++i) {
+        prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
+        if (b % 2 == 0) prefetch_l2(groups[i] + layout.scales_offset(b), 64, prefetch);
+      }
+    }
+    I dot[R][T];
+    block_dots<R, T>(blk, x, b, dot);
     V dw[R];
     for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + layout.scales_offset(b));
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const V da = S::set1_ps(x.scale[t][b]);
 #pragma GCC unroll 8
+      for (size_t i = 0; i < R; ++i) acc[i][t] = S::fmadd(S::cvt(dot[i][t]), S::mul(dw[i], da), acc[i][t]);
+    }
+  }
+
+  // Q4_K: acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in the canonical
+  // order above. prefetch as for block().
+  template <size_t R, size_t T>
+  KVS_ALWAYS_INLINE void super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,
+                                     size_t prefetch, V (&acc)[R][T]) const {
+    const std::byte* header[R];
+    for (size_t i = 0; i < R; ++i) {
+      header[i] = groups[i] + layout.unit_offset(b0);
+      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
+    }
+    V sb[R][T];
+    for (size_t i = 0; i < R; ++i)
+      for (size_t t = 0; t < T; ++t) sb[i][t] = S::zero_ps();
+#pragma GCC unroll 1
+    for (size_t j = 0; j < kSuperBlockBlocks; ++j) {
+      const size_t b = b0 + j;
+      const std::byte* blk[R];
       for (size_t i = 0; i < R; ++i) {
-        const I d = finish(dot[i][t], x.offset[t][b]);
-        acc[i][t] = S::fmadd(S::cvt(d), S::mul(dw[i], da), acc[i][t]);
+        blk[i] = groups[i] + layout.block_offset(b);
+        if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
+      }
+      I dot[R][T];
+      block_dots<R, T>(blk, x, b, dot);
+      V sc[R];
+      for (size_t i = 0; i < R; ++i) sc[i] = S::bytes_ps(header[i] + layout.k_scales_offset(j));
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const V da = S::set1_ps(x.scale[t][b]);
+#pragma GCC unroll 8
+        for (size_t i = 0; i < R; ++i) sb[i][t] = S::fmadd(S::cvt(dot[i][t]), S::mul(sc[i], da), sb[i][t]);
+      }
+    }
+    // The mins' side: per token the 8 blocks' d_a sum(a), then per group its 8 mins against them.
+    float dsum[T][kSuperBlockBlocks];
+    for (size_t t = 0; t < T; ++t) {
+      for (size_t j = 0; j < kSuperBlockBlocks; ++j) {
+        dsum[t][j] = x.scale[t][b0 + j] * static_cast<float>(-x.offset[t][b0 + j] / 128);
+      }
+    }
+#pragma GCC unroll 2
+    for (size_t i = 0; i < R; ++i) {
+      V m[kSuperBlockBlocks];
+      for (size_t j = 0; j < kSuperBlockBlocks; ++j) m[j] = S::bytes_ps(header[i] + layout.k_mins_offset(j));
+      const V d = S::scales(header[i]), dmin = S::scales(header[i] + layout.k_dmin_offset());
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        V mb = S::zero_ps();
+        for (size_t j = 0; j < kSuperBlockBlocks; ++j) mb = S::fmadd(m[j], S::set1_ps(dsum[t][j]), mb);
+        acc[i][t] = S::fnmadd(dmin, mb, S::fmadd(d, sb[i][t], acc[i][t]));
       }
     }
   }
@@ -194,6 +271,11 @@ struct PackedKernel {
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void group_blocks(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0, size_t b1,
                                       size_t prefetch, V (&acc)[R][T]) const {
+    if constexpr (kKQuant) {  // b0, b1: whole super-blocks
+#pragma GCC unroll 1
+      for (size_t b = b0; b < b1; b += kSuperBlockBlocks) super_block<R, T>(groups, x, b, prefetch, acc);
+      return;
+    }
     size_t b = b0;
 #pragma GCC unroll 1
     for (; b + 2 <= b1; b += 2) {
@@ -249,17 +331,17 @@ struct PackedKernel {
       const size_t rb_end = rb + kRowBlock < row_end ? rb + kRowBlock : row_end;
       for (size_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const size_t b1 = b0 + kChunkBlocks < nb ? b0 + kChunkBlocks : nb;
-        for (size_t t = 0; t < op.n_tokens; t += S::kMaxTokens) {
-          const size_t nt = op.n_tokens - t < S::kMaxTokens ? op.n_tokens - t : S::kMaxTokens;
+        for (size_t t = 0; t < op.n_tokens; t += kMaxTokens) {
+          const size_t nt = op.n_tokens - t < kMaxTokens ? op.n_tokens - t : kMaxTokens;
           // The first token tile brings the next row block towards L2 while the rest compute from cache; past
           // row_end too, where this thread's next chunk of rows usually starts (ThreadPool::for_chunks).
           const size_t prefetch = t == 0 && rb_end < op.w.rows ? kGroupsPerBlock * layout.group_bytes() : 0;
           size_t r = rb;
           for (; r + kTile * G <= rb_end || (r + (kTile - 1) * G < rb_end && rb_end == op.w.rows); r += kTile * G) {
-            dispatch_tokens<kTile>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<S::kMaxTokens>{});
+            dispatch_tokens<kTile>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<kMaxTokens>{});
           }
           for (; r < rb_end; r += G) {
-            dispatch_tokens<1>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<S::kMaxTokens>{});
+            dispatch_tokens<1>(nt, r, t, b0, b1, prefetch, std::make_index_sequence<kMaxTokens>{});
           }
         }
       }

@@ -16,8 +16,9 @@ struct Avx2PackedOps {
   using I = __m256i;
   using V = __m256;
   static constexpr size_t kLanes = 8;
-  static constexpr size_t kTileGroups = 2;  // each activation broadcast feeds 2 groups
-  static constexpr size_t kMaxTokens = 3;   // 2 x 3 x (int32 sums + fp32 accumulators) + weights of 16 registers
+  static constexpr size_t kTileGroups = 2;       // each activation broadcast feeds 2 groups
+  static constexpr size_t kMaxTokens = 3;        // 2 x 3 x (int32 sums + fp32 accumulators) + weights of 16 registers
+  static constexpr size_t kMaxTokensKQuant = 2;  // 2 x 2 x (sums + super-block sums + accumulators) + weights
   static constexpr bool kVnni = false;
 
   static KVS_ALWAYS_INLINE I load(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const I*>(p)); }
@@ -40,10 +41,14 @@ struct Avx2PackedOps {
   static KVS_ALWAYS_INLINE V scales(const std::byte* p) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static KVS_ALWAYS_INLINE V bytes_ps(const std::byte* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static KVS_ALWAYS_INLINE V cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static KVS_ALWAYS_INLINE V set1_ps(float v) { return _mm256_set1_ps(v); }
   static KVS_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static KVS_ALWAYS_INLINE V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static KVS_ALWAYS_INLINE V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
   static KVS_ALWAYS_INLINE V zero_ps() { return _mm256_setzero_ps(); }
   static KVS_ALWAYS_INLINE V load_y(const float* p, size_t n) {
     return n == kLanes ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, avx2::tail_mask8(n));

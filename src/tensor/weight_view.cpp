@@ -16,6 +16,8 @@ const char* weight_layout_name(WeightLayout layout) {
     case WeightLayout::kQ8_0x8: return "q8_0x8";
     case WeightLayout::kQ4_0x16: return "q4_0x16";
     case WeightLayout::kQ4_0x8: return "q4_0x8";
+    case WeightLayout::kQ4_Kx16: return "q4_kx16";
+    case WeightLayout::kQ4_Kx8: return "q4_kx8";
   }
   return "unknown";
 }

@@ -1,4 +1,4 @@
-// Q8_0 and Q4_0 matrices repacked at load for the packed kernels (WeightPacking::kForCpu) against the same file
+// Q8_0, Q4_0 and Q4_K matrices repacked at load for the packed kernels (WeightPacking::kForCpu) against the same file
 // loaded as stored (kNone): the same values summed in another order, so logits agree to fp32 noise and
 // greedy decoding picks the same tokens, through prefill and decode. Now and then an fp32 difference in a
 // hidden state flips the int8 rounding of one activation (one step of its block's scale, both layouts
@@ -19,7 +19,21 @@ namespace {
 // differs by ~1%; seeds 4-6 meet none in these 30 positions.)
 // Rows of every kind: kv rows 32 (two groups of 16), ffn 160, and a vocabulary of 500, whose last group
 // of output rows is partial; an odd number of blocks per row (dim 96: 3 blocks); a tied output.
+// Q4_K rows are whole super-blocks: dim 256, ffn 512 (kv rows 64, the partial last group of the vocabulary).
 SynthSpec odd_spec(DType type) {
+  if (type == DType::kQ4_K) {
+    return SynthSpec{.layers = 2,
+                     .dim = 256,
+                     .heads = 4,
+                     .kv_heads = 1,
+                     .ffn = 512,
+                     .vocab = 500,
+                     .ctx = 256,
+                     .type = type,
+                     .seed = 4,
+                     .rope_base = 10000.0f,
+                     .tied_output = true};
+  }
   return SynthSpec{.layers = 2,
                    .dim = 96,
                    .heads = 3,
@@ -83,7 +97,7 @@ TEST_P(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
   EXPECT_GE(noise_level_steps, kSteps * 3 / 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedWeights, ::testing::Values(DType::kQ8_0, DType::kQ4_0),
+INSTANTIATE_TEST_SUITE_P(Types, PackedWeights, ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Packed Q8_0 / Q4_0 weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on groups of
+// Packed Q8_0 / Q4_0 / Q4_K weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on groups of
 // 16 rows; AVX2 and AVX-VNNI on groups of 8): the packing loses nothing, and every kernel gives, bit for bit,
 // the canonical sum written out here from the row-major weights, for every batch size, thread split and
 // column chunk (so it is batch invariant, like every matmul path, and the same on every ISA).
@@ -16,6 +16,7 @@
 #include "core/half.h"
 #include "tensor/act_quant.h"
 #include "tensor/cpu_features.h"
+#include "tensor/kquant.h"
 #include "tensor/matmul.h"
 #include "tensor_test_util.h"
 
@@ -24,8 +25,10 @@ namespace {
 
 // Rows: one group, a group plus a partial one (padding rows), many groups.
 const std::vector<size_t> kRows = {16, 37, 80};
-// Block counts 1, 3 (odd last unit), 64 (exactly one column chunk), 67 and 176 (several chunks).
+// Block counts 1, 3 (odd last unit), 64 (exactly one column chunk), 67 and 176 (several chunks); Q4_K:
+// super-block counts 1, 3, 8 (one chunk), 9 and 22.
 const std::vector<size_t> kCols = {32, 96, 2048, 2144, 5632};
+const std::vector<size_t> kKQuantCols = {256, 768, 2048, 2304, 5632};
 const std::vector<size_t> kTokens = {1, 2, 3, 4, 8, 9, 17};
 
 struct PackedCase {
@@ -36,7 +39,7 @@ struct PackedCase {
 // Every packed layout with every ISA that runs a kernel for it on this CPU.
 std::vector<PackedCase> runnable_cases() {
   std::vector<PackedCase> out;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
     if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni())
       out.push_back({packed_weight_layout(type, 16), Isa::kAvx512});
     for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni})
@@ -45,9 +48,12 @@ std::vector<PackedCase> runnable_cases() {
   return out;
 }
 
-DType layout_type(WeightLayout layout) {
-  return layout == WeightLayout::kQ8_0x16 || layout == WeightLayout::kQ8_0x8 ? DType::kQ8_0 : DType::kQ4_0;
-}
+DType layout_type(WeightLayout layout) { return PackedLayout::of(WeightView{.layout = layout}).type; }
+
+const std::vector<size_t>& cols_for(DType type) { return type == DType::kQ4_K ? kKQuantCols : kCols; }
+
+const WeightLayout kAllLayouts[] = {WeightLayout::kQ8_0x16, WeightLayout::kQ8_0x8,  WeightLayout::kQ4_0x16,
+                                    WeightLayout::kQ4_0x8,  WeightLayout::kQ4_Kx16, WeightLayout::kQ4_Kx8};
 
 // The block's values as signed integers (Q4_0: the 4-bit value - 8) and its fp16 scale.
 void block_values(const test::TestMatrix& w, size_t r, size_t b, int32_t (&q)[32], float& d) {
@@ -65,9 +71,61 @@ void block_values(const test::TestMatrix& w, size_t r, size_t b, int32_t (&q)[32
   }
 }
 
-// The canonical order of packed_matmul_impl.h from the GGUF-order blocks: acc = 0, then per block
-// acc = fma(float(exact block dot), d_w * d_a, acc).
+// Q4_K in the canonical order of packed_matmul_impl.h, from the file's super-blocks: per super-block
+// sb = sum_j fma(float(dot_j), float(sc_j) d_a(j)), mb = sum_j fma(float(m_j), d_a(j) float(sum_j(a))),
+// acc = fma(-dmin, mb, fma(d, sb, acc)); the activation sums counted here from the int8 values.
+float canonical_q4_k(const test::TestMatrix& w, const QuantizedActivations& xq, size_t r, size_t t) {
+  const int8_t* a = xq.token_qs(t);
+  const float* da = xq.token_scales(t);
+  float acc = 0.0f;
+  for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
+    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w.view().row(r))[s];
+    uint8_t sc[8], m[8];
+    unpack_k_scales(blk.scales, sc, m);
+    float sb = 0.0f, mb = 0.0f;
+    for (size_t j = 0; j < 8; ++j) {
+      const size_t b = 8 * s + j;
+      int32_t dot = 0, sum = 0;
+      for (size_t c = 0; c < 32; ++c) {
+        const int q = (blk.qs[32 * (j / 2) + c] >> (4 * (j % 2))) & 0x0f;
+        dot += q * a[32 * b + c];
+        sum += a[32 * b + c];
+      }
+      sb = std::fma(static_cast<float>(dot), static_cast<float>(sc[j]) * da[b], sb);
+      mb = std::fma(static_cast<float>(m[j]), da[b] * static_cast<float>(sum), mb);
+    }
+    acc = std::fma(fp16_to_fp32(blk.d), sb, acc);
+    acc = std::fma(-fp16_to_fp32(blk.dmin), mb, acc);
+  }
+  return acc;
+}
+
+// Q4_K: sum over the row of (|d sc q| + |dmin m|) |x|, the magnitude of the two parts the kernels add up.
+double q4_k_parts_magnitude(const test::TestMatrix& w, const std::vector<float>& x, size_t r, size_t t) {
+  double sum = 0.0;
+  for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
+    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w.view().row(r))[s];
+    uint8_t sc[8], m[8];
+    unpack_k_scales(blk.scales, sc, m);
+    for (size_t e = 0; e < kSuperBlock; ++e) {
+      const size_t j = e / 32;
+      const int q = (blk.qs[32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 0x0f;
+      const double part = std::fabs(fp16_to_fp32(blk.d) * sc[j] * q) + std::fabs(fp16_to_fp32(blk.dmin) * m[j]);
+      sum += part * std::fabs(x[t * w.cols + s * kSuperBlock + e]);
+    }
+  }
+  return sum;
+}
+
+// The canonical order of packed_matmul_impl.h from the GGUF-order blocks: Q8_0, Q4_0: acc = 0, then per
+// block acc = fma(float(exact block dot), d_w * d_a, acc); Q4_K above.
 std::vector<float> canonical_product(const test::TestMatrix& w, const QuantizedActivations& xq) {
+  if (w.type == DType::kQ4_K) {
+    std::vector<float> y(xq.n_tokens * w.rows);
+    for (size_t t = 0; t < xq.n_tokens; ++t)
+      for (size_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = canonical_q4_k(w, xq, r, t);
+    return y;
+  }
   const size_t nb = w.cols / 32;
   std::vector<float> y(xq.n_tokens * w.rows);
   for (size_t t = 0; t < xq.n_tokens; ++t) {
@@ -104,19 +162,21 @@ std::string describe(WeightLayout layout, Isa isa, size_t rows, size_t cols, siz
 
 TEST(PackedWeights, UnpackToTheOriginalBlocks) {
   std::mt19937 rng(5);
-  for (WeightLayout layout :
-       {WeightLayout::kQ8_0x16, WeightLayout::kQ8_0x8, WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x8}) {
+  for (WeightLayout layout : kAllLayouts) {
     const DType type = layout_type(layout);
+    const bool k_quant = type == DType::kQ4_K;
     for (size_t rows : {1, 7, 8, 15, 16, 37}) {
-      for (size_t cols : {32, 96, 2080}) {
+      for (size_t cols : k_quant ? std::vector<size_t>{256, 2304} : std::vector<size_t>{32, 96, 2080}) {
         const test::TestMatrix w = test::make_matrix(type, rows, cols, rng);
         const PackedMatrix packed = PackedMatrix::pack(w.view(), layout);
         const PackedLayout p = PackedLayout::of(packed.view());
         EXPECT_EQ(packed.view().layout, layout);
         EXPECT_EQ(packed.view().bytes(), p.bytes());
-        // No more than the GGUF bytes plus the padding rows and one header half per group.
+        // No more than the GGUF bytes plus the padding rows and one header half per group (Q4_K: 4 bytes more
+        // per row and super-block, the unpacked 6-bit scales).
         const size_t g = p.group_rows, groups = (rows + g - 1) / g;
-        EXPECT_LE(packed.view().bytes(), groups * g * w.view().row_bytes() + groups * 2 * g);
+        const size_t extra = k_quant ? groups * g * 4 * (cols / kSuperBlock) : groups * 2 * g;
+        EXPECT_LE(packed.view().bytes(), groups * g * w.view().row_bytes() + extra);
         // Aligned units: every vector load of the kernels is aligned.
         EXPECT_EQ(p.unit_bytes() % (4 * g), 0u);
         EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.view().data) % 64, 0u);
@@ -132,15 +192,18 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
 }
 
 TEST(PackedWeights, LayoutForEachIsa) {
-  for (DType type : {DType::kF16, DType::kQ4_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
+  for (DType type : {DType::kF16, DType::kQ6_K, DType::kQ5_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
   EXPECT_FALSE(packed_layout_for(DType::kQ8_0, Isa::kScalar));
+  EXPECT_FALSE(packed_layout_for(DType::kQ4_K, Isa::kScalar));
   if (isa_supported(Isa::kAvx2)) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx2), WeightLayout::kQ8_0x8);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx2), WeightLayout::kQ4_0x8);
+    EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx2), WeightLayout::kQ4_Kx8);
   }
   if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni()) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx512), WeightLayout::kQ8_0x16);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx512), WeightLayout::kQ4_0x16);
+    EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx512), WeightLayout::kQ4_Kx16);
   }
 }
 
@@ -151,7 +214,7 @@ TEST(PackedWeights, MatmulIsTheCanonicalSumForEveryBatchSplitAndIsa) {
   ThreadPool one(1), two(2);
   for (const PackedCase& c : cases) {
     for (size_t rows : kRows) {
-      for (size_t cols : kCols) {
+      for (size_t cols : cols_for(layout_type(c.layout))) {
         const test::TestMatrix w = test::make_matrix(layout_type(c.layout), rows, cols, rng);
         const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
         const size_t g = PackedLayout::of(packed.view()).group_rows;
@@ -186,9 +249,11 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
   if (cases.empty()) GTEST_SKIP() << "no packed kernel runs within this ISA limit";
   std::mt19937 rng(3);
   ThreadPool two(2);
+  using Shape = std::tuple<size_t, size_t, size_t>;  // rows, cols, tokens
+  const std::vector<Shape> shapes = {{37, 2144, 5}, {500, 96, 1}, {96, 160, 6}, {32, 96, 1}};
+  const std::vector<Shape> k_shapes = {{37, 2304, 5}, {500, 256, 1}, {96, 512, 6}, {32, 256, 1}};
   for (const PackedCase& c : cases) {
-    for (auto [rows, cols, n] :
-         {std::tuple<size_t, size_t, size_t>{37, 2144, 5}, {500, 96, 1}, {96, 160, 6}, {32, 96, 1}}) {
+    for (auto [rows, cols, n] : layout_type(c.layout) == DType::kQ4_K ? k_shapes : shapes) {
       const test::TestMatrix w = test::make_matrix(layout_type(c.layout), rows, cols, rng);
       const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
       const std::vector<float> x = test::make_activations(n, cols, rng);
@@ -201,10 +266,52 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
       matmul_quantized_group(group, xq, two, c.isa);
       const test::ExactProduct exact = test::exact_product(w, x, n);
       for (size_t i = 0; i < y_packed.size(); ++i) {
-        // Same exact block dots, fp32 sums in another order: within a few ulps of the magnitude.
-        EXPECT_NEAR(y_packed[i], y_rows[i], 1e-5 * exact.abs[i])
+        // Same exact block dots, fp32 sums (about 2 per block) in another order: within a few hundred ulps
+        // of the magnitude of what is summed. Q4_K sums its scale and min parts apart, each larger than the
+        // weights.
+        const double magnitude = w.type == DType::kQ4_K ? q4_k_parts_magnitude(w, x, i % rows, i / rows) : exact.abs[i];
+        EXPECT_NEAR(y_packed[i], y_rows[i], 1e-5 * magnitude)
             << describe(c.layout, c.isa, rows, cols, n) << " element " << i;
       }
+    }
+  }
+}
+
+// Q4_K blocks of arbitrary bytes (every 6-bit scale and min, every nibble, scale and min 63 with q = 15)
+// against activations at the int8 limits: the packed kernels are still the canonical sum (no int16 or int32
+// overflow, exact block dots).
+TEST(PackedWeights, Q4KArbitraryBlocksAreTheCanonicalSum) {
+  std::vector<PackedCase> cases;
+  for (const PackedCase& c : runnable_cases())
+    if (layout_type(c.layout) == DType::kQ4_K) cases.push_back(c);
+  if (cases.empty()) GTEST_SKIP() << "no packed kernel runs within this ISA limit";
+  std::mt19937 rng(17);
+  const size_t rows = 24, cols = 1024;
+  test::TestMatrix w = test::make_matrix(DType::kQ4_K, rows, cols, rng);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  for (size_t r = 0; r < rows; ++r) {
+    auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data.data() + r * w.view().row_bytes());
+    for (size_t s = 0; s < cols / kSuperBlock; ++s) {
+      BlockQ4_K& blk = blocks[s];
+      blk.d = fp32_to_fp16(scale(rng));
+      blk.dmin = fp32_to_fp16(scale(rng));
+      const bool extreme = (r + s) % 3 == 0;  // scales and mins 63, every value 15
+      for (uint8_t& v : blk.scales) v = extreme ? 0xff : static_cast<uint8_t>(byte(rng));
+      for (uint8_t& v : blk.qs) v = extreme ? 0xff : static_cast<uint8_t>(byte(rng));
+    }
+  }
+  ThreadPool two(2);
+  for (size_t n : {1, 4, 7}) {
+    std::vector<float> x = test::make_activations(n, cols, rng);
+    for (size_t i = 0; i < x.size(); i += 2) x[i] = x[i] < 0 ? -1.0f : 1.0f;  // +-127 after quantization
+    for (const PackedCase& c : cases) {
+      const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
+      QuantizedActivations xq;
+      quantize_activations(x, n, cols, xq, two, c.isa);
+      std::vector<float> y(n * rows, -1.0f);
+      matmul_quantized(packed.view(), xq, y, two, c.isa);
+      expect_same_bits(y, canonical_product(w, xq), describe(c.layout, c.isa, rows, cols, n));
     }
   }
 }
