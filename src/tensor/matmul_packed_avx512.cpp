@@ -1,4 +1,4 @@
-// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K weights in groups of 16 rows (tensor/packed_weights.h): one
+// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K / Q6_K weights in groups of 16 rows (tensor/packed_weights.h): one
 // vpdpbusd takes a 64-byte quad (16 rows x 4 columns) and 4 broadcast activation bytes (packed_matmul_impl.h).
 #include <cstring>
 
@@ -38,6 +38,13 @@ struct Avx512Ops {
   static KVS_ALWAYS_INLINE V bytes_ps(const std::byte* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  static KVS_ALWAYS_INLINE V sbytes_ps(const std::byte* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static KVS_ALWAYS_INLINE I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static KVS_ALWAYS_INLINE I and8(I v, int8_t m) { return _mm512_and_si512(v, _mm512_set1_epi8(m)); }
+  static KVS_ALWAYS_INLINE I sll16(I v, unsigned n) { return _mm512_slli_epi16(v, n); }
+  static KVS_ALWAYS_INLINE I srl16(I v, unsigned n) { return _mm512_srli_epi16(v, n); }
   static KVS_ALWAYS_INLINE V cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static KVS_ALWAYS_INLINE V set1_ps(float v) { return _mm512_set1_ps(v); }
   static KVS_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
@@ -58,6 +65,9 @@ void matmul_q4_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
 }
 void matmul_q4_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   matmul_packed<Avx512Ops, DType::kQ4_K>(op, row_begin, row_end);
+}
+void matmul_q6_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  matmul_packed<Avx512Ops, DType::kQ6_K>(op, row_begin, row_end);
 }
 
 }  // namespace kvs::detail

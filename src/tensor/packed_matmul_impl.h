@@ -1,5 +1,5 @@
-// The matmul over packed Q8_0 / Q4_0 / Q4_K weights (tensor/packed_weights.h) and int8 block activations, written
-// once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
+// The matmul over packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (tensor/packed_weights.h) and int8 block activations,
+// written once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
 // matmul_packed_avxvnni.cpp and matmul_packed_avx2.cpp: 8 lanes, with the VEX vpdpbusd or without it).
 // Internal linkage (an anonymous namespace): each of those files gets its own copy, compiled with its own
 // flags.
@@ -14,6 +14,9 @@
 //                    (<= 30480: no overflow), one vpmaddwd by 1, then the -8 * sum(a) correction.
 //   Q4_K:            as Q4_0 with no correction: dot_b = sum q a over the block, q = 0..15; the mins are
 //                    applied per super-block from sum(a) (= -offset / 128).
+//   Q6_K:            u = q (0..63: low nibble | high 2 bits << 4), one dot per 16-column group g, starting from
+//                    -32 sum_g(a) (the activations' group sums); without VNNI each quad's vpmaddubsw pairs
+//                    go straight to int32 (vpmaddwd by 1), 4 quads of 2 x 63 x 127 would overflow int16.
 // Every path ends with the exact block dot product in each row's lane.
 //
 // Canonical order (batch invariance, see matmul.h): for one (row, token), acc = 0, then
@@ -23,6 +26,9 @@
 //                 mb = 0; for j: mb = fma(float(m_j), d_a(b) * float(sum_b(a)), mb)
 //                 acc = fma(d, sb, acc); acc = fma(-dmin, mb, acc)
 //               (the format's value d sc_j q - dmin m_j: both products are exact in fp32).
+//   Q6_K:       for every super-block, with its 16-column groups g = 0..15 (of block b = 8s + g / 2):
+//                 sb = 0; for g: sb = fma(float(dot_g), float(sc_g) * d_a(b), sb)   (dot_g: of q - 32)
+//                 acc = fma(d, sb, acc)
 // The block dot is exact in int32 (however its quads are split), every product and fma is one IEEE
 // operation, so the result depends on the row and the token only, never on the ISA, the tile, the column
 // chunk or the thread split. (Column chunks are whole super-blocks and park acc in y: exact.)
@@ -31,7 +37,8 @@
 // kMaxTokensKQuant (Q4_K's tile: its super-block sums need a third set of registers); load(p) (aligned),
 // bcast4(p), set1(int32), zero(), add32, add16, dpbusd (kVnni) or maddubs, madd_ones, sign8(a, w), abs8,
 // xor80 (not kVnni); low_nibbles(v), srl4(v); scales(p) (G fp16 to fp32), bytes_ps(p) (G unsigned bytes to
-// fp32), cvt, set1_ps, mul, fmadd, fnmadd, zero_ps; load_y(p, n) and store_y(p, v, n) of the first n lanes.
+// fp32), sbytes_ps(p) (G signed bytes), or_, and8(v, byte), sll16(v, n), srl16(v, n) (16-bit lane shifts),
+// cvt, set1_ps, mul, fmadd, fnmadd, zero_ps; load_y(p, n) and store_y(p, v, n) of the first n lanes.
 #pragma once
 
 #include <immintrin.h>
@@ -55,7 +62,8 @@ struct PackedKernel {
   using V = typename S::V;
   static constexpr size_t G = S::kLanes;
   static constexpr bool kQ8 = kType == DType::kQ8_0;
-  static constexpr bool kKQuant = kType == DType::kQ4_K;
+  static constexpr bool kQ6 = kType == DType::kQ6_K;
+  static constexpr bool kKQuant = kType == DType::kQ4_K || kQ6;
   static constexpr bool kInt16Pairs = !S::kVnni && !kQ8;  // 4-bit values without VNNI: int16 pair sums per block
   static constexpr size_t kMaxTokens = kKQuant ? S::kMaxTokensKQuant : S::kMaxTokens;
   static constexpr size_t kSuperBlockBlocks = PackedLayout::kSuperBlockBlocks;
@@ -117,11 +125,13 @@ struct PackedKernel {
     const int8_t* a[T];
     const float* scale[T];
     const int32_t* offset[T];
+    const int16_t* group_sum[T];  // per 16 columns
     Tokens(const QuantizedActivations& xq, size_t t0) {
       for (size_t t = 0; t < T; ++t) {
         a[t] = xq.token_qs(t0 + t);
         scale[t] = xq.token_scales(t0 + t);
         offset[t] = xq.token_offsets(t0 + t);
+        group_sum[t] = xq.token_group_sums(t0 + t);
       }
     }
   };
@@ -212,11 +222,86 @@ struct PackedKernel {
     }
   }
 
-  // Q4_K: acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in the canonical
-  // order above. prefetch as for block().
+  // Q6_K: bits 4-5 of the values of quad q (0..3) of a 16-column group, from the group's high vector.
+  static KVS_ALWAYS_INLINE I q6_high(I hv, size_t q) {
+    const I v = q == 0 ? S::sll16(hv, 4) : q == 1 ? S::sll16(hv, 2) : q == 2 ? hv : S::srl16(hv, 2);
+    return S::and8(v, 0x30);
+  }
+  static KVS_ALWAYS_INLINE I q6_mac(I dot, I u, I a) {
+    if constexpr (S::kVnni) {
+      return S::dpbusd(dot, u, a);
+    } else {
+      return S::add32(dot, S::madd_ones(S::maddubs(u, a)));
+    }
+  }
+
+  // Q6_K: acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in the canonical
+  // order above.
+  template <size_t R, size_t T>
+  KVS_ALWAYS_INLINE void q6_super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,
+                                        size_t prefetch, V (&acc)[R][T]) const {
+    const std::byte* header[R];
+    for (size_t i = 0; i < R; ++i) {
+      header[i] = groups[i] + layout.unit_offset(b0);
+      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
+    }
+    V sb[R][T];
+    for (size_t i = 0; i < R; ++i)
+      for (size_t t = 0; t < T; ++t) sb[i][t] = S::zero_ps();
+#pragma GCC unroll 1
+    for (size_t j = 0; j < kSuperBlockBlocks; ++j) {
+      const size_t b = b0 + j;
+      const std::byte* blk[R];
+      for (size_t i = 0; i < R; ++i) {
+        blk[i] = groups[i] + layout.block_offset(b);
+        if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
+      }
+#pragma GCC unroll 2
+      for (size_t h = 0; h < 2; ++h) {  // the block's two 16-column groups
+        I dot[R][T];
+        for (size_t t = 0; t < T; ++t) {
+          const I s = S::set1(-32 * x.group_sum[t][2 * b + h]);
+          for (size_t i = 0; i < R; ++i) dot[i][t] = s;
+        }
+        I hv[R];
+        for (size_t i = 0; i < R; ++i) hv[i] = S::load(blk[i] + (4 + h) * kQuadBytes);
+#pragma GCC unroll 4
+        for (size_t q = 0; q < 4; ++q) {
+          I u[R];
+          for (size_t i = 0; i < R; ++i) {
+            const I pair = S::load(blk[i] + (2 * h + q / 2) * kQuadBytes);
+            u[i] = S::or_(S::low_nibbles(q % 2 ? S::srl4(pair) : pair), q6_high(hv[i], q));
+          }
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t) {
+            const I a = S::bcast4(x.a[t] + PackedLayout::kBlock * b + 16 * h + 4 * q);
+            for (size_t i = 0; i < R; ++i) dot[i][t] = q6_mac(dot[i][t], u[i], a);
+          }
+        }
+        V sc[R];
+        for (size_t i = 0; i < R; ++i) sc[i] = S::sbytes_ps(header[i] + layout.k_scales_offset(2 * j + h));
+#pragma GCC unroll 8
+        for (size_t t = 0; t < T; ++t) {
+          const V da = S::set1_ps(x.scale[t][b]);
+          for (size_t i = 0; i < R; ++i) sb[i][t] = S::fmadd(S::cvt(dot[i][t]), S::mul(sc[i], da), sb[i][t]);
+        }
+      }
+    }
+    for (size_t i = 0; i < R; ++i) {
+      const V d = S::scales(header[i]);
+      for (size_t t = 0; t < T; ++t) acc[i][t] = S::fmadd(d, sb[i][t], acc[i][t]);
+    }
+  }
+
+  // Q4_K (Q6_K: above): acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in
+  // the canonical order above. prefetch as for block().
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,
                                      size_t prefetch, V (&acc)[R][T]) const {
+    if constexpr (kQ6) {
+      q6_super_block<R, T>(groups, x, b0, prefetch, acc);
+      return;
+    }
     const std::byte* header[R];
     for (size_t i = 0; i < R; ++i) {
       header[i] = groups[i] + layout.unit_offset(b0);

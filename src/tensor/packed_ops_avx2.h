@@ -44,6 +44,13 @@ struct Avx2PackedOps {
   static KVS_ALWAYS_INLINE V bytes_ps(const std::byte* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  static KVS_ALWAYS_INLINE V sbytes_ps(const std::byte* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static KVS_ALWAYS_INLINE I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static KVS_ALWAYS_INLINE I and8(I v, int8_t m) { return _mm256_and_si256(v, _mm256_set1_epi8(m)); }
+  static KVS_ALWAYS_INLINE I sll16(I v, unsigned n) { return _mm256_slli_epi16(v, static_cast<int>(n)); }
+  static KVS_ALWAYS_INLINE I srl16(I v, unsigned n) { return _mm256_srli_epi16(v, static_cast<int>(n)); }
   static KVS_ALWAYS_INLINE V cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static KVS_ALWAYS_INLINE V set1_ps(float v) { return _mm256_set1_ps(v); }
   static KVS_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }

@@ -23,67 +23,122 @@ void set_q4_value(BlockQ4_0& b, size_t e, uint8_t v) {
   }
 }
 
-// The 4-bit value q of element e (0..255) of a Q4_K super-block: block j = e / 32 sits in the low (j even) or
-// high (j odd) nibbles of qs[32 (j / 2) ..].
-uint8_t q4_k_value(const BlockQ4_K& b, size_t e) {
-  const size_t j = e / 32;
-  return (b.qs[32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 0x0f;
+// A K-quant super-block as the packed layout stores it: fp16 d (and dmin: Q4_K), the per-block scales as bytes
+// (Q4_K: 8 6-bit scales and 8 mins; Q6_K: 16 int8 scales, one per 16 values) and the unsigned values q
+// (Q4_K: 0..15; Q6_K: 0..63, the value is d scale (q - 32)).
+struct KFields {
+  uint16_t d = 0, dmin = 0;
+  uint8_t scales[16] = {};
+  uint8_t mins[8] = {};
+  uint8_t q[kSuperBlock] = {};
+};
+
+size_t k_scale_count(DType type) { return type == DType::kQ6_K ? 16 : 8; }
+
+// Q4_K element e: block j = e / 32 in the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..].
+// Q6_K element e = 128 h + 32 k + l: low 4 bits in ql[64 h + 32 (k % 2) + l] (nibble k / 2), high 2 bits at
+// bits 2k of qh[32 h + l].
+KFields read_k_fields(DType type, const std::byte* p) {
+  KFields f;
+  if (type == DType::kQ4_K) {
+    const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
+    f.d = b.d;
+    f.dmin = b.dmin;
+    unpack_k_scales(b.scales, f.scales, f.mins);
+    for (size_t e = 0; e < kSuperBlock; ++e) f.q[e] = (b.qs[32 * (e / 64) + e % 32] >> (4 * (e / 32 % 2))) & 0x0f;
+  } else {
+    const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
+    f.d = b.d;
+    std::memcpy(f.scales, b.scales, sizeof b.scales);
+    for (size_t e = 0; e < kSuperBlock; ++e) {
+      const size_t h = e / 128, k = e % 128 / 32, l = e % 32;
+      const int low = (b.ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
+      const int high = (b.qh[32 * h + l] >> (2 * k)) & 3;
+      f.q[e] = static_cast<uint8_t>(low | (high << 4));
+    }
+  }
+  return f;
 }
 
-void set_q4_k_value(BlockQ4_K& b, size_t e, uint8_t v) {
-  const size_t j = e / 32, shift = 4 * (j % 2);
-  uint8_t& byte = b.qs[32 * (j / 2) + e % 32];
-  byte = static_cast<uint8_t>((byte & ~(0x0f << shift)) | (v << shift));
+void write_k_fields(DType type, const KFields& f, std::byte* p) {
+  if (type == DType::kQ4_K) {
+    auto& b = *reinterpret_cast<BlockQ4_K*>(p);
+    b.d = f.d;
+    b.dmin = f.dmin;
+    pack_k_scales(f.scales, f.mins, b.scales);
+    std::memset(b.qs, 0, sizeof b.qs);
+    for (size_t e = 0; e < kSuperBlock; ++e) b.qs[32 * (e / 64) + e % 32] |= f.q[e] << (4 * (e / 32 % 2));
+  } else {
+    auto& b = *reinterpret_cast<BlockQ6_K*>(p);
+    b.d = f.d;
+    std::memcpy(b.scales, f.scales, sizeof b.scales);
+    std::memset(b.ql, 0, sizeof b.ql);
+    std::memset(b.qh, 0, sizeof b.qh);
+    for (size_t e = 0; e < kSuperBlock; ++e) {
+      const size_t h = e / 128, k = e % 128 / 32, l = e % 32;
+      b.ql[64 * h + 32 * (k % 2) + l] |= static_cast<uint8_t>((f.q[e] & 0x0f) << (4 * (k / 2)));
+      b.qh[32 * h + l] |= static_cast<uint8_t>((f.q[e] >> 4) << (2 * k));
+    }
+  }
 }
 
 // Where column c (0..31) of a block of 4-bit values sits in the block's pairs: the byte of row i, and the shift.
 size_t nibble_byte(const PackedLayout& p, size_t i, size_t c) { return c / 8 * p.quad_bytes() + 4 * i + c % 4; }
 unsigned nibble_shift(size_t c) { return 4 * (c / 4 % 2); }
+// Q6_K: where bits 4-5 of column c's value sit in the block's two high vectors.
+size_t q6_high_byte(const PackedLayout& p, size_t i, size_t c) { return (4 + c / 16) * p.quad_bytes() + 4 * i + c % 4; }
+unsigned q6_high_shift(size_t c) { return 2 * (c / 4 % 4); }
 
-// Packs row i of the group from the Q4_K row `src` (nullptr: a padding row, all 0): every block of the row.
-void pack_q4_k_row(const PackedLayout& p, const BlockQ4_K* src, size_t i, std::byte* group) {
+// Packs row i of the group from the K-quant row `src` (nullptr: a padding row, all 0).
+void pack_k_row(const PackedLayout& p, const std::byte* src, size_t i, std::byte* group) {
+  const bool q6 = p.type == DType::kQ6_K;
   for (size_t s = 0; s < p.blocks() / PackedLayout::kSuperBlockBlocks; ++s) {
     const size_t b0 = s * PackedLayout::kSuperBlockBlocks;
+    const KFields f = src ? read_k_fields(p.type, src + s * dtype_block_bytes(p.type)) : KFields{};
     std::byte* header = group + p.unit_offset(b0);
-    const BlockQ4_K* blk = src ? src + s : nullptr;
-    const uint16_t d = blk ? blk->d : 0, dmin = blk ? blk->dmin : 0;
-    std::memcpy(header + 2 * i, &d, sizeof d);
-    std::memcpy(header + p.k_dmin_offset() + 2 * i, &dmin, sizeof dmin);
-    uint8_t sc[8] = {}, m[8] = {};
-    if (blk) unpack_k_scales(blk->scales, sc, m);
+    std::memcpy(header + 2 * i, &f.d, sizeof f.d);
+    if (!q6) std::memcpy(header + p.k_dmin_offset() + 2 * i, &f.dmin, sizeof f.dmin);
+    for (size_t j = 0; j < k_scale_count(p.type); ++j) header[p.k_scales_offset(j) + i] = std::byte{f.scales[j]};
+    if (!q6)
+      for (size_t j = 0; j < 8; ++j) header[p.k_mins_offset(j) + i] = std::byte{f.mins[j]};
     for (size_t j = 0; j < PackedLayout::kSuperBlockBlocks; ++j) {
-      header[p.k_scales_offset(j) + i] = std::byte{sc[j]};
-      header[p.k_mins_offset(j) + i] = std::byte{m[j]};
       auto* quants = reinterpret_cast<uint8_t*>(group + p.block_offset(b0 + j));
       for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-        const uint8_t v = blk ? q4_k_value(*blk, 32 * j + c) : 0;
-        quants[nibble_byte(p, i, c)] |= static_cast<uint8_t>(v << nibble_shift(c));
+        const uint8_t v = f.q[32 * j + c];
+        quants[nibble_byte(p, i, c)] |= static_cast<uint8_t>((v & 0x0f) << nibble_shift(c));
+        if (q6) quants[q6_high_byte(p, i, c)] |= static_cast<uint8_t>((v >> 4) << q6_high_shift(c));
       }
     }
   }
 }
 
-void unpack_q4_k_row(const PackedLayout& p, const std::byte* group, size_t i, BlockQ4_K* out) {
+void unpack_k_row(const PackedLayout& p, const std::byte* group, size_t i, std::byte* out) {
+  const bool q6 = p.type == DType::kQ6_K;
   for (size_t s = 0; s < p.blocks() / PackedLayout::kSuperBlockBlocks; ++s) {
     const size_t b0 = s * PackedLayout::kSuperBlockBlocks;
     const std::byte* header = group + p.unit_offset(b0);
-    BlockQ4_K& blk = out[s];
-    std::memcpy(&blk.d, header + 2 * i, sizeof blk.d);
-    std::memcpy(&blk.dmin, header + p.k_dmin_offset() + 2 * i, sizeof blk.dmin);
-    uint8_t sc[8], m[8];
+    KFields f;
+    std::memcpy(&f.d, header + 2 * i, sizeof f.d);
+    if (!q6) std::memcpy(&f.dmin, header + p.k_dmin_offset() + 2 * i, sizeof f.dmin);
+    for (size_t j = 0; j < k_scale_count(p.type); ++j)
+      f.scales[j] = std::to_integer<uint8_t>(header[p.k_scales_offset(j) + i]);
+    if (!q6)
+      for (size_t j = 0; j < 8; ++j) f.mins[j] = std::to_integer<uint8_t>(header[p.k_mins_offset(j) + i]);
     for (size_t j = 0; j < PackedLayout::kSuperBlockBlocks; ++j) {
-      sc[j] = std::to_integer<uint8_t>(header[p.k_scales_offset(j) + i]);
-      m[j] = std::to_integer<uint8_t>(header[p.k_mins_offset(j) + i]);
       const auto* quants = reinterpret_cast<const uint8_t*>(group + p.block_offset(b0 + j));
       for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-        set_q4_k_value(blk, 32 * j + c, (quants[nibble_byte(p, i, c)] >> nibble_shift(c)) & 0x0f);
+        int v = (quants[nibble_byte(p, i, c)] >> nibble_shift(c)) & 0x0f;
+        if (q6) v |= ((quants[q6_high_byte(p, i, c)] >> q6_high_shift(c)) & 3) << 4;
+        f.q[32 * j + c] = static_cast<uint8_t>(v);
       }
     }
-    pack_k_scales(sc, m, blk.scales);
+    write_k_fields(p.type, f, out + s * dtype_block_bytes(p.type));
   }
 }
 
-bool packable(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K; }
+bool packable(DType type) {
+  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ6_K;
+}
 
 }  // namespace
 
@@ -95,6 +150,8 @@ PackedLayout PackedLayout::of(const WeightView& w) {
     case WeightLayout::kQ4_0x8: return {.type = DType::kQ4_0, .group_rows = 8, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ4_Kx16: return {.type = DType::kQ4_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ4_Kx8: return {.type = DType::kQ4_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
+    case WeightLayout::kQ6_Kx16: return {.type = DType::kQ6_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
+    case WeightLayout::kQ6_Kx8: return {.type = DType::kQ6_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kRows: break;
   }
   KVS_ASSERT(false, "PackedLayout::of: layout {} is not packed", weight_layout_name(w.layout));
@@ -107,7 +164,8 @@ WeightLayout packed_weight_layout(DType type, size_t group_rows) {
   const bool x16 = group_rows == 16;
   if (type == DType::kQ8_0) return x16 ? WeightLayout::kQ8_0x16 : WeightLayout::kQ8_0x8;
   if (type == DType::kQ4_0) return x16 ? WeightLayout::kQ4_0x16 : WeightLayout::kQ4_0x8;
-  return x16 ? WeightLayout::kQ4_Kx16 : WeightLayout::kQ4_Kx8;
+  if (type == DType::kQ4_K) return x16 ? WeightLayout::kQ4_Kx16 : WeightLayout::kQ4_Kx8;
+  return x16 ? WeightLayout::kQ6_Kx16 : WeightLayout::kQ6_Kx8;
 }
 
 std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
@@ -120,7 +178,7 @@ std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
   KVS_ASSERT(packable(w.type) && w.layout == WeightLayout::kRows,
-             "PackedMatrix::pack: needs row-major q8_0, q4_0 or q4_k weights, got {} ({})", dtype_name(w.type),
+             "PackedMatrix::pack: needs row-major q8_0, q4_0, q4_k or q6_k weights, got {} ({})", dtype_name(w.type),
              weight_layout_name(w.layout));
   PackedMatrix m;
   m.view_ = WeightView{.type = w.type, .data = nullptr, .rows = w.rows, .cols = w.cols, .layout = layout};
@@ -136,7 +194,7 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
     if (p.k_quant()) {
       for (size_t i = 0; i < g_rows; ++i) {
         const size_t r = g * g_rows + i;
-        pack_q4_k_row(p, r < w.rows ? reinterpret_cast<const BlockQ4_K*>(w.row(r)) : nullptr, i, group);
+        pack_k_row(p, r < w.rows ? w.row(r) : nullptr, i, group);
       }
       continue;
     }
@@ -176,7 +234,7 @@ void unpack_row(const WeightView& packed, size_t r, std::byte* out) {
   const std::byte* group = packed.data + r / p.group_rows * p.group_bytes();
   const size_t i = r % p.group_rows;
   if (p.k_quant()) {
-    unpack_q4_k_row(p, group, i, reinterpret_cast<BlockQ4_K*>(out));
+    unpack_k_row(p, group, i, out);
     return;
   }
   for (size_t b = 0; b < p.blocks(); ++b) {

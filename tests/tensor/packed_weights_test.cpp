@@ -1,7 +1,7 @@
-// Packed Q8_0 / Q4_0 / Q4_K weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on groups of
-// 16 rows; AVX2 and AVX-VNNI on groups of 8): the packing loses nothing, and every kernel gives, bit for bit,
-// the canonical sum written out here from the row-major weights, for every batch size, thread split and
-// column chunk (so it is batch invariant, like every matmul path, and the same on every ISA).
+// Packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on groups
+// of 16 rows; AVX2 and AVX-VNNI on groups of 8): the packing loses nothing, and every kernel gives, bit for bit, the
+// canonical sum written out here from the row-major weights, for every batch size, thread split and column chunk (so it
+// is batch invariant, like every matmul path, and the same on every ISA).
 #include "tensor/packed_weights.h"
 
 #include <gtest/gtest.h>
@@ -39,7 +39,7 @@ struct PackedCase {
 // Every packed layout with every ISA that runs a kernel for it on this CPU.
 std::vector<PackedCase> runnable_cases() {
   std::vector<PackedCase> out;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni())
       out.push_back({packed_weight_layout(type, 16), Isa::kAvx512});
     for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni})
@@ -50,10 +50,12 @@ std::vector<PackedCase> runnable_cases() {
 
 DType layout_type(WeightLayout layout) { return PackedLayout::of(WeightView{.layout = layout}).type; }
 
-const std::vector<size_t>& cols_for(DType type) { return type == DType::kQ4_K ? kKQuantCols : kCols; }
+bool k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+const std::vector<size_t>& cols_for(DType type) { return k_quant(type) ? kKQuantCols : kCols; }
 
 const WeightLayout kAllLayouts[] = {WeightLayout::kQ8_0x16, WeightLayout::kQ8_0x8,  WeightLayout::kQ4_0x16,
-                                    WeightLayout::kQ4_0x8,  WeightLayout::kQ4_Kx16, WeightLayout::kQ4_Kx8};
+                                    WeightLayout::kQ4_0x8,  WeightLayout::kQ4_Kx16, WeightLayout::kQ4_Kx8,
+                                    WeightLayout::kQ6_Kx16, WeightLayout::kQ6_Kx8};
 
 // The block's values as signed integers (Q4_0: the 4-bit value - 8) and its fp16 scale.
 void block_values(const test::TestMatrix& w, size_t r, size_t b, int32_t (&q)[32], float& d) {
@@ -117,13 +119,37 @@ double q4_k_parts_magnitude(const test::TestMatrix& w, const std::vector<float>&
   return sum;
 }
 
+// Q6_K in the canonical order of packed_matmul_impl.h, from the file's super-blocks decoded by the format's
+// own decoder (decode_k_block: q - 32): per super-block sb = sum_g fma(float(dot_g), float(sc_g) d_a(g / 2)),
+// acc = fma(d, sb, acc).
+float canonical_q6_k(const test::TestMatrix& w, const QuantizedActivations& xq, size_t r, size_t t) {
+  const int8_t* a = xq.token_qs(t);
+  const float* da = xq.token_scales(t);
+  float acc = 0.0f;
+  for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
+    const KBlockInts blk = decode_k_block(DType::kQ6_K, w.view().row(r) + s * sizeof(BlockQ6_K));
+    float sb = 0.0f;
+    for (size_t g = 0; g < 16; ++g) {
+      const size_t b = 8 * s + g / 2;
+      int32_t dot = 0;
+      for (size_t c = 0; c < 16; ++c) dot += blk.q[16 * g + c] * a[kSuperBlock * s + 16 * g + c];
+      sb = std::fma(static_cast<float>(dot), static_cast<float>(blk.scale[g]) * da[b], sb);
+    }
+    acc = std::fma(blk.d, sb, acc);
+  }
+  return acc;
+}
+
 // The canonical order of packed_matmul_impl.h from the GGUF-order blocks: Q8_0, Q4_0: acc = 0, then per
-// block acc = fma(float(exact block dot), d_w * d_a, acc); Q4_K above.
+// block acc = fma(float(exact block dot), d_w * d_a, acc); Q4_K, Q6_K above.
 std::vector<float> canonical_product(const test::TestMatrix& w, const QuantizedActivations& xq) {
-  if (w.type == DType::kQ4_K) {
+  if (k_quant(w.type)) {
     std::vector<float> y(xq.n_tokens * w.rows);
-    for (size_t t = 0; t < xq.n_tokens; ++t)
-      for (size_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = canonical_q4_k(w, xq, r, t);
+    for (size_t t = 0; t < xq.n_tokens; ++t) {
+      for (size_t r = 0; r < w.rows; ++r) {
+        y[t * w.rows + r] = w.type == DType::kQ4_K ? canonical_q4_k(w, xq, r, t) : canonical_q6_k(w, xq, r, t);
+      }
+    }
     return y;
   }
   const size_t nb = w.cols / 32;
@@ -164,18 +190,19 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
   std::mt19937 rng(5);
   for (WeightLayout layout : kAllLayouts) {
     const DType type = layout_type(layout);
-    const bool k_quant = type == DType::kQ4_K;
     for (size_t rows : {1, 7, 8, 15, 16, 37}) {
-      for (size_t cols : k_quant ? std::vector<size_t>{256, 2304} : std::vector<size_t>{32, 96, 2080}) {
+      for (size_t cols : k_quant(type) ? std::vector<size_t>{256, 2304} : std::vector<size_t>{32, 96, 2080}) {
         const test::TestMatrix w = test::make_matrix(type, rows, cols, rng);
         const PackedMatrix packed = PackedMatrix::pack(w.view(), layout);
         const PackedLayout p = PackedLayout::of(packed.view());
         EXPECT_EQ(packed.view().layout, layout);
         EXPECT_EQ(packed.view().bytes(), p.bytes());
         // No more than the GGUF bytes plus the padding rows and one header half per group (Q4_K: 4 bytes more
-        // per row and super-block, the unpacked 6-bit scales).
+        // per row and super-block, the unpacked 6-bit scales; Q6_K: 2, padding).
         const size_t g = p.group_rows, groups = (rows + g - 1) / g;
-        const size_t extra = k_quant ? groups * g * 4 * (cols / kSuperBlock) : groups * 2 * g;
+        const size_t extra = type == DType::kQ4_K   ? groups * g * 4 * (cols / kSuperBlock)
+                             : type == DType::kQ6_K ? groups * g * 2 * (cols / kSuperBlock)
+                                                    : groups * 2 * g;
         EXPECT_LE(packed.view().bytes(), groups * g * w.view().row_bytes() + extra);
         // Aligned units: every vector load of the kernels is aligned.
         EXPECT_EQ(p.unit_bytes() % (4 * g), 0u);
@@ -192,18 +219,21 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
 }
 
 TEST(PackedWeights, LayoutForEachIsa) {
-  for (DType type : {DType::kF16, DType::kQ6_K, DType::kQ5_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
+  for (DType type : {DType::kF16, DType::kQ5_K, DType::kQ3_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
   EXPECT_FALSE(packed_layout_for(DType::kQ8_0, Isa::kScalar));
   EXPECT_FALSE(packed_layout_for(DType::kQ4_K, Isa::kScalar));
+  EXPECT_FALSE(packed_layout_for(DType::kQ6_K, Isa::kScalar));
   if (isa_supported(Isa::kAvx2)) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx2), WeightLayout::kQ8_0x8);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx2), WeightLayout::kQ4_0x8);
     EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx2), WeightLayout::kQ4_Kx8);
+    EXPECT_EQ(packed_layout_for(DType::kQ6_K, Isa::kAvx2), WeightLayout::kQ6_Kx8);
   }
   if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni()) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx512), WeightLayout::kQ8_0x16);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx512), WeightLayout::kQ4_0x16);
     EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx512), WeightLayout::kQ4_Kx16);
+    EXPECT_EQ(packed_layout_for(DType::kQ6_K, Isa::kAvx512), WeightLayout::kQ6_Kx16);
   }
 }
 
@@ -253,7 +283,7 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
   const std::vector<Shape> shapes = {{37, 2144, 5}, {500, 96, 1}, {96, 160, 6}, {32, 96, 1}};
   const std::vector<Shape> k_shapes = {{37, 2304, 5}, {500, 256, 1}, {96, 512, 6}, {32, 256, 1}};
   for (const PackedCase& c : cases) {
-    for (auto [rows, cols, n] : layout_type(c.layout) == DType::kQ4_K ? k_shapes : shapes) {
+    for (auto [rows, cols, n] : k_quant(layout_type(c.layout)) ? k_shapes : shapes) {
       const test::TestMatrix w = test::make_matrix(layout_type(c.layout), rows, cols, rng);
       const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
       const std::vector<float> x = test::make_activations(n, cols, rng);
@@ -277,36 +307,50 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
   }
 }
 
-// Q4_K blocks of arbitrary bytes (every 6-bit scale and min, every nibble, scale and min 63 with q = 15)
-// against activations at the int8 limits: the packed kernels are still the canonical sum (no int16 or int32
-// overflow, exact block dots).
-TEST(PackedWeights, Q4KArbitraryBlocksAreTheCanonicalSum) {
-  std::vector<PackedCase> cases;
-  for (const PackedCase& c : runnable_cases())
-    if (layout_type(c.layout) == DType::kQ4_K) cases.push_back(c);
-  if (cases.empty()) GTEST_SKIP() << "no packed kernel runs within this ISA limit";
-  std::mt19937 rng(17);
-  const size_t rows = 24, cols = 1024;
-  test::TestMatrix w = test::make_matrix(DType::kQ4_K, rows, cols, rng);
+// Blocks of `type` with arbitrary bytes, every third super-block all 0xff (Q4_K: scales and mins 63, every
+// value 15; Q6_K: every value 63 with scale -1) or with Q6_K scale -128 and every value 0.
+void fill_arbitrary_blocks(test::TestMatrix& w, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
-  for (size_t r = 0; r < rows; ++r) {
-    auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data.data() + r * w.view().row_bytes());
-    for (size_t s = 0; s < cols / kSuperBlock; ++s) {
-      BlockQ4_K& blk = blocks[s];
-      blk.d = fp32_to_fp16(scale(rng));
-      blk.dmin = fp32_to_fp16(scale(rng));
-      const bool extreme = (r + s) % 3 == 0;  // scales and mins 63, every value 15
-      for (uint8_t& v : blk.scales) v = extreme ? 0xff : static_cast<uint8_t>(byte(rng));
-      for (uint8_t& v : blk.qs) v = extreme ? 0xff : static_cast<uint8_t>(byte(rng));
+  const size_t block_bytes = dtype_block_bytes(w.type);
+  for (size_t r = 0; r < w.rows; ++r) {
+    for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
+      std::byte* blk = w.data.data() + r * w.view().row_bytes() + s * block_bytes;
+      const int kind = static_cast<int>((r + s) % 3);
+      for (size_t i = 0; i < block_bytes; ++i) blk[i] = std::byte(kind == 0 ? 0xff : byte(rng));
+      if (w.type == DType::kQ4_K) {
+        auto& b = *reinterpret_cast<BlockQ4_K*>(blk);
+        b.d = fp32_to_fp16(scale(rng));
+        b.dmin = fp32_to_fp16(scale(rng));
+      } else {
+        auto& b = *reinterpret_cast<BlockQ6_K*>(blk);
+        b.d = fp32_to_fp16(scale(rng));
+        if (kind == 1) {
+          std::memset(b.ql, 0, sizeof b.ql);
+          std::memset(b.qh, 0, sizeof b.qh);
+          std::memset(b.scales, 0x80, sizeof b.scales);
+        }
+      }
     }
   }
+}
+
+// K-quant blocks of arbitrary bytes and at their limits against activations at the int8 limits: the packed
+// kernels are still the canonical sum (no int16 or int32 overflow, exact block dots).
+TEST(PackedWeights, KQuantArbitraryBlocksAreTheCanonicalSum) {
+  std::mt19937 rng(17);
   ThreadPool two(2);
-  for (size_t n : {1, 4, 7}) {
-    std::vector<float> x = test::make_activations(n, cols, rng);
-    for (size_t i = 0; i < x.size(); i += 2) x[i] = x[i] < 0 ? -1.0f : 1.0f;  // +-127 after quantization
-    for (const PackedCase& c : cases) {
-      const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
+  const size_t rows = 24, cols = 1024;
+  bool ran = false;
+  for (const PackedCase& c : runnable_cases()) {
+    if (!k_quant(layout_type(c.layout))) continue;
+    ran = true;
+    test::TestMatrix w = test::make_matrix(layout_type(c.layout), rows, cols, rng);
+    fill_arbitrary_blocks(w, rng);
+    const PackedMatrix packed = PackedMatrix::pack(w.view(), c.layout);
+    for (size_t n : {1, 4, 7}) {
+      std::vector<float> x = test::make_activations(n, cols, rng);
+      for (size_t i = 0; i < x.size(); i += 2) x[i] = x[i] < 0 ? -1.0f : 1.0f;  // +-127 after quantization
       QuantizedActivations xq;
       quantize_activations(x, n, cols, xq, two, c.isa);
       std::vector<float> y(n * rows, -1.0f);
@@ -314,6 +358,7 @@ TEST(PackedWeights, Q4KArbitraryBlocksAreTheCanonicalSum) {
       expect_same_bits(y, canonical_product(w, xq), describe(c.layout, c.isa, rows, cols, n));
     }
   }
+  if (!ran) GTEST_SKIP() << "no packed kernel runs within this ISA limit";
 }
 
 }  // namespace
