@@ -1,6 +1,8 @@
 #include "core/dtype.h"
 
 #include <cctype>
+#include <cstddef>
+#include <cstring>
 #include <iterator>
 #include <string>
 
@@ -100,6 +102,45 @@ size_t dtype_row_bytes(DType type, size_t elements) {
   KVS_ASSERT(elements % block == 0, "row of {} elements is not a multiple of the {} block of {}", elements,
              dtype_name(type), block);
   return elements / block * dtype_block_bytes(type);
+}
+
+namespace {
+
+// Byte offsets of a block's fp16 scale fields: d, and dmin where the type has mins (-1: none).
+struct ScaleOffsets {
+  ptrdiff_t d = -1, dmin = -1;
+};
+ScaleOffsets scale_offsets(DType type) {
+  switch (type) {
+    case DType::kQ8_0: return {offsetof(BlockQ8_0, d)};
+    case DType::kQ4_0: return {offsetof(BlockQ4_0, d)};
+    case DType::kQ2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::kQ3_K: return {offsetof(BlockQ3_K, d)};
+    case DType::kQ4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case DType::kQ5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case DType::kQ6_K: return {offsetof(BlockQ6_K, d)};
+    default: return {};
+  }
+}
+
+}  // namespace
+
+std::optional<NonFiniteBlockScale> find_non_finite_block_scale(DType type, std::span<const std::byte> data) {
+  const ScaleOffsets off = scale_offsets(type);
+  if (off.d < 0) return std::nullopt;
+  const size_t block_bytes = dtype_block_bytes(type);
+  // fp16 is inf or NaN exactly when its 5 exponent bits are all ones.
+  auto non_finite = [](uint16_t h) { return (h & 0x7c00) == 0x7c00; };
+  for (size_t b = 0; b < data.size() / block_bytes; ++b) {
+    const std::byte* block = data.data() + b * block_bytes;
+    for (auto [field, at] : {std::pair<std::string_view, ptrdiff_t>{"d", off.d}, {"dmin", off.dmin}}) {
+      if (at < 0) continue;
+      uint16_t h;
+      std::memcpy(&h, block + at, sizeof h);
+      if (non_finite(h)) return NonFiniteBlockScale{.block = b, .field = field, .bits = h};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvs

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace kvs {
@@ -118,5 +119,16 @@ size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0/Q4_0
 size_t dtype_block_bytes(DType type);     // bytes of one block
 // Bytes of a row of `elements` values; `elements` must be a multiple of the block size.
 size_t dtype_row_bytes(DType type, size_t elements);
+
+// A block whose fp16 scale field is not a finite number: such a block decodes to inf or NaN in every value, so a
+// file holding one is corrupt (a writer never stores it).
+struct NonFiniteBlockScale {
+  size_t block = 0;        // index of the block in the run
+  std::string_view field;  // "d" or "dmin"
+  uint16_t bits = 0;       // the fp16 bits found
+};
+// The first block of `data` (whole blocks of `type`) whose d (or, for the types with mins, dmin) is inf or NaN;
+// nullopt when every scale is finite or `type` has no block scales (f32, f16, bf16).
+std::optional<NonFiniteBlockScale> find_non_finite_block_scale(DType type, std::span<const std::byte> data);
 
 }  // namespace kvs

@@ -20,6 +20,16 @@ Expected<const gguf::TensorInfo*> find(const gguf::File& file, const std::string
   return t;
 }
 
+// A block-quantized tensor whose blocks' scales are not all finite is corrupt: every value of such a block would be
+// inf or NaN. `row_blocks`: blocks per row, to name the row.
+Status check_block_scales(const gguf::File& file, const gguf::TensorInfo& t, size_t row_blocks) {
+  const auto bad = find_non_finite_block_scale(t.type, t.data);
+  if (!bad) return Status::ok();
+  return Status::corrupt(fmt::format("{}: tensor '{}' ({}): block {} of row {} has a non-finite {} (fp16 bits {:#06x})",
+                                     file.path(), t.name, dtype_name(t.type), bad->block % row_blocks,
+                                     bad->block / row_blocks, bad->field, bad->bits));
+}
+
 // A matrix [rows][cols]: GGUF dims {cols, rows}.
 Expected<WeightView> matrix(const gguf::File& file, const std::string& name, size_t rows, size_t cols) {
   auto t = find(file, name);
@@ -33,6 +43,7 @@ Expected<WeightView> matrix(const gguf::File& file, const std::string& name, siz
                                        file.path(), name, cols, dtype_name(info.type),
                                        dtype_block_elements(info.type)));
   }
+  if (Status s = check_block_scales(file, info, cols / dtype_block_elements(info.type)); !s) return s;
   return WeightView{.type = info.type, .data = info.data.data(), .rows = rows, .cols = cols};
 }
 
@@ -45,12 +56,13 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
     return Status::corrupt(
         fmt::format("{}: tensor '{}' of {} elements cannot be {}", file.path(), name, n, dtype_name(info.type)));
   }
+  if (Status s = check_block_scales(file, info, n / dtype_block_elements(info.type)); !s) return s;
   std::vector<float> out(n);
   dequantize_row(info.type, info.data.data(), out.data(), n);
   return out;
 }
 
-// Replaces a Q8_0, Q4_0 or Q4_K view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
+// Replaces a Q8_0, Q4_0, Q4_K or Q6_K view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
 // reads the file's bytes of the matrix (`release_source`), their pages leave the process: resident memory
 // holds one copy, not two.
 void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source) {
