@@ -24,15 +24,15 @@
 namespace kvs {
 namespace {
 
-// Type indices 5, 11, 12 and 13 are Q8_0, Q4_0, Q4_K and Q6_K packed for the ISA's kernel (tensor/packed_weights.h:
-// groups of 16 rows on avx512, of 8 on avx2 and avxvnni), as the model loads them; 6-10 are the K-quants in
-// the file layout.
+// Type indices 5, 11, 12, 13 and 14 are Q8_0, Q4_0, Q4_K, Q6_K and Q5_K packed for the ISA's kernel
+// (tensor/packed_weights.h: groups of 16 rows on avx512, of 8 on avx2 and avxvnni), as the model loads them; 6-10 are
+// the K-quants in the file layout.
 constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                             DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                            DType::kQ6_K, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
-constexpr int64_t kPackedQ8 = 5, kPackedQ4 = 11, kPackedQ4K = 12, kPackedQ6K = 13;
+                            DType::kQ6_K, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
+constexpr int64_t kPackedQ8 = 5, kPackedQ4 = 11, kPackedQ4K = 12, kPackedQ6K = 13, kPackedQ5K = 14;
 bool is_packed_index(int64_t index) {
-  return index == kPackedQ8 || index == kPackedQ4 || index == kPackedQ4K || index == kPackedQ6K;
+  return index == kPackedQ8 || index == kPackedQ4 || index == kPackedQ4K || index == kPackedQ5K || index == kPackedQ6K;
 }
 constexpr int64_t kTypeCount = std::size(kTypes);
 
@@ -118,8 +118,9 @@ void MatvecArgs(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < kTypeCount; ++t)
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}})
       for (int64_t threads : {1, 2}) b->Args({t, rows, cols, 1, threads, 2});
-  for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 1, 1, 1});                          // avx2
-  for (int64_t t : {kPackedQ8, kPackedQ4, kPackedQ4K, kPackedQ6K}) b->Args({t, 2048, 2048, 1, 1, 3});  // avxvnni
+  for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 1, 1, 1});  // avx2
+  for (int64_t t : {kPackedQ8, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K})
+    b->Args({t, 2048, 2048, 1, 1, 3});                                // avxvnni
   for (int64_t t = 0; t < 5; ++t) b->Args({t, 2048, 2048, 1, 1, 0});  // scalar baseline
 }
 BENCHMARK(BM_Matmul)->Name("Matvec")->Apply(MatvecArgs)->UseRealTime();
@@ -161,7 +162,7 @@ void BM_MatvecCold(benchmark::State& state) {
 BENCHMARK(BM_MatvecCold)
     ->Name("MatvecCold")
     ->ArgNames({"type", "rows", "cols", "threads", "isa"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10, kPackedQ4, kPackedQ4K, kPackedQ6K},
+    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K},
                    {5632},
                    {2048},
                    {1, 2},
@@ -174,7 +175,7 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
     for (int64_t t = 0; t < kTypeCount; ++t)
       for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
   for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
-  for (int64_t t : {kPackedQ8, kPackedQ4, kPackedQ4K, kPackedQ6K}) b->Args({t, 2048, 2048, 128, 1, 3});
+  for (int64_t t : {kPackedQ8, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K}) b->Args({t, 2048, 2048, 128, 1, 3});
 }
 BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 

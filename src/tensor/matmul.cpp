@@ -43,16 +43,19 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
     case WeightLayout::kQ8_0x16:
     case WeightLayout::kQ4_0x16:
     case WeightLayout::kQ4_Kx16:
+    case WeightLayout::kQ5_Kx16:
     case WeightLayout::kQ6_Kx16:
       KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
                  "matmul: {} weights need the avx512 isa with VNNI, got isa {}", weight_layout_name(w.layout),
                  isa_name(isa));
       if (w.layout == WeightLayout::kQ8_0x16) return detail::matmul_q8_0x16_avx512;
       if (w.layout == WeightLayout::kQ4_0x16) return detail::matmul_q4_0x16_avx512;
+      if (w.layout == WeightLayout::kQ5_Kx16) return detail::matmul_q5_kx16_avx512;
       return w.layout == WeightLayout::kQ4_Kx16 ? detail::matmul_q4_kx16_avx512 : detail::matmul_q6_kx16_avx512;
     case WeightLayout::kQ8_0x8:
     case WeightLayout::kQ4_0x8:
     case WeightLayout::kQ4_Kx8:
+    case WeightLayout::kQ5_Kx8:
     case WeightLayout::kQ6_Kx8: {
       KVS_ASSERT(isa >= Isa::kAvx2, "matmul: {} weights need the avx2 isa or above, got isa {}",
                  weight_layout_name(w.layout), isa_name(isa));
@@ -61,6 +64,7 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
       if (w.layout == WeightLayout::kQ8_0x8) return vnni ? detail::matmul_q8_0x8_avxvnni : detail::matmul_q8_0x8_avx2;
       if (w.layout == WeightLayout::kQ4_0x8) return vnni ? detail::matmul_q4_0x8_avxvnni : detail::matmul_q4_0x8_avx2;
       if (w.layout == WeightLayout::kQ4_Kx8) return vnni ? detail::matmul_q4_kx8_avxvnni : detail::matmul_q4_kx8_avx2;
+      if (w.layout == WeightLayout::kQ5_Kx8) return vnni ? detail::matmul_q5_kx8_avxvnni : detail::matmul_q5_kx8_avx2;
       return vnni ? detail::matmul_q6_kx8_avxvnni : detail::matmul_q6_kx8_avx2;
     }
   }

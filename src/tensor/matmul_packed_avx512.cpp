@@ -1,5 +1,6 @@
-// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K / Q6_K weights in groups of 16 rows (tensor/packed_weights.h): one
-// vpdpbusd takes a 64-byte quad (16 rows x 4 columns) and 4 broadcast activation bytes (packed_matmul_impl.h).
+// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights in groups of 16 rows
+// (tensor/packed_weights.h): one vpdpbusd takes a 64-byte quad (16 rows x 4 columns) and 4 broadcast activation bytes
+// (packed_matmul_impl.h).
 #include <cstring>
 
 #include "tensor/packed_matmul_impl.h"
@@ -65,6 +66,9 @@ void matmul_q4_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
 }
 void matmul_q4_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   matmul_packed<Avx512Ops, DType::kQ4_K>(op, row_begin, row_end);
+}
+void matmul_q5_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  matmul_packed<Avx512Ops, DType::kQ5_K>(op, row_begin, row_end);
 }
 void matmul_q6_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   matmul_packed<Avx512Ops, DType::kQ6_K>(op, row_begin, row_end);

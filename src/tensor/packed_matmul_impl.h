@@ -1,4 +1,4 @@
-// The matmul over packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (tensor/packed_weights.h) and int8 block activations,
+// The matmul over packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights (tensor/packed_weights.h) and int8 block activations,
 // written once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
 // matmul_packed_avxvnni.cpp and matmul_packed_avx2.cpp: 8 lanes, with the VEX vpdpbusd or without it).
 // Internal linkage (an anonymous namespace): each of those files gets its own copy, compiled with its own
@@ -14,6 +14,9 @@
 //                    (<= 30480: no overflow), one vpmaddwd by 1, then the -8 * sum(a) correction.
 //   Q4_K:            as Q4_0 with no correction: dot_b = sum q a over the block, q = 0..15; the mins are
 //                    applied per super-block from sum(a) (= -offset / 128).
+//   Q5_K:            as Q4_K with u = q (0..31: low nibble | fifth bit << 4); without VNNI each quad's
+//                    vpmaddubsw pairs go straight to int32 (vpmaddwd by 1): 8 quads of 2 x 31 x 127 would
+//                    overflow int16.
 //   Q6_K:            u = q (0..63: low nibble | high 2 bits << 4), one dot per 16-column group g, starting from
 //                    -32 sum_g(a) (the activations' group sums); without VNNI each quad's vpmaddubsw pairs
 //                    go straight to int32 (vpmaddwd by 1), 4 quads of 2 x 63 x 127 would overflow int16.
@@ -25,7 +28,7 @@
 //                 sb = 0; for j: sb = fma(float(dot_b), float(sc_j) * d_a(b), sb)
 //                 mb = 0; for j: mb = fma(float(m_j), d_a(b) * float(sum_b(a)), mb)
 //                 acc = fma(d, sb, acc); acc = fma(-dmin, mb, acc)
-//               (the format's value d sc_j q - dmin m_j: both products are exact in fp32).
+//               (the format's value d sc_j q - dmin m_j: both products are exact in fp32). Q5_K: the same.
 //   Q6_K:       for every super-block, with its 16-column groups g = 0..15 (of block b = 8s + g / 2):
 //                 sb = 0; for g: sb = fma(float(dot_g), float(sc_g) * d_a(b), sb)   (dot_g: of q - 32)
 //                 acc = fma(d, sb, acc)
@@ -62,9 +65,11 @@ struct PackedKernel {
   using V = typename S::V;
   static constexpr size_t G = S::kLanes;
   static constexpr bool kQ8 = kType == DType::kQ8_0;
+  static constexpr bool kQ5 = kType == DType::kQ5_K;
   static constexpr bool kQ6 = kType == DType::kQ6_K;
-  static constexpr bool kKQuant = kType == DType::kQ4_K || kQ6;
-  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8;  // 4-bit values without VNNI: int16 pair sums per block
+  static constexpr bool kKQuant = kType == DType::kQ4_K || kQ5 || kQ6;
+  // 4-bit values without VNNI: int16 pair sums over a block's 8 quads (<= 8 x 2 x 15 x 127 = 30480).
+  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8 && !kQ5;
   static constexpr size_t kMaxTokens = kKQuant ? S::kMaxTokensKQuant : S::kMaxTokens;
   static constexpr size_t kSuperBlockBlocks = PackedLayout::kSuperBlockBlocks;
   static constexpr size_t kQuadBytes = 4 * G;
@@ -92,7 +97,18 @@ struct PackedKernel {
       const I pair = S::load(blk + q / 2 * kQuadBytes);
       even.u = S::low_nibbles(pair);
       odd.u = S::low_nibbles(S::srl4(pair));
+      if constexpr (kQ5) {
+        const I hv = S::load(blk + 4 * kQuadBytes);
+        even.u = S::or_(even.u, q5_high(hv, q));
+        odd.u = S::or_(odd.u, q5_high(hv, q + 1));
+      }
     }
+  }
+  // Q5_K: the fifth bits of quad q (0..7) at bit 4 of each byte, from bit q of the block's high vector. (A 16-bit
+  // shift by at most 4 moves no bit across bytes into bit 4.)
+  static KVS_ALWAYS_INLINE I q5_high(I hv, size_t q) {
+    return S::and8(q <= 4 ? S::sll16(hv, static_cast<unsigned>(4 - q)) : S::srl16(hv, static_cast<unsigned>(q - 4)),
+                   0x10);
   }
 
   // The dot's start: the offset correction where the quads add u * a (Q4_K: none, its mins come later).
@@ -105,6 +121,8 @@ struct PackedKernel {
       return S::dpbusd(dot, w.u, a);
     } else if constexpr (kQ8) {
       return S::add32(dot, S::madd_ones(S::maddubs(w.wabs, S::sign8(a, w.u))));
+    } else if constexpr (kQ5) {
+      return S::add32(dot, S::madd_ones(S::maddubs(w.u, a)));
     } else {
       return S::add16(dot, S::maddubs(w.u, a));
     }
@@ -293,7 +311,7 @@ struct PackedKernel {
     }
   }
 
-  // Q4_K (Q6_K: above): acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in
+  // Q4_K, Q5_K (Q6_K: above): acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in
   // the canonical order above. prefetch as for block().
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,

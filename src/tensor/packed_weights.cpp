@@ -23,9 +23,9 @@ void set_q4_value(BlockQ4_0& b, size_t e, uint8_t v) {
   }
 }
 
-// A K-quant super-block as the packed layout stores it: fp16 d (and dmin: Q4_K), the per-block scales as bytes
-// (Q4_K: 8 6-bit scales and 8 mins; Q6_K: 16 int8 scales, one per 16 values) and the unsigned values q
-// (Q4_K: 0..15; Q6_K: 0..63, the value is d scale (q - 32)).
+// A K-quant super-block as the packed layout stores it: fp16 d (and dmin: Q4_K, Q5_K), the per-block scales as
+// bytes (Q4_K, Q5_K: 8 6-bit scales and 8 mins; Q6_K: 16 int8 scales, one per 16 values) and the unsigned values q
+// (Q4_K: 0..15; Q5_K: 0..31; Q6_K: 0..63, the value is d scale (q - 32)).
 struct KFields {
   uint16_t d = 0, dmin = 0;
   uint8_t scales[16] = {};
@@ -34,18 +34,29 @@ struct KFields {
 };
 
 size_t k_scale_count(DType type) { return type == DType::kQ6_K ? 16 : 8; }
+bool k_has_mins(DType type) { return type != DType::kQ6_K; }
 
-// Q4_K element e: block j = e / 32 in the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..].
+// Q4_K element e: block j = e / 32 in the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]; Q5_K the
+// same, with its fifth bit at bit j of qh[e % 32].
 // Q6_K element e = 128 h + 32 k + l: low 4 bits in ql[64 h + 32 (k % 2) + l] (nibble k / 2), high 2 bits at
 // bits 2k of qh[32 h + l].
 KFields read_k_fields(DType type, const std::byte* p) {
   KFields f;
-  if (type == DType::kQ4_K) {
-    const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
+  const auto q4_q5 = [&f](const auto& b, const uint8_t* qh) {
     f.d = b.d;
     f.dmin = b.dmin;
     unpack_k_scales(b.scales, f.scales, f.mins);
-    for (size_t e = 0; e < kSuperBlock; ++e) f.q[e] = (b.qs[32 * (e / 64) + e % 32] >> (4 * (e / 32 % 2))) & 0x0f;
+    for (size_t e = 0; e < kSuperBlock; ++e) {
+      const int low = (b.qs[32 * (e / 64) + e % 32] >> (4 * (e / 32 % 2))) & 0x0f;
+      const int high = qh ? (qh[e % 32] >> (e / 32)) & 1 : 0;
+      f.q[e] = static_cast<uint8_t>(low | (high << 4));
+    }
+  };
+  if (type == DType::kQ4_K) {
+    q4_q5(*reinterpret_cast<const BlockQ4_K*>(p), nullptr);
+  } else if (type == DType::kQ5_K) {
+    const auto& b = *reinterpret_cast<const BlockQ5_K*>(p);
+    q4_q5(b, b.qh);
   } else {
     const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
     f.d = b.d;
@@ -61,13 +72,22 @@ KFields read_k_fields(DType type, const std::byte* p) {
 }
 
 void write_k_fields(DType type, const KFields& f, std::byte* p) {
-  if (type == DType::kQ4_K) {
-    auto& b = *reinterpret_cast<BlockQ4_K*>(p);
+  const auto q4_q5 = [&f](auto& b, uint8_t* qh) {
     b.d = f.d;
     b.dmin = f.dmin;
     pack_k_scales(f.scales, f.mins, b.scales);
     std::memset(b.qs, 0, sizeof b.qs);
-    for (size_t e = 0; e < kSuperBlock; ++e) b.qs[32 * (e / 64) + e % 32] |= f.q[e] << (4 * (e / 32 % 2));
+    for (size_t e = 0; e < kSuperBlock; ++e) {
+      b.qs[32 * (e / 64) + e % 32] |= static_cast<uint8_t>((f.q[e] & 0x0f) << (4 * (e / 32 % 2)));
+      if (qh) qh[e % 32] |= static_cast<uint8_t>((f.q[e] >> 4) << (e / 32));
+    }
+  };
+  if (type == DType::kQ4_K) {
+    q4_q5(*reinterpret_cast<BlockQ4_K*>(p), nullptr);
+  } else if (type == DType::kQ5_K) {
+    auto& b = *reinterpret_cast<BlockQ5_K*>(p);
+    std::memset(b.qh, 0, sizeof b.qh);
+    q4_q5(b, b.qh);
   } else {
     auto& b = *reinterpret_cast<BlockQ6_K*>(p);
     b.d = f.d;
@@ -85,50 +105,65 @@ void write_k_fields(DType type, const KFields& f, std::byte* p) {
 // Where column c (0..31) of a block of 4-bit values sits in the block's pairs: the byte of row i, and the shift.
 size_t nibble_byte(const PackedLayout& p, size_t i, size_t c) { return c / 8 * p.quad_bytes() + 4 * i + c % 4; }
 unsigned nibble_shift(size_t c) { return 4 * (c / 4 % 2); }
-// Q6_K: where bits 4-5 of column c's value sit in the block's two high vectors.
-size_t q6_high_byte(const PackedLayout& p, size_t i, size_t c) { return (4 + c / 16) * p.quad_bytes() + 4 * i + c % 4; }
-unsigned q6_high_shift(size_t c) { return 2 * (c / 4 % 4); }
+// The bits of column c's value above its low nibble, in the block's vectors after its pairs: Q5_K's fifth bit at bit
+// c / 4 (the quad) of its one vector, Q6_K's bits 4-5 at bits 2 (c / 4 % 4) of vector c / 16.
+struct HighBits {
+  size_t byte;
+  unsigned shift;
+  uint8_t mask;
+};
+HighBits high_bits(const PackedLayout& p, size_t i, size_t c) {
+  if (p.type == DType::kQ5_K) return {4 * p.quad_bytes() + 4 * i + c % 4, static_cast<unsigned>(c / 4), 1};
+  return {(4 + c / 16) * p.quad_bytes() + 4 * i + c % 4, static_cast<unsigned>(2 * (c / 4 % 4)), 3};
+}
+bool k_has_high_bits(DType type) { return type == DType::kQ5_K || type == DType::kQ6_K; }
 
 // Packs row i of the group from the K-quant row `src` (nullptr: a padding row, all 0).
 void pack_k_row(const PackedLayout& p, const std::byte* src, size_t i, std::byte* group) {
-  const bool q6 = p.type == DType::kQ6_K;
+  const bool mins = k_has_mins(p.type), high = k_has_high_bits(p.type);
   for (size_t s = 0; s < p.blocks() / PackedLayout::kSuperBlockBlocks; ++s) {
     const size_t b0 = s * PackedLayout::kSuperBlockBlocks;
     const KFields f = src ? read_k_fields(p.type, src + s * dtype_block_bytes(p.type)) : KFields{};
     std::byte* header = group + p.unit_offset(b0);
     std::memcpy(header + 2 * i, &f.d, sizeof f.d);
-    if (!q6) std::memcpy(header + p.k_dmin_offset() + 2 * i, &f.dmin, sizeof f.dmin);
+    if (mins) std::memcpy(header + p.k_dmin_offset() + 2 * i, &f.dmin, sizeof f.dmin);
     for (size_t j = 0; j < k_scale_count(p.type); ++j) header[p.k_scales_offset(j) + i] = std::byte{f.scales[j]};
-    if (!q6)
+    if (mins)
       for (size_t j = 0; j < 8; ++j) header[p.k_mins_offset(j) + i] = std::byte{f.mins[j]};
     for (size_t j = 0; j < PackedLayout::kSuperBlockBlocks; ++j) {
       auto* quants = reinterpret_cast<uint8_t*>(group + p.block_offset(b0 + j));
       for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
         const uint8_t v = f.q[32 * j + c];
         quants[nibble_byte(p, i, c)] |= static_cast<uint8_t>((v & 0x0f) << nibble_shift(c));
-        if (q6) quants[q6_high_byte(p, i, c)] |= static_cast<uint8_t>((v >> 4) << q6_high_shift(c));
+        if (high) {
+          const HighBits h = high_bits(p, i, c);
+          quants[h.byte] |= static_cast<uint8_t>((v >> 4) << h.shift);
+        }
       }
     }
   }
 }
 
 void unpack_k_row(const PackedLayout& p, const std::byte* group, size_t i, std::byte* out) {
-  const bool q6 = p.type == DType::kQ6_K;
+  const bool mins = k_has_mins(p.type), high = k_has_high_bits(p.type);
   for (size_t s = 0; s < p.blocks() / PackedLayout::kSuperBlockBlocks; ++s) {
     const size_t b0 = s * PackedLayout::kSuperBlockBlocks;
     const std::byte* header = group + p.unit_offset(b0);
     KFields f;
     std::memcpy(&f.d, header + 2 * i, sizeof f.d);
-    if (!q6) std::memcpy(&f.dmin, header + p.k_dmin_offset() + 2 * i, sizeof f.dmin);
+    if (mins) std::memcpy(&f.dmin, header + p.k_dmin_offset() + 2 * i, sizeof f.dmin);
     for (size_t j = 0; j < k_scale_count(p.type); ++j)
       f.scales[j] = std::to_integer<uint8_t>(header[p.k_scales_offset(j) + i]);
-    if (!q6)
+    if (mins)
       for (size_t j = 0; j < 8; ++j) f.mins[j] = std::to_integer<uint8_t>(header[p.k_mins_offset(j) + i]);
     for (size_t j = 0; j < PackedLayout::kSuperBlockBlocks; ++j) {
       const auto* quants = reinterpret_cast<const uint8_t*>(group + p.block_offset(b0 + j));
       for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
         int v = (quants[nibble_byte(p, i, c)] >> nibble_shift(c)) & 0x0f;
-        if (q6) v |= ((quants[q6_high_byte(p, i, c)] >> q6_high_shift(c)) & 3) << 4;
+        if (high) {
+          const HighBits h = high_bits(p, i, c);
+          v |= ((quants[h.byte] >> h.shift) & h.mask) << 4;
+        }
         f.q[32 * j + c] = static_cast<uint8_t>(v);
       }
     }
@@ -137,7 +172,8 @@ void unpack_k_row(const PackedLayout& p, const std::byte* group, size_t i, std::
 }
 
 bool packable(DType type) {
-  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ6_K;
+  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ5_K ||
+         type == DType::kQ6_K;
 }
 
 }  // namespace
@@ -150,6 +186,8 @@ PackedLayout PackedLayout::of(const WeightView& w) {
     case WeightLayout::kQ4_0x8: return {.type = DType::kQ4_0, .group_rows = 8, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ4_Kx16: return {.type = DType::kQ4_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ4_Kx8: return {.type = DType::kQ4_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
+    case WeightLayout::kQ5_Kx16: return {.type = DType::kQ5_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
+    case WeightLayout::kQ5_Kx8: return {.type = DType::kQ5_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ6_Kx16: return {.type = DType::kQ6_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kQ6_Kx8: return {.type = DType::kQ6_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
     case WeightLayout::kRows: break;
@@ -165,6 +203,7 @@ WeightLayout packed_weight_layout(DType type, size_t group_rows) {
   if (type == DType::kQ8_0) return x16 ? WeightLayout::kQ8_0x16 : WeightLayout::kQ8_0x8;
   if (type == DType::kQ4_0) return x16 ? WeightLayout::kQ4_0x16 : WeightLayout::kQ4_0x8;
   if (type == DType::kQ4_K) return x16 ? WeightLayout::kQ4_Kx16 : WeightLayout::kQ4_Kx8;
+  if (type == DType::kQ5_K) return x16 ? WeightLayout::kQ5_Kx16 : WeightLayout::kQ5_Kx8;
   return x16 ? WeightLayout::kQ6_Kx16 : WeightLayout::kQ6_Kx8;
 }
 
@@ -178,8 +217,8 @@ std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
   KVS_ASSERT(packable(w.type) && w.layout == WeightLayout::kRows,
-             "PackedMatrix::pack: needs row-major q8_0, q4_0, q4_k or q6_k weights, got {} ({})", dtype_name(w.type),
-             weight_layout_name(w.layout));
+             "PackedMatrix::pack: needs row-major q8_0, q4_0, q4_k, q5_k or q6_k weights, got {} ({})",
+             dtype_name(w.type), weight_layout_name(w.layout));
   PackedMatrix m;
   m.view_ = WeightView{.type = w.type, .data = nullptr, .rows = w.rows, .cols = w.cols, .layout = layout};
   const PackedLayout p = PackedLayout::of(m.view_);

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_K and Q6_K weights repacked at load time for the int8 dot-product kernels (matmul_packed_*.cpp).
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights repacked at load time for the int8 dot-product kernels (matmul_packed_*.cpp).
 //
 // Why: in GGUF order a row is a run of blocks (fp16 scale + 32 values), so a SIMD kernel spends most of its
 // instructions unaligning, unpacking and horizontally reducing per row. Packed, one vpdpbusd (or its AVX2
@@ -9,7 +9,7 @@
 // Layout (PackedLayout): rows in groups of G (the last group padded with zero rows, scale 0). A group is a
 // contiguous run of group_bytes() bytes, made of units of unit_blocks() 32-column blocks: two for Q8_0 and
 // Q4_0 (the last unit holds one block when the row has an odd number of blocks), eight (a super-block) for
-// Q4_K and Q6_K:
+// the K-quants:
 //   Q8_0, Q4_0: unit u = [header, 4G bytes: fp16 scales of block 2u for rows 0..G-1, then of block 2u + 1]
 //                        [block 2u: quant_bytes()][block 2u + 1: quant_bytes()]
 //   Q4_K:       unit u = [header, 20G bytes: d of super-block u for rows 0..G-1 (fp16), then dmin (fp16),
@@ -17,6 +17,7 @@
 //                         their 6-bit mins]
 //                        [block 8u: quant_bytes()] ... [block 8u + 7]
 //                (4 bytes per row and super-block more than the file's 12 packed bytes: 2.8%)
+//   Q5_K:       as Q4_K (2.3% more than the file)
 //   Q6_K:       unit u = [header, 20G bytes: d (fp16), 2G bytes of padding, then per 16-column group g = 0..15
 //                         the rows' int8 scales]
 //                        [block 8u: quant_bytes()] ... [block 8u + 7]   (the file's size plus 2G bytes: 1%)
@@ -26,6 +27,8 @@
 //                w[row i][32b + 8p + j] in its low nibble and of w[row i][32b + 8p + 4 + j] in its high
 //                nibble: the low nibbles are quad 2p, the high ones quad 2p + 1.
 //   Q4_K block = the same 4 pairs of the rows' 4-bit values q (0..15; the value is d sc q - dmin m).
+//   Q5_K block = the same 4 pairs of the low 4 bits of the rows' 5-bit values q (0..31; the value is
+//                d sc q - dmin m), then one vector of their fifth bits: bit q of byte 4i + j for quad q.
 //   Q6_K block = the same 4 pairs of the low 4 bits of the rows' 6-bit values q (0..63; the value is
 //                d sc (q - 32)), then 2 vectors of their high 2 bits: byte 4i + j of vector h holds them for
 //                quads 4h..4h + 3 (the block's 16-column group h) at bits 0-1, 2-3, 4-5, 6-7.
@@ -46,21 +49,21 @@ namespace kvs {
 struct PackedLayout {
   static constexpr size_t kBlock = 32;
 
-  static constexpr size_t kSuperBlockBlocks = 8;  // Q4_K: 32-column blocks per super-block
+  static constexpr size_t kSuperBlockBlocks = 8;  // K-quants: 32-column blocks per super-block
 
-  DType type = DType::kQ8_0;  // Q8_0, Q4_0, Q4_K or Q6_K
+  DType type = DType::kQ8_0;  // Q8_0, Q4_0, Q4_K, Q5_K or Q6_K
   size_t group_rows = 16;     // G: 8 or 16
   size_t rows = 0;
   size_t cols = 0;  // a multiple of kBlock
 
   static PackedLayout of(const WeightView& w);  // w.layout one of the packed layouts
 
-  bool k_quant() const { return type == DType::kQ4_K || type == DType::kQ6_K; }
+  bool k_quant() const { return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K; }
   size_t quad_bytes() const { return 4 * group_rows; }  // 4 columns of G rows: one vector
   size_t unit_blocks() const { return k_quant() ? kSuperBlockBlocks : 2; }
   size_t header_bytes() const { return (k_quant() ? 20 : 4) * group_rows; }
   size_t quant_bytes() const {  // one block of a group
-    return (type == DType::kQ8_0 ? 8 : type == DType::kQ6_K ? 6 : 4) * quad_bytes();
+    return (type == DType::kQ8_0 ? 8 : type == DType::kQ6_K ? 6 : type == DType::kQ5_K ? 5 : 4) * quad_bytes();
   }
   size_t blocks() const { return cols / kBlock; }
   size_t groups() const { return (rows + group_rows - 1) / group_rows; }
@@ -74,27 +77,27 @@ struct PackedLayout {
   size_t block_offset(size_t b) const { return unit_offset(b) + header_bytes() + b % unit_blocks() * quant_bytes(); }
   // Q8_0, Q4_0: block b's G fp16 scales.
   size_t scales_offset(size_t b) const { return unit_offset(b) + b % 2 * (header_bytes() / 2); }
-  // Q4_K, Q6_K, inside a unit's header: the G fp16 dmin (Q4_K), the G bytes of scales of block j (Q4_K, 0..7) or
-  // of 16-column group j (Q6_K, 0..15), and of mins of block j (Q4_K).
+  // K-quants, inside a unit's header: the G fp16 dmin (Q4_K, Q5_K), the G bytes of scales of block j (Q4_K, Q5_K:
+  // 0..7) or of 16-column group j (Q6_K, 0..15), and of mins of block j (Q4_K, Q5_K).
   size_t k_dmin_offset() const { return 2 * group_rows; }
   size_t k_scales_offset(size_t j) const { return (4 + j) * group_rows; }
   size_t k_mins_offset(size_t j) const { return (12 + j) * group_rows; }
 };
 
-// The packed layout of `type` (Q8_0, Q4_0, Q4_K, Q6_K) in groups of `group_rows` (kQ8_0x16, kQ8_0x8, ...).
+// The packed layout of `type` (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) in groups of `group_rows` (kQ8_0x16, kQ8_0x8, ...).
 WeightLayout packed_weight_layout(DType type, size_t group_rows);
 
 // The layout the kernels of `isa` read fastest for `type`: G = 16 with AVX-512 VNNI, G = 8 with AVX2 (with or
-// without AVX-VNNI); nullopt when `type` is not Q8_0/Q4_0/Q4_K/Q6_K or no packed kernel runs (scalar).
+// without AVX-VNNI); nullopt when `type` is not Q8_0/Q4_0/Q4_K/Q5_K/Q6_K or no packed kernel runs (scalar).
 std::optional<WeightLayout> packed_layout_for(DType type, Isa isa = best_isa());
 
-// An owned packed copy of a Q8_0, Q4_0, Q4_K or Q6_K matrix; view() points into storage.
+// An owned packed copy of a Q8_0, Q4_0, Q4_K, Q5_K or Q6_K matrix; view() points into storage.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
   const WeightView& view() const { return view_; }
 
-  // w: Q8_0, Q4_0, Q4_K or Q6_K, layout kRows; `layout` a packed layout of w.type.
+  // w: Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, layout kRows; `layout` a packed layout of w.type.
   static PackedMatrix pack(const WeightView& w, WeightLayout layout);
 
  private:

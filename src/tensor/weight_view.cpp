@@ -18,6 +18,8 @@ const char* weight_layout_name(WeightLayout layout) {
     case WeightLayout::kQ4_0x8: return "q4_0x8";
     case WeightLayout::kQ4_Kx16: return "q4_kx16";
     case WeightLayout::kQ4_Kx8: return "q4_kx8";
+    case WeightLayout::kQ5_Kx16: return "q5_kx16";
+    case WeightLayout::kQ5_Kx8: return "q5_kx8";
     case WeightLayout::kQ6_Kx16: return "q6_kx16";
     case WeightLayout::kQ6_Kx8: return "q6_kx8";
   }

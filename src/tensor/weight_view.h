@@ -1,6 +1,6 @@
 // A borrowed 2-D weight matrix [rows][cols] in any DType. Row-major by default (ggml order: a GGUF
 // tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Q8_0, Q4_0,
-// Q4_K and Q6_K weights may instead be repacked for the int8 dot-product kernels (tensor/packed_weights.h),
+// Q4_K, Q5_K and Q6_K weights may instead be repacked for the int8 dot-product kernels (tensor/packed_weights.h),
 // whose rows are interleaved in groups of 8 or 16 and cannot be read one at a time.
 #pragma once
 
@@ -19,6 +19,8 @@ enum class WeightLayout : uint8_t {
   kQ4_0x8,
   kQ4_Kx16,  // Q4_K, the same, with the super-blocks' 6-bit scales and mins unpacked to bytes
   kQ4_Kx8,
+  kQ5_Kx16,  // Q5_K, as Q4_K with the values' fifth bits in one more vector per block
+  kQ5_Kx8,
   kQ6_Kx16,  // Q6_K, the same, its low nibbles and high 2-bit parts in separate vectors
   kQ6_Kx8,
 };

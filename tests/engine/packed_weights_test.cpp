@@ -1,11 +1,22 @@
-// Q8_0, Q4_0, Q4_K and Q6_K matrices repacked at load for the packed kernels (WeightPacking::kForCpu) against the same
-// file loaded as stored (kNone): the same values summed in another order, so logits agree to fp32 noise and greedy
-// decoding picks the same tokens, through prefill and decode. Now and then an fp32 difference in a hidden state flips
-// the int8 rounding of one activation (one step of its block's scale, both layouts quantize activations the same way);
-// that step's logits then differ by ~1e-3 instead of ~1e-7.
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices repacked at load for the packed kernels (WeightPacking::kForCpu) against the
+// same file loaded as stored (kNone). Every packed matrix holds the file's values bit for bit (unpacked row by row),
+// and the packed kernels sum the same exact block dots in another order, so the logits agree to fp32 noise
+// (~1e-7 of their scale) and greedy decoding picks the same tokens, through prefill and decode.
+// Except where an fp32 difference in a hidden state flips the int8 rounding of one activation (one step of its
+// block's scale; both layouts quantize activations the same way): from that step on, the logits differ by up to
+// ~1.2% of their scale (measured over seeds 4-10 and every type), and when the flip lands in the KV cache, every later
+// step does too. How many flips a run meets depends on the seed and the ISA (the file-layout kernels sum in another
+// order on each), so the bound on every step is the flip's, kFlipBound, 2.5x the largest measured (a packing or
+// kernel bug moves logits by their own size), and generated tokens are compared wherever that step's difference
+// proves one argmax.
+#include "tensor/packed_weights.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "engine/sampler.h"
 #include "engine_trace.h"
@@ -15,14 +26,11 @@
 namespace kvs {
 namespace {
 
-// (Seed 3's Q4_0 twin meets such a flip at position 4, and since it lands in the KV cache every later step
-// differs by ~1%; seeds 4-6 meet none in these 30 positions. The K-quant shape has 2.7x the activations per token
-// and meets flips more often: of seeds 4-10, Q4_K meets none on avx2 and avx512 with 4, 7 and 8, Q6_K with 5.)
 // Rows of every kind: kv rows 32 (two groups of 16), ffn 160, and a vocabulary of 500, whose last group
 // of output rows is partial; an odd number of blocks per row (dim 96: 3 blocks); a tied output.
 // K-quant rows are whole super-blocks: dim 256, ffn 512 (kv rows 64, the partial last group of the vocabulary).
 SynthSpec odd_spec(DType type) {
-  if (type == DType::kQ4_K || type == DType::kQ6_K) {
+  if (is_k_quant(type)) {
     return SynthSpec{.layers = 2,
                      .dim = 256,
                      .heads = 4,
@@ -31,7 +39,7 @@ SynthSpec odd_spec(DType type) {
                      .vocab = 500,
                      .ctx = 256,
                      .type = type,
-                     .seed = type == DType::kQ4_K ? uint64_t{4} : uint64_t{5},
+                     .seed = 4,
                      .rope_base = 10000.0f,
                      .tied_output = true};
   }
@@ -77,29 +85,85 @@ TEST_P(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
   ThreadPool pool(2);
   auto tokenizer = Tokenizer::from_gguf(plain->file());
   ASSERT_TRUE(tokenizer) << tokenizer.status().message();
-  constexpr int kSteps = 24;
-  const RequestParams params = test::greedy_request({1, 17, 42, 99, 7, 250}, kSteps + 1, /*all_logits=*/false);
+  constexpr size_t kSteps = 24;
+  const std::vector<TokenId> prompt = {1, 17, 42, 99, 7, 250};
+  const RequestParams params = test::greedy_request(prompt, kSteps + 1);
   const test::EngineTrace a = test::trace_request(*packed, *tokenizer, pool, {.max_seqs = 1}, params);
   const test::EngineTrace b = test::trace_request(*plain, *tokenizer, pool, {.max_seqs = 1}, params);
-  EXPECT_EQ(a.tokens, b.tokens);
-  ASSERT_EQ(a.logits.size(), size_t{kSteps} + 1);
+  ASSERT_EQ(a.logits.size(), prompt.size() + kSteps);
   ASSERT_EQ(b.logits.size(), a.logits.size());
-  int noise_level_steps = 0;
-  for (const auto& [position, la] : a.logits) {
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  // Each position's largest logit difference, against the scale of the logits.
+  const auto worst_at = [&](size_t position) {
+    const std::vector<float>& la = a.logits.at(position);
     const std::vector<float>& lb = b.logits.at(position);
     float worst = 0.0f, scale = 0.0f;
     for (size_t i = 0; i < la.size(); ++i) {
       worst = std::max(worst, std::fabs(la[i] - lb[i]));
       scale = std::max(scale, std::fabs(lb[i]));
     }
-    EXPECT_LE(worst, 1e-2f * scale) << "position " << position;
-    noise_level_steps += worst <= 1e-5f * scale;
+    return std::pair{worst, scale};
+  };
+  constexpr float kFlipBound = 3e-2f;
+  for (size_t position = 0; position + 1 < prompt.size(); ++position) {  // fed the same tokens in both runs
+    const auto [worst, scale] = worst_at(position);
+    EXPECT_LE(worst, kFlipBound * scale) << "prompt position " << position;
   }
-  EXPECT_GE(noise_level_steps, kSteps * 3 / 4);
+  // Generated tokens: both runs are fed the same ones until a near tie, which may go either way.
+  size_t agreed = 0;
+  for (size_t step = 0; step < a.tokens.size(); ++step) {
+    const size_t position = prompt.size() - 1 + step;
+    const auto [worst, scale] = worst_at(position);
+    EXPECT_LE(worst, kFlipBound * scale) << "position " << position;
+    // Each logit within `worst` of the other run's: a top-2 margin above 2 worst leaves one argmax.
+    std::vector<float> sorted = b.logits.at(position);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    if (sorted[0] - sorted[1] <= 2 * worst) break;
+    ASSERT_EQ(a.tokens[step], b.tokens[step]) << "step " << step;
+    ++agreed;
+  }
+  EXPECT_GE(agreed, 1u);
+}
+
+// Loading packs every matrix but the embedding, and the packed bytes are the file's values: row by row, they
+// unpack to the file's blocks.
+TEST_P(PackedWeights, EveryMatrixHoldsTheFileValues) {
+  const DType type = GetParam();
+  if (!packed_layout_for(type)) GTEST_SKIP() << "no packed kernel within this ISA limit: weights are never packed";
+  test::TempDir dir(std::string("packed_values_") + std::string(dtype_name(type)));
+  const std::string path = dir.file("m.gguf");
+  ASSERT_TRUE(write_synth_model(odd_spec(type), path).is_ok());
+  const auto packed = load(path, WeightPacking::kForCpu);
+  const auto plain = load(path, WeightPacking::kNone);
+  ASSERT_TRUE(packed && plain);
+  const DecoderWeights &pw = packed->weights(), &fw = plain->weights();
+  std::vector<std::pair<const WeightView*, const WeightView*>> matrices = {{&pw.output, &fw.output}};
+  for (size_t l = 0; l < fw.layers.size(); ++l) {
+    const DecoderLayerWeights &p = pw.layers[l], &f = fw.layers[l];
+    for (auto [pm, fm] : {std::pair{&p.wq, &f.wq},
+                          {&p.wk, &f.wk},
+                          {&p.wv, &f.wv},
+                          {&p.wo, &f.wo},
+                          {&p.w_gate, &f.w_gate},
+                          {&p.w_up, &f.w_up},
+                          {&p.w_down, &f.w_down}}) {
+      matrices.emplace_back(pm, fm);
+    }
+  }
+  for (auto [pm, fm] : matrices) {
+    ASSERT_EQ(pm->layout, *packed_layout_for(type));
+    ASSERT_EQ(fm->layout, WeightLayout::kRows);
+    ASSERT_EQ(pm->rows, fm->rows);
+    std::vector<std::byte> row(fm->row_bytes());
+    for (size_t r = 0; r < fm->rows; ++r) {
+      unpack_row(*pm, r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), fm->row(r), row.size()), 0) << "row " << r;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedWeights,
-                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K),
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Packed Q8_0 / Q4_0 / Q4_K / Q6_K weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on groups
-// of 16 rows; AVX2 and AVX-VNNI on groups of 8): the packing loses nothing, and every kernel gives, bit for bit, the
-// canonical sum written out here from the row-major weights, for every batch size, thread split and column chunk (so it
-// is batch invariant, like every matmul path, and the same on every ISA).
+// Packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights (tensor/packed_weights.h) and their matmul kernels (AVX-512 VNNI on
+// groups of 16 rows; AVX2 and AVX-VNNI on groups of 8): the packing loses nothing, and every kernel gives, bit for bit,
+// the canonical sum written out here from the row-major weights, for every batch size, thread split and column chunk
+// (so it is batch invariant, like every matmul path, and the same on every ISA).
 #include "tensor/packed_weights.h"
 
 #include <gtest/gtest.h>
@@ -39,7 +39,7 @@ struct PackedCase {
 // Every packed layout with every ISA that runs a kernel for it on this CPU.
 std::vector<PackedCase> runnable_cases() {
   std::vector<PackedCase> out;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni())
       out.push_back({packed_weight_layout(type, 16), Isa::kAvx512});
     for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni})
@@ -50,12 +50,14 @@ std::vector<PackedCase> runnable_cases() {
 
 DType layout_type(WeightLayout layout) { return PackedLayout::of(WeightView{.layout = layout}).type; }
 
-bool k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+bool k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K; }
+bool k_with_mins(DType type) { return type == DType::kQ4_K || type == DType::kQ5_K; }
 const std::vector<size_t>& cols_for(DType type) { return k_quant(type) ? kKQuantCols : kCols; }
 
 const WeightLayout kAllLayouts[] = {WeightLayout::kQ8_0x16, WeightLayout::kQ8_0x8,  WeightLayout::kQ4_0x16,
                                     WeightLayout::kQ4_0x8,  WeightLayout::kQ4_Kx16, WeightLayout::kQ4_Kx8,
-                                    WeightLayout::kQ6_Kx16, WeightLayout::kQ6_Kx8};
+                                    WeightLayout::kQ5_Kx16, WeightLayout::kQ5_Kx8,  WeightLayout::kQ6_Kx16,
+                                    WeightLayout::kQ6_Kx8};
 
 // The block's values as signed integers (Q4_0: the 4-bit value - 8) and its fp16 scale.
 void block_values(const test::TestMatrix& w, size_t r, size_t b, int32_t (&q)[32], float& d) {
@@ -73,46 +75,41 @@ void block_values(const test::TestMatrix& w, size_t r, size_t b, int32_t (&q)[32
   }
 }
 
-// Q4_K in the canonical order of packed_matmul_impl.h, from the file's super-blocks: per super-block
-// sb = sum_j fma(float(dot_j), float(sc_j) d_a(j)), mb = sum_j fma(float(m_j), d_a(j) float(sum_j(a))),
-// acc = fma(-dmin, mb, fma(d, sb, acc)); the activation sums counted here from the int8 values.
-float canonical_q4_k(const test::TestMatrix& w, const QuantizedActivations& xq, size_t r, size_t t) {
+// Q4_K and Q5_K in the canonical order of packed_matmul_impl.h, from the file's super-blocks decoded by the
+// format's own decoder (decode_k_block): per super-block sb = sum_j fma(float(dot_j), float(sc_j) d_a(j)),
+// mb = sum_j fma(float(m_j), d_a(j) float(sum_j(a))), acc = fma(-dmin, mb, fma(d, sb, acc)); the activation sums
+// counted here from the int8 values.
+float canonical_k_with_mins(const test::TestMatrix& w, const QuantizedActivations& xq, size_t r, size_t t) {
   const int8_t* a = xq.token_qs(t);
   const float* da = xq.token_scales(t);
   float acc = 0.0f;
   for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
-    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w.view().row(r))[s];
-    uint8_t sc[8], m[8];
-    unpack_k_scales(blk.scales, sc, m);
+    const KBlockInts blk = decode_k_block(w.type, w.view().row(r) + s * dtype_block_bytes(w.type));
     float sb = 0.0f, mb = 0.0f;
     for (size_t j = 0; j < 8; ++j) {
       const size_t b = 8 * s + j;
       int32_t dot = 0, sum = 0;
       for (size_t c = 0; c < 32; ++c) {
-        const int q = (blk.qs[32 * (j / 2) + c] >> (4 * (j % 2))) & 0x0f;
-        dot += q * a[32 * b + c];
+        dot += blk.q[32 * j + c] * a[32 * b + c];
         sum += a[32 * b + c];
       }
-      sb = std::fma(static_cast<float>(dot), static_cast<float>(sc[j]) * da[b], sb);
-      mb = std::fma(static_cast<float>(m[j]), da[b] * static_cast<float>(sum), mb);
+      sb = std::fma(static_cast<float>(dot), static_cast<float>(blk.scale[2 * j]) * da[b], sb);
+      mb = std::fma(static_cast<float>(blk.min[2 * j]), da[b] * static_cast<float>(sum), mb);
     }
-    acc = std::fma(fp16_to_fp32(blk.d), sb, acc);
-    acc = std::fma(-fp16_to_fp32(blk.dmin), mb, acc);
+    acc = std::fma(blk.d, sb, acc);
+    acc = std::fma(-blk.dmin, mb, acc);
   }
   return acc;
 }
 
-// Q4_K: sum over the row of (|d sc q| + |dmin m|) |x|, the magnitude of the two parts the kernels add up.
-double q4_k_parts_magnitude(const test::TestMatrix& w, const std::vector<float>& x, size_t r, size_t t) {
+// Q4_K, Q5_K: sum over the row of (|d sc q| + |dmin m|) |x|, the magnitude of the two parts the kernels add up.
+double k_parts_magnitude(const test::TestMatrix& w, const std::vector<float>& x, size_t r, size_t t) {
   double sum = 0.0;
   for (size_t s = 0; s < w.cols / kSuperBlock; ++s) {
-    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w.view().row(r))[s];
-    uint8_t sc[8], m[8];
-    unpack_k_scales(blk.scales, sc, m);
+    const KBlockInts blk = decode_k_block(w.type, w.view().row(r) + s * dtype_block_bytes(w.type));
     for (size_t e = 0; e < kSuperBlock; ++e) {
-      const size_t j = e / 32;
-      const int q = (blk.qs[32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 0x0f;
-      const double part = std::fabs(fp16_to_fp32(blk.d) * sc[j] * q) + std::fabs(fp16_to_fp32(blk.dmin) * m[j]);
+      const double part =
+          std::fabs(blk.d * blk.scale[e / 16] * blk.q[e]) + std::fabs(static_cast<double>(blk.dmin) * blk.min[e / 16]);
       sum += part * std::fabs(x[t * w.cols + s * kSuperBlock + e]);
     }
   }
@@ -141,13 +138,13 @@ float canonical_q6_k(const test::TestMatrix& w, const QuantizedActivations& xq, 
 }
 
 // The canonical order of packed_matmul_impl.h from the GGUF-order blocks: Q8_0, Q4_0: acc = 0, then per
-// block acc = fma(float(exact block dot), d_w * d_a, acc); Q4_K, Q6_K above.
+// block acc = fma(float(exact block dot), d_w * d_a, acc); the K-quants above.
 std::vector<float> canonical_product(const test::TestMatrix& w, const QuantizedActivations& xq) {
   if (k_quant(w.type)) {
     std::vector<float> y(xq.n_tokens * w.rows);
     for (size_t t = 0; t < xq.n_tokens; ++t) {
       for (size_t r = 0; r < w.rows; ++r) {
-        y[t * w.rows + r] = w.type == DType::kQ4_K ? canonical_q4_k(w, xq, r, t) : canonical_q6_k(w, xq, r, t);
+        y[t * w.rows + r] = k_with_mins(w.type) ? canonical_k_with_mins(w, xq, r, t) : canonical_q6_k(w, xq, r, t);
       }
     }
     return y;
@@ -197,10 +194,10 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
         const PackedLayout p = PackedLayout::of(packed.view());
         EXPECT_EQ(packed.view().layout, layout);
         EXPECT_EQ(packed.view().bytes(), p.bytes());
-        // No more than the GGUF bytes plus the padding rows and one header half per group (Q4_K: 4 bytes more
+        // No more than the GGUF bytes plus the padding rows and one header half per group (Q4_K, Q5_K: 4 bytes more
         // per row and super-block, the unpacked 6-bit scales; Q6_K: 2, padding).
         const size_t g = p.group_rows, groups = (rows + g - 1) / g;
-        const size_t extra = type == DType::kQ4_K   ? groups * g * 4 * (cols / kSuperBlock)
+        const size_t extra = k_with_mins(type)      ? groups * g * 4 * (cols / kSuperBlock)
                              : type == DType::kQ6_K ? groups * g * 2 * (cols / kSuperBlock)
                                                     : groups * 2 * g;
         EXPECT_LE(packed.view().bytes(), groups * g * w.view().row_bytes() + extra);
@@ -219,7 +216,7 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
 }
 
 TEST(PackedWeights, LayoutForEachIsa) {
-  for (DType type : {DType::kF16, DType::kQ5_K, DType::kQ3_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
+  for (DType type : {DType::kF16, DType::kQ2_K, DType::kQ3_K}) EXPECT_FALSE(packed_layout_for(type, best_isa()));
   EXPECT_FALSE(packed_layout_for(DType::kQ8_0, Isa::kScalar));
   EXPECT_FALSE(packed_layout_for(DType::kQ4_K, Isa::kScalar));
   EXPECT_FALSE(packed_layout_for(DType::kQ6_K, Isa::kScalar));
@@ -227,12 +224,14 @@ TEST(PackedWeights, LayoutForEachIsa) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx2), WeightLayout::kQ8_0x8);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx2), WeightLayout::kQ4_0x8);
     EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx2), WeightLayout::kQ4_Kx8);
+    EXPECT_EQ(packed_layout_for(DType::kQ5_K, Isa::kAvx2), WeightLayout::kQ5_Kx8);
     EXPECT_EQ(packed_layout_for(DType::kQ6_K, Isa::kAvx2), WeightLayout::kQ6_Kx8);
   }
   if (isa_supported(Isa::kAvx512) && cpu_has_avx512_vnni()) {
     EXPECT_EQ(packed_layout_for(DType::kQ8_0, Isa::kAvx512), WeightLayout::kQ8_0x16);
     EXPECT_EQ(packed_layout_for(DType::kQ4_0, Isa::kAvx512), WeightLayout::kQ4_0x16);
     EXPECT_EQ(packed_layout_for(DType::kQ4_K, Isa::kAvx512), WeightLayout::kQ4_Kx16);
+    EXPECT_EQ(packed_layout_for(DType::kQ5_K, Isa::kAvx512), WeightLayout::kQ5_Kx16);
     EXPECT_EQ(packed_layout_for(DType::kQ6_K, Isa::kAvx512), WeightLayout::kQ6_Kx16);
   }
 }
@@ -297,9 +296,9 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
       const test::ExactProduct exact = test::exact_product(w, x, n);
       for (size_t i = 0; i < y_packed.size(); ++i) {
         // Same exact block dots, fp32 sums (about 2 per block) in another order: within a few hundred ulps
-        // of the magnitude of what is summed. Q4_K sums its scale and min parts apart, each larger than the
+        // of the magnitude of what is summed. Q4_K and Q5_K sum their scale and min parts apart, each larger than the
         // weights.
-        const double magnitude = w.type == DType::kQ4_K ? q4_k_parts_magnitude(w, x, i % rows, i / rows) : exact.abs[i];
+        const double magnitude = k_with_mins(w.type) ? k_parts_magnitude(w, x, i % rows, i / rows) : exact.abs[i];
         EXPECT_NEAR(y_packed[i], y_rows[i], 1e-5 * magnitude)
             << describe(c.layout, c.isa, rows, cols, n) << " element " << i;
       }
@@ -307,8 +306,8 @@ TEST(PackedWeights, AgreeWithTheRowMajorKernel) {
   }
 }
 
-// Blocks of `type` with arbitrary bytes, every third super-block all 0xff (Q4_K: scales and mins 63, every
-// value 15; Q6_K: every value 63 with scale -1) or with Q6_K scale -128 and every value 0.
+// Blocks of `type` with arbitrary bytes, every third super-block all 0xff (Q4_K, Q5_K: scales and mins 63, every
+// value 15 / 31; Q6_K: every value 63 with scale -1) or with Q6_K scale -128 and every value 0.
 void fill_arbitrary_blocks(test::TestMatrix& w, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
@@ -320,6 +319,10 @@ void fill_arbitrary_blocks(test::TestMatrix& w, std::mt19937& rng) {
       for (size_t i = 0; i < block_bytes; ++i) blk[i] = std::byte(kind == 0 ? 0xff : byte(rng));
       if (w.type == DType::kQ4_K) {
         auto& b = *reinterpret_cast<BlockQ4_K*>(blk);
+        b.d = fp32_to_fp16(scale(rng));
+        b.dmin = fp32_to_fp16(scale(rng));
+      } else if (w.type == DType::kQ5_K) {
+        auto& b = *reinterpret_cast<BlockQ5_K*>(blk);
         b.d = fp32_to_fp16(scale(rng));
         b.dmin = fp32_to_fp16(scale(rng));
       } else {
