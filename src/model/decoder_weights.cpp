@@ -62,9 +62,9 @@ Expected<std::vector<float>> vector(const gguf::File& file, const std::string& n
   return out;
 }
 
-// Replaces a Q8_0, Q4_0, Q4_K or Q6_K view by a copy packed for this CPU's kernels, owned by `storage`. When nothing else
-// reads the file's bytes of the matrix (`release_source`), their pages leave the process: resident memory
-// holds one copy, not two.
+// Replaces a packed-kernel type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) view by a copy packed for this CPU's kernels, owned by
+// `storage`. When nothing else reads the file's bytes of the matrix (`release_source`), their pages leave the process:
+// resident memory holds one copy, not two.
 void pack(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source) {
   const std::optional<WeightLayout> layout = packed_layout_for(view.type);
   if (!layout) return;
