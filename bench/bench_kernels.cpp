@@ -37,9 +37,10 @@ bool is_packed_index(int64_t index) {
 constexpr int64_t kTypeCount = std::size(kTypes);
 
 struct Matrix {
-  std::vector<std::byte> data;
+  std::vector<std::byte> data;  // row-major blocks (kept when packed: more packed copies are made from them)
+  WeightView rows_view;         // of data
   PackedMatrix packed;
-  WeightView view;
+  WeightView view;  // what the kernels read: rows_view, or packed's
 };
 
 std::string type_label(int64_t index, Isa isa) {
@@ -74,10 +75,10 @@ Matrix random_matrix(int64_t type_index, size_t rows, size_t cols, Isa isa) {
     quantize_row(type, row.data(), m.data.data() + r * row_bytes, cols);
   }
   m.view = {.type = type, .data = m.data.data(), .rows = rows, .cols = cols};
+  m.rows_view = m.view;
   if (is_packed_index(type_index)) {
     m.packed = PackedMatrix::pack(m.view, *packed_layout_for(type, isa));
     m.view = m.packed.view();
-    m.data.clear();
   }
   return m;
 }
@@ -139,7 +140,10 @@ void BM_MatvecCold(benchmark::State& state) {
   w.push_back(random_matrix(state.range(0), rows, cols, isa));
   for (size_t c = 1; c < copies; ++c) {  // the same bytes elsewhere (quantizing K-quants again takes minutes)
     if (is_packed_index(state.range(0))) {
-      w.push_back(random_matrix(state.range(0), rows, cols, isa));
+      Matrix m;
+      m.packed = PackedMatrix::pack(w[0].rows_view, w[0].view.layout);
+      m.view = m.packed.view();
+      w.push_back(std::move(m));
       continue;
     }
     Matrix m;
