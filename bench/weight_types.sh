@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `kvserve bench` for every weight type and every ISA level of this CPU, interleaved (for each type, each
-# ISA in turn, so host drift spreads over all of them), on one synthetic model shape; then a table of decode
+# `kvserve bench --weights-only` for every weight type and every ISA level of this CPU, interleaved (for each type,
+# each ISA in turn, so host drift spreads over all of them), on one synthetic model shape; then a table of decode
 # (tok/s, effective GB/s, fraction of the bandwidth probe taken in the same run) and 512-token prefill
 # (tok/s, fraction of the FMA or int8 dot peak probed in the same run).
 #
@@ -28,7 +28,7 @@ done
 for t in $types; do
   for isa in $ISAS; do
     echo "== $preset $t $isa" >&2
-    "$kvserve" --isa "$isa" bench -m "$out/$preset-$t.gguf" --prefill-model none --reps "$reps" \
+    "$kvserve" --isa "$isa" bench -m "$out/$preset-$t.gguf" --prefill-model none --weights-only --reps "$reps" \
       --json "$out/$preset-$t-$isa.json" > "$out/$preset-$t-$isa.md"
   done
 done

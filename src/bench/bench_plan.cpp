@@ -35,11 +35,20 @@ BenchPlan BenchPlan::quick() {
   return p;
 }
 
+BenchPlan BenchPlan::weights_only() const {
+  BenchPlan p = *this;
+  if (!p.prefill_tokens.empty())
+    p.prefill_tokens = {*std::max_element(p.prefill_tokens.begin(), p.prefill_tokens.end())};
+  if (!p.decode_depths.empty()) p.decode_depths = {p.decode_depths.front()};
+  p.cache_contexts.clear();
+  return p;
+}
+
 Status BenchPlan::validate() const {
   if (reps == 0) return Status::invalid_argument("bench needs at least 1 repetition, got 0");
-  if (prefill_tokens.empty() || decode_depths.empty() || cache_contexts.empty()) {
-    return Status::invalid_argument(fmt::format("bench needs prompt lengths ({}), decode depths ({}) and contexts ({})",
-                                                prefill_tokens.size(), decode_depths.size(), cache_contexts.size()));
+  if (prefill_tokens.empty() || decode_depths.empty()) {
+    return Status::invalid_argument(fmt::format("bench needs prompt lengths ({}) and decode depths ({})",
+                                                prefill_tokens.size(), decode_depths.size()));
   }
   for (size_t n : prefill_tokens) {
     if (n == 0) return Status::invalid_argument("a prefill prompt length is 0");

@@ -26,7 +26,7 @@ struct BenchPlan {
   std::vector<size_t> prefill_tokens = {128, 512};           // prompt lengths
   std::vector<size_t> decode_depths = {0, 512, 2048};        // context already in the cache
   size_t decode_tokens = 128;                                // tokens decoded per repetition
-  std::vector<size_t> cache_contexts = {16, 64, 256, 1024};  // cache vs no-cache per token
+  std::vector<size_t> cache_contexts = {16, 64, 256, 1024};  // cache vs no-cache per token (none: not measured)
   size_t cached_steps = 32;                                  // decode steps averaged per cached measurement
   size_t max_batch_tokens = 512;                             // prefill chunk
   size_t probe_bytes = size_t{1} << 30;                      // bandwidth probe buffer
@@ -36,6 +36,9 @@ struct BenchPlan {
 
   static BenchPlan standard();
   static BenchPlan quick();  // tiny sizes for a smoke run
+  // What a weight type or kernel level changes, and no more: the longest prompt, the first decode depth, no
+  // cache-vs-recompute curve (bench/weight_types.sh runs one of these per type and ISA).
+  BenchPlan weights_only() const;
 
   Status validate() const;
 };

@@ -212,9 +212,11 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
                   100.0 * roof.fraction.stddev, 100.0 * roof.fraction.min, 100.0 * roof.fraction.max,
                   pm(roof.decode_median_gbs, 1), 100.0 * roof.median_fraction.mean, 100.0 * roof.median_fraction.stddev,
                   100.0 * roof.median_fraction.min, 100.0 * roof.median_fraction.max));
-  line("");
-  line("| Context | with KV cache, ms/token | without (recompute), ms/token | speedup |");
-  line("|---|---|---|---|");
+  if (!r.cache.empty()) {
+    line("");
+    line("| Context | with KV cache, ms/token | without (recompute), ms/token | speedup |");
+    line("|---|---|---|---|");
+  }
   for (const CacheFigures& c : r.cache) {
     line(fmt::format("| {} | {} | {} | {:.1f}× ± {:.1f} |", c.context, pm(c.cached_ms, 2), pm(c.uncached_ms, 1),
                      c.speedup.mean, c.speedup.stddev));

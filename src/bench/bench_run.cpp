@@ -45,9 +45,11 @@ Expected<BenchResults> run_bench(const BenchModels& models, const BenchPlan& pla
   r.decode = std::move(decode->decode);
   r.roofline = decode->roofline;
 
-  auto cache = measure_cache_vs_recompute(models.model, plan, env);
-  if (!cache) return cache.status();
-  r.cache = std::move(cache).value();
+  if (!plan.cache_contexts.empty()) {
+    auto cache = measure_cache_vs_recompute(models.model, plan, env);
+    if (!cache) return cache.status();
+    r.cache = std::move(cache).value();
+  }
 
   env.progress.step("paging memory simulation");
   const KvCacheSpec spec{.num_layers = r.model.layers, .num_kv_heads = r.model.kv_heads, .head_dim = r.model.head_dim};

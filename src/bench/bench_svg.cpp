@@ -186,6 +186,7 @@ std::vector<PlotPanel> bench_panels(const BenchResults& r) {
     decode.series[0].points.emplace_back(static_cast<double>(d.depth), d.paged_tok_s.mean);
     decode.series[1].points.emplace_back(static_cast<double>(d.depth), d.contiguous_tok_s.mean);
   }
+  if (r.cache.empty()) return {decode};  // not measured (--weights-only)
   return {cache, decode};
 }
 

@@ -34,6 +34,7 @@ struct BenchOptions {
   size_t threads = 0;
   size_t reps = 3;
   bool quick = false;
+  bool weights_only = false;
   bool no_repack = false;
   std::string json_path;
   std::string plot_path;
@@ -92,6 +93,7 @@ std::string utc_now() {
 std::string reproduce_command(const BenchOptions& o, size_t threads) {
   std::string cmd = fmt::format("kvserve bench --threads {} --reps {}", threads, o.reps);
   if (o.quick) cmd += " --quick";
+  if (o.weights_only) cmd += " --weights-only";
   if (o.no_repack) cmd += " --no-repack";
   if (!o.model_path.empty()) cmd += " -m " + o.model_path;
   if (!o.prefill_model.empty()) cmd += " --prefill-model " + o.prefill_model;
@@ -166,6 +168,7 @@ void run(const BenchOptions& o, bool reps_given) {
   const std::unique_ptr<DecoderModel> extra = extra_path.empty() ? nullptr : load(extra_path, o.no_repack);
   BenchPlan plan = o.quick ? BenchPlan::quick() : BenchPlan::standard();
   if (reps_given || !o.quick) plan.reps = o.reps;
+  if (o.weights_only) plan = plan.weights_only();
   FittedPlan fitted = fit_plan_to_context(plan, model->config().context_length);
   if (Status s = fitted.plan.validate(); !s) throw CommandError(s.message());
 
@@ -217,6 +220,9 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--quick", o->quick,
                 "Smoke run: prompts 16/64, 16 decode tokens at depths 0/64/256, contexts 16/64, 2 reps, no BF16 "
                 "prefill");
+  cmd->add_flag("--weights-only", o->weights_only,
+                "Only what a weight type or kernel level changes: prefill of the longest prompt (512 tokens), decode "
+                "at depth 0 with the roofline, no cache-vs-recompute curve (bench/weight_types.sh)");
   add_no_repack_flag(*cmd, o->no_repack);
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
   cmd->add_option("--kv-types", o->kv_types,

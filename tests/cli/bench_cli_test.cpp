@@ -49,6 +49,29 @@ TEST(BenchCli, QuickRunWritesTableJsonAndPlot) {
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "not a terminal: no carriage returns";
 }
 
+// --weights-only: the longest prompt, the first depth, and no cache-vs-recompute curve (table, JSON and plot).
+TEST(BenchCli, WeightsOnlyMeasuresOnePromptAndOneDepth) {
+  test::TempDir dir("cli_bench_weights");
+  const std::string json_path = dir.file("out.json"), svg_path = dir.file("out.svg");
+  auto r = test::run_kvserve({"bench", "-m", test::default_model_path(), "--quick", "--weights-only", "--threads", "1",
+                              "--reps", "1", "--json", json_path, "--plot", svg_path},
+                             dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(test::read_file(json_path));
+  ASSERT_EQ(j["prefill_tok_s"].size(), 1u) << j["prefill_tok_s"].dump();
+  EXPECT_GT(j["prefill_tok_s"]["64"].get<double>(), 0.0);
+  ASSERT_EQ(j["decode_tok_s"].size(), 1u) << j["decode_tok_s"].dump();
+  EXPECT_GT(j["decode_tok_s"]["0"].get<double>(), 0.0);
+  EXPECT_GT(j["roofline_fraction"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("no_cache_speedup")) << j["no_cache_speedup"].dump();
+  EXPECT_NE(j["command"].get<std::string>().find("--weights-only"), std::string::npos);
+  EXPECT_EQ(r.out.find("| Context |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Roofline"), std::string::npos) << r.out;
+  const std::string svg = test::read_file(svg_path);
+  EXPECT_NE(svg.find("Decode throughput"), std::string::npos);
+  EXPECT_EQ(svg.find("Time per generated token"), std::string::npos);
+}
+
 // Q8_0 weights are repacked at load where a packed kernel runs (AVX2 or AVX-512), and --no-repack keeps the file's
 // layout; the table's header says which one ran.
 TEST(BenchCli, NoRepackKeepsTheFileLayout) {
