@@ -21,9 +21,10 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
 }
 
 void add_no_repack_flag(CLI::App& command, bool& no_repack) {
-  command.add_flag("--no-repack", no_repack,
-                   "Keep Q8_0 and Q4_0 matrices in the file's layout instead of repacking them at load for the "
-                   "packed int8 kernels (same values; for A/B measurements)");
+  command.add_flag(
+      "--no-repack", no_repack,
+      "Keep Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices in the file's layout instead of repacking them at load for the "
+      "packed int8 kernels (same values; for A/B measurements)");
 }
 
 LoadedModel load_model(const ModelOptions& options) {

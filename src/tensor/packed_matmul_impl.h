@@ -240,6 +240,25 @@ struct PackedKernel {
     }
   }
 
+  // K-quants: the header of the unit (super-block) holding block b0 in each of the R groups, and the quant bytes of
+  // block b; prefetch as for block().
+  template <size_t R>
+  KVS_ALWAYS_INLINE void unit_headers(const std::byte* const (&groups)[R], size_t b0, size_t prefetch,
+                                      const std::byte* (&header)[R]) const {
+    for (size_t i = 0; i < R; ++i) {
+      header[i] = groups[i] + layout.unit_offset(b0);
+      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
+    }
+  }
+  template <size_t R>
+  KVS_ALWAYS_INLINE void block_quants(const std::byte* const (&groups)[R], size_t b, size_t prefetch,
+                                      const std::byte* (&blk)[R]) const {
+    for (size_t i = 0; i < R; ++i) {
+      blk[i] = groups[i] + layout.block_offset(b);
+      if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
+    }
+  }
+
   // Q6_K: bits 4-5 of the values of quad q (0..3) of a 16-column group, from the group's high vector.
   static KVS_ALWAYS_INLINE I q6_high(I hv, size_t q) {
     const I v = q == 0 ? S::sll16(hv, 4) : q == 1 ? S::sll16(hv, 2) : q == 2 ? hv : S::srl16(hv, 2);
@@ -259,10 +278,7 @@ struct PackedKernel {
   KVS_ALWAYS_INLINE void q6_super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,
                                         size_t prefetch, V (&acc)[R][T]) const {
     const std::byte* header[R];
-    for (size_t i = 0; i < R; ++i) {
-      header[i] = groups[i] + layout.unit_offset(b0);
-      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
-    }
+    unit_headers<R>(groups, b0, prefetch, header);
     V sb[R][T];
     for (size_t i = 0; i < R; ++i)
       for (size_t t = 0; t < T; ++t) sb[i][t] = S::zero_ps();
@@ -270,10 +286,7 @@ struct PackedKernel {
     for (size_t j = 0; j < kSuperBlockBlocks; ++j) {
       const size_t b = b0 + j;
       const std::byte* blk[R];
-      for (size_t i = 0; i < R; ++i) {
-        blk[i] = groups[i] + layout.block_offset(b);
-        if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
-      }
+      block_quants<R>(groups, b, prefetch, blk);
 #pragma GCC unroll 2
       for (size_t h = 0; h < 2; ++h) {  // the block's two 16-column groups
         I dot[R][T];
@@ -321,10 +334,7 @@ struct PackedKernel {
       return;
     }
     const std::byte* header[R];
-    for (size_t i = 0; i < R; ++i) {
-      header[i] = groups[i] + layout.unit_offset(b0);
-      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
-    }
+    unit_headers<R>(groups, b0, prefetch, header);
     V sb[R][T];
     for (size_t i = 0; i < R; ++i)
       for (size_t t = 0; t < T; ++t) sb[i][t] = S::zero_ps();
@@ -332,10 +342,7 @@ struct PackedKernel {
     for (size_t j = 0; j < kSuperBlockBlocks; ++j) {
       const size_t b = b0 + j;
       const std::byte* blk[R];
-      for (size_t i = 0; i < R; ++i) {
-        blk[i] = groups[i] + layout.block_offset(b);
-        if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
-      }
+      block_quants<R>(groups, b, prefetch, blk);
       I dot[R][T];
       block_dots<R, T>(blk, x, b, dot);
       V sc[R];

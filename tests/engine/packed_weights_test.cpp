@@ -62,18 +62,28 @@ std::unique_ptr<DecoderModel> load(const std::string& path, WeightPacking packin
   return model ? std::move(model).value() : nullptr;
 }
 
+// The synthetic file of `type` loaded twice: packed for this CPU's kernels and as stored.
+struct Twins {
+  test::TempDir dir;
+  std::unique_ptr<DecoderModel> packed, plain;
+  Twins(DType type, const std::string& dir_prefix) : dir(dir_prefix + std::string(dtype_name(type))) {
+    const std::string path = dir.file("m.gguf");
+    EXPECT_TRUE(write_synth_model(odd_spec(type), path).is_ok());
+    packed = load(path, WeightPacking::kForCpu);
+    plain = load(path, WeightPacking::kNone);
+  }
+};
+
 class PackedWeights : public ::testing::TestWithParam<DType> {};
 
 TEST_P(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
   const DType type = GetParam();
   const std::optional<WeightLayout> layout = packed_layout_for(type);
   if (!layout) GTEST_SKIP() << "no packed kernel within this ISA limit: weights are never packed";
-  test::TempDir dir(std::string("packed_weights_") + std::string(dtype_name(type)));
-  const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_synth_model(odd_spec(type), path).is_ok());
-  const auto packed = load(path, WeightPacking::kForCpu);
-  const auto plain = load(path, WeightPacking::kNone);
-  ASSERT_TRUE(packed && plain);
+  const Twins twins(type, "packed_weights_");
+  ASSERT_TRUE(twins.packed && twins.plain);
+  const auto& packed = twins.packed;
+  const auto& plain = twins.plain;
   EXPECT_TRUE(packed->weights().has_packed_matrices());
   EXPECT_FALSE(plain->weights().has_packed_matrices());
   EXPECT_EQ(packed->weights().layers[0].wq.layout, *layout);
@@ -130,13 +140,9 @@ TEST_P(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
 TEST_P(PackedWeights, EveryMatrixHoldsTheFileValues) {
   const DType type = GetParam();
   if (!packed_layout_for(type)) GTEST_SKIP() << "no packed kernel within this ISA limit: weights are never packed";
-  test::TempDir dir(std::string("packed_values_") + std::string(dtype_name(type)));
-  const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_synth_model(odd_spec(type), path).is_ok());
-  const auto packed = load(path, WeightPacking::kForCpu);
-  const auto plain = load(path, WeightPacking::kNone);
-  ASSERT_TRUE(packed && plain);
-  const DecoderWeights &pw = packed->weights(), &fw = plain->weights();
+  const Twins twins(type, "packed_values_");
+  ASSERT_TRUE(twins.packed && twins.plain);
+  const DecoderWeights &pw = twins.packed->weights(), &fw = twins.plain->weights();
   std::vector<std::pair<const WeightView*, const WeightView*>> matrices = {{&pw.output, &fw.output}};
   for (size_t l = 0; l < fw.layers.size(); ++l) {
     const DecoderLayerWeights &p = pw.layers[l], &f = fw.layers[l];
