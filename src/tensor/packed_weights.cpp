@@ -215,7 +215,7 @@ std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
   return packed_weight_layout(type, avx512_vnni ? 16 : 8);
 }
 
-PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
+PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout, ThreadPool* pool) {
   KVS_ASSERT(packable(w.type) && w.layout == WeightLayout::kRows,
              "PackedMatrix::pack: needs row-major q8_0, q4_0, q4_k, q5_k or q6_k weights, got {} ({})",
              dtype_name(w.type), weight_layout_name(w.layout));
@@ -227,9 +227,19 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
   // Zero-filled: the unused half of an odd last unit's header stays 0.
   m.storage_ = AlignedBuffer<std::byte>(p.bytes(), PageHint::kHuge);
   m.view_.data = m.storage_.data();
+  if (pool) {
+    pool->parallel_for(p.groups(), 1, [&](size_t begin, size_t end) { pack_groups(w, p, begin, end, m.storage_); });
+  } else {
+    pack_groups(w, p, 0, p.groups(), m.storage_);
+  }
+  return m;
+}
+
+void PackedMatrix::pack_groups(const WeightView& w, const PackedLayout& p, size_t g_begin, size_t g_end,
+                               AlignedBuffer<std::byte>& storage) {
   const size_t g_rows = p.group_rows;
-  for (size_t g = 0; g < p.groups(); ++g) {
-    std::byte* group = m.storage_.data() + g * p.group_bytes();
+  for (size_t g = g_begin; g < g_end; ++g) {
+    std::byte* group = storage.data() + g * p.group_bytes();
     if (p.k_quant()) {
       for (size_t i = 0; i < g_rows; ++i) {
         const size_t r = g * g_rows + i;
@@ -263,7 +273,6 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout) {
       }
     }
   }
-  return m;
 }
 
 void unpack_row(const WeightView& packed, size_t r, std::byte* out) {

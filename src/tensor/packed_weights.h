@@ -41,6 +41,7 @@
 #include <optional>
 
 #include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
 #include "tensor/isa.h"
 #include "tensor/weight_view.h"
 
@@ -97,10 +98,15 @@ class PackedMatrix {
   PackedMatrix() = default;
   const WeightView& view() const { return view_; }
 
-  // w: Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, layout kRows; `layout` a packed layout of w.type.
-  static PackedMatrix pack(const WeightView& w, WeightLayout layout);
+  // w: Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, layout kRows; `layout` a packed layout of w.type. With a pool, its threads
+  // pack groups of rows side by side (each group is written by one thread; the bytes are the same).
+  static PackedMatrix pack(const WeightView& w, WeightLayout layout, ThreadPool* pool = nullptr);
 
  private:
+  // Packs row groups [g_begin, g_end) of w into storage (zero-filled, p.bytes() long).
+  static void pack_groups(const WeightView& w, const PackedLayout& p, size_t g_begin, size_t g_end,
+                          AlignedBuffer<std::byte>& storage);
+
   AlignedBuffer<std::byte> storage_;
   WeightView view_;
 };

@@ -185,6 +185,7 @@ std::string describe(WeightLayout layout, Isa isa, size_t rows, size_t cols, siz
 
 TEST(PackedWeights, UnpackToTheOriginalBlocks) {
   std::mt19937 rng(5);
+  ThreadPool two(2);
   for (WeightLayout layout : kAllLayouts) {
     const DType type = layout_type(layout);
     for (size_t rows : {1, 7, 8, 15, 16, 37}) {
@@ -194,6 +195,11 @@ TEST(PackedWeights, UnpackToTheOriginalBlocks) {
         const PackedLayout p = PackedLayout::of(packed.view());
         EXPECT_EQ(packed.view().layout, layout);
         EXPECT_EQ(packed.view().bytes(), p.bytes());
+        // Packed on two threads (groups side by side): the same bytes.
+        const PackedMatrix parallel = PackedMatrix::pack(w.view(), layout, &two);
+        ASSERT_EQ(parallel.view().bytes(), packed.view().bytes());
+        EXPECT_EQ(std::memcmp(parallel.view().data, packed.view().data, p.bytes()), 0)
+            << describe(layout, Isa::kScalar, rows, cols, 0) << " packed on two threads";
         // No more than the GGUF bytes plus the padding rows and one header half per group (Q4_K, Q5_K: 4 bytes more
         // per row and super-block, the unpacked 6-bit scales; Q6_K: 2, padding).
         const size_t g = p.group_rows, groups = (rows + g - 1) / g;
