@@ -1,9 +1,9 @@
 // Views of a decoder's weights inside the mapped GGUF file, checked against the config: the Llama block's,
 // Qwen2's Q/K/V biases, Gemma 3's q/k norms and post-norms.
-// 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0 and Q4_0
-// matrices are repacked into owned memory for the int8 dot-product kernels (WeightPacking::kForCpu: groups
-// of 16 rows with AVX-512 VNNI, of 8 with AVX2): the same values, in a layout the kernels read without
-// unpacking or horizontal sums (tensor/packed_weights.h).
+// 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0, Q4_0,
+// Q4_K, Q5_K and Q6_K matrices are repacked into owned memory for the int8 dot-product kernels (WeightPacking::kForCpu:
+// groups of 16 rows with AVX-512 VNNI, of 8 with AVX2): the same values, in a layout the kernels read without unpacking
+// or horizontal sums (tensor/packed_weights.h).
 #pragma once
 
 #include <vector>
@@ -39,7 +39,7 @@ struct DecoderLayerWeights {
 
 enum class WeightPacking {
   kNone,    // every matrix as stored in the file
-  kForCpu,  // Q8_0 and Q4_0 matrices packed when packed_layout_for(type) has a layout for this CPU
+  kForCpu,  // matrices packed when packed_layout_for(type) has a layout for this CPU (on every hardware thread)
 };
 
 struct DecoderWeights {
