@@ -125,7 +125,7 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
   if (packing == WeightPacking::kForCpu) {
     // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
     // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows. Loading packs
-    // on every hardware thread (a 1B model: 3.6 s on one of two cores).
+    // on every hardware thread (a 1B Q4_K model: 3.0 s on two instead of 4.3 s on one).
     ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
     for (DecoderLayerWeights& lw : w.layers) {
       for (WeightView* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {

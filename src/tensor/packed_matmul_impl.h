@@ -122,9 +122,18 @@ struct PackedKernel {
     } else if constexpr (kQ8) {
       return S::add32(dot, S::madd_ones(S::maddubs(w.wabs, S::sign8(a, w.u))));
     } else if constexpr (kQ5) {
-      return S::add32(dot, S::madd_ones(S::maddubs(w.u, a)));
+      return widening_mac(dot, w.u, a);
     } else {
       return S::add16(dot, S::maddubs(w.u, a));
+    }
+  }
+  // dot + the 4-byte dots of unsigned u (values up to 63) and signed a, each quad's products widened to int32 at once
+  // (Q5_K, Q6_K: their int16 pair sums over several quads could overflow).
+  static KVS_ALWAYS_INLINE I widening_mac(I dot, I u, I a) {
+    if constexpr (S::kVnni) {
+      return S::dpbusd(dot, u, a);
+    } else {
+      return S::add32(dot, S::madd_ones(S::maddubs(u, a)));
     }
   }
   static KVS_ALWAYS_INLINE I merge(I a, I b) {
@@ -264,13 +273,6 @@ struct PackedKernel {
     const I v = q == 0 ? S::sll16(hv, 4) : q == 1 ? S::sll16(hv, 2) : q == 2 ? hv : S::srl16(hv, 2);
     return S::and8(v, 0x30);
   }
-  static KVS_ALWAYS_INLINE I q6_mac(I dot, I u, I a) {
-    if constexpr (S::kVnni) {
-      return S::dpbusd(dot, u, a);
-    } else {
-      return S::add32(dot, S::madd_ones(S::maddubs(u, a)));
-    }
-  }
 
   // Q6_K: acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in the canonical
   // order above.
@@ -306,7 +308,7 @@ struct PackedKernel {
 #pragma GCC unroll 8
           for (size_t t = 0; t < T; ++t) {
             const I a = S::bcast4(x.a[t] + PackedLayout::kBlock * b + 16 * h + 4 * q);
-            for (size_t i = 0; i < R; ++i) dot[i][t] = q6_mac(dot[i][t], u[i], a);
+            for (size_t i = 0; i < R; ++i) dot[i][t] = widening_mac(dot[i][t], u[i], a);
           }
         }
         V sc[R];
