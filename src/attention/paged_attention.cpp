@@ -52,10 +52,17 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
   KVS_ASSERT(!context.slot_mass || context.slot_mass.capacity >= context.num_slots, "slot mass of {} for {} slots",
              context.slot_mass.capacity, context.num_slots);
   const Isa isa = best_isa();
-  KVS_ASSERT(kv.format().k.width == hd && kv.has_values() && kv.format().v->width == vd,
+  // An MLA latent is its own value: the values are the key rows, whole (a caller wanting the latent's first
+  // kv_lora_rank columns reads those of the output).
+  const bool latent = !kv.has_values();
+  const KvTensorFormat& value_format = latent ? kv.format().k : *kv.format().v;
+  KVS_ASSERT(kv.format().k.width == hd && value_format.width == vd,
              "attention of key width {} and value width {} over a cache of widths {} and {}", hd, vd,
-             kv.format().k.width, kv.has_values() ? kv.format().v->width : 0);
-  const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = kv.format().v->head_block_bytes();
+             kv.format().k.width, value_format.width);
+  const auto values = [&](BlockId block, size_t g) {
+    return latent ? kv.keys(layer, block, g) : kv.values(layer, block, g);
+  };
+  const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = value_format.head_block_bytes();
   const size_t first_real = next_real_block(blocks, first_block - 1, num_blocks);  // (0 - 1) + 1 == 0
   KVS_ASSERT(first_real < num_blocks, "no real block among slots [{}, {})", context.first_slot, context.num_slots);
   // The range's query rows: q's, or for keys stored rotated (H k) rotated alike ((H q) . (H k) = q . k),
@@ -94,7 +101,7 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       // after the softmax). The blocks of a context lie anywhere in the pool, so the hardware prefetcher
       // cannot find the next one.
       if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, key_bytes);
-      prefetch_l2(kv.values(layer, blocks[b], g).data, value_bytes);
+      if (!latent) prefetch_l2(values(blocks[b], g).data, value_bytes);
       const float* qg = q_range + (g - kv_head_begin) * group * hd;
       float* sg = &scores[(g - kv_head_begin) * group * n_ctx];
       if (quantized > 0)
@@ -129,7 +136,7 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
     const size_t slot = b * block_size, count = std::min(block_size, context.num_slots - slot);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + slot - base], n_ctx, group,
-                             kv.values(layer, blocks[b], g), count, vd, out + g * group * vd, isa);
+                             values(blocks[b], g), count, vd, out + g * group * vd, isa);
     }
   }
 }

@@ -77,8 +77,8 @@ void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const
 void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, std::span<const float> k,
                   std::span<const float> v, uint32_t key_tail, Isa isa) {
   const KvFormat& format = kv.format();
-  KVS_ASSERT(format.v.has_value(), "write_kv_run stores K and V; this storage holds an MLA latent");
-  const size_t heads = format.num_heads, kw = format.k.width, vw = format.v->width;
+  KVS_ASSERT(format.v.has_value() || v.empty(), "an MLA latent has no values: {} value floats given", v.size());
+  const size_t heads = format.num_heads, kw = format.k.width, vw = format.v ? format.v->width : 0;
   KVS_ASSERT(layer < format.num_layers, "layer {} out of {} layers", layer, format.num_layers);
   KVS_ASSERT(k.size() == count * heads * kw && v.size() == count * heads * vw,
              "K/V of {} tokens must have {} and {} floats, got {} and {}", count, count * heads * kw,
@@ -93,7 +93,6 @@ void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, 
   std::vector<uint16_t> staging;
   for (size_t h = 0; h < heads; ++h) {
     std::byte* keys = kv.key_head_block(layer, block, h);
-    std::byte* values = kv.value_head_block(layer, block, h);
     if (format.k.scale_axis == KvScaleAxis::kPerChannel) {
       uint16_t* tail = key_tail == kNoKeyTail ? nullptr : kv.key_tail(key_tail, layer, h);
       store_rows_per_channel(format.k, keys, first_row, count, &k[h * kw], heads * kw, tail, staging, scratch, isa);
@@ -101,6 +100,8 @@ void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, 
       for (size_t t = 0; t < count; ++t)
         store_row(format.k, keys, first_row + t, stored_form(format.k, &k[(t * heads + h) * kw], scratch), isa);
     }
+    if (!format.v) continue;
+    std::byte* values = kv.value_head_block(layer, block, h);
     for (size_t t = 0; t < count; ++t) store_row(*format.v, values, first_row + t, &v[(t * heads + h) * vw], isa);
   }
 }

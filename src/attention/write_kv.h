@@ -30,7 +30,8 @@ std::vector<KvWriteRun> kv_write_runs(std::span<const KvSlot> slots, size_t bloc
 void store_row(const KvTensorFormat& f, std::byte* head_block, size_t row, const float* x, Isa isa = best_isa());
 
 // Stores `count` tokens at slots first_slot, first_slot + 1, ..., all in one block of `layer`.
-// k: [count][num_kv_heads][head_dim], v: [count][num_kv_heads][value_width] fp32. Keys quantized per
+// k: [count][num_kv_heads][head_dim], v: [count][num_kv_heads][value_width] fp32; an MLA latent: k
+// [count][kv_lora_rank + rope_dim], v empty. Keys quantized per
 // channel wait in the block's key tail `key_tail` until their group is complete (kv/key_tail_table.h);
 // a run that starts or ends inside a group must have one.
 void write_kv_run(KvStorage& kv, size_t layer, KvSlot first_slot, size_t count, std::span<const float> k,

@@ -1,4 +1,4 @@
-// `kvserve synth`: writes a random-weight llama, qwen2 or gemma3 model of a preset or custom shape.
+// `kvserve synth`: writes a random-weight llama, qwen2, gemma3 or deepseek2 model of a preset or custom shape.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -24,10 +24,11 @@ struct Options {
 
 void register_synth(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand(
-      "synth",
-      "Write a llama, qwen2 or gemma3 model with random weights (a preset, or a custom shape given by "
-      "--layers --dim --heads --ffn --vocab); shape flags given with --preset override the preset");
+  CLI::App* cmd =
+      app.add_subcommand("synth",
+                         "Write a llama, qwen2, gemma3 or deepseek2 (presets) model with random weights (a preset, or "
+                         "a custom shape given by "
+                         "--layers --dim --heads --ffn --vocab); shape flags given with --preset override the preset");
   cmd->add_option("--preset", opts->preset,
                   fmt::format("Model shape preset: {}", fmt::join(synth_preset_names(), ", ")));
   cmd->add_option("--arch", opts->custom.architecture,

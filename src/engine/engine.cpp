@@ -8,6 +8,12 @@ namespace {
 
 double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
 
+// An MLA latent cache (deepseek2) holds every position of a sequence: windows and eviction, which leave holes or move
+// rows, are not implemented for it (the expanded attention form reads every cached slot).
+Status mla_refuses(const std::string& what) {
+  return Status::unimplemented(fmt::format("{} is not supported with an MLA latent KV cache (deepseek2)", what));
+}
+
 }  // namespace
 
 Status EngineConfig::validate() const {
@@ -37,6 +43,7 @@ KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
 Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
+  if (c.is_mla() && config.kv_window > 0) return mla_refuses(fmt::format("a KV window ({} tokens)", config.kv_window));
   const KvCacheSpec spec = engine_kv_spec(model, config);
   KVS_RETURN_IF_ERROR(spec.validate());
   const bool paged = config.kv_layout == KvLayout::kPaged;
@@ -130,6 +137,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
 Status Engine::check_policy(const KvPolicyParams& policy) const {
   if (!policy.evicts()) return Status::ok();
   const std::string what = policy.describe();
+  if (model_.config().is_mla()) return mla_refuses(fmt::format("the KV policy {}", what));
   if (config_.kv_layout != KvLayout::kPaged)
     return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
   KVS_RETURN_IF_ERROR(policy.validate(model_.config().context_length));
@@ -179,6 +187,8 @@ size_t Engine::kv_storage_bytes() const {
 Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   const size_t context = model_.config().context_length;
   if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
+  if (params.kv_window > 0 && model_.config().is_mla())
+    return mla_refuses(fmt::format("a KV window ({} tokens)", params.kv_window));
   const KvPolicyParams policy = params.kv_policy.value_or(config_.kv_policy).resolved(kv_->block_size());
   // Memory stays bounded past the context under an eviction policy (positions within the cache) or a window on
   // every layer (positions in the sequence, past those the model was trained on: docs/KV_CACHE.md measures it).

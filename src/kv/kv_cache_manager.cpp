@@ -12,8 +12,6 @@ namespace kvs {
 
 Status KvCacheConfig::validate() const {
   KVS_RETURN_IF_ERROR(spec.validate());
-  if (spec.mla)
-    return Status::unimplemented("the engine's KV storage holds K and V; an MLA latent is sized by calc only");
   if (num_blocks == 0) return Status::out_of_memory("the KV pool has 0 blocks: the budget is below one block");
   if (kv_format(spec).has_key_tails() && num_key_tails == 0) {
     return Status::invalid_argument(

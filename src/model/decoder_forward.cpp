@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/projection.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
 
@@ -31,10 +32,12 @@ size_t DecoderForward::begin(const ForwardBatch& batch, std::span<const KvStorag
                "group {}: {} tokens, {} sequence ids, {} slots", g, n, group.attention.sequence_of_token.size(),
                group.kv_slots.size());
     const KvCacheSpec& kv_spec = kv[g].spec();
-    KVS_ASSERT(kv_spec.num_layers == batch.layers->groups[g].layers.size() && kv_spec.num_kv_heads == c.num_kv_heads &&
-                   kv_spec.head_dim == c.head_dim && kv_spec.value_width() == c.head_dim && kv[g].has_values(),
-               "KV storage {} shape (layers {}, kv heads {}, head dims {}/{}) does not match the model", g,
-               kv_spec.num_layers, kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width());
+    KVS_ASSERT(
+        kv_spec.num_layers == batch.layers->groups[g].layers.size() && kv_matches(kv_spec),
+        "KV storage {} shape (layers {}, kv heads {}, head dims {}/{}, MLA {}: latent {} + rope {}) does not match "
+        "the model",
+        g, kv_spec.num_layers, kv_spec.num_kv_heads, kv_spec.head_dim, kv_spec.value_width(), kv_spec.mla,
+        kv_spec.kv_lora_rank, kv_spec.rope_dim);
     write_runs_[g] = kv_write_runs(group.kv_slots, kv[g].block_size());
   }
   if (x_.size() < n * c.dim) {
@@ -63,27 +66,23 @@ size_t DecoderForward::begin(const ForwardBatch& batch, std::span<const KvStorag
 
 void DecoderForward::project(std::span<const float> x, size_t n,
                              std::initializer_list<std::pair<const WeightView*, float*>> outs) {
-  // One quantization of x feeds every matrix when they all take int8 activations (Q8_0/Q4_0/K-quant weights, mixed
-  // freely).
-  bool all_int8 = true;
-  for (const auto& [w, y] : outs) {
-    all_int8 = all_int8 && matmul_activations(w->type, best_isa()) == MatmulActivations::kInt8Blocks;
-  }
-  const size_t cols = outs.begin()->first->cols;
-  if (all_int8) {
-    quantize_activations(x.first(n * cols), n, cols, xq_, pool_);
-    std::vector<QuantizedMatmul> group;
-    for (const auto& [w, y] : outs) group.push_back({.w = w, .y = {y, n * w->rows}});
-    matmul_quantized_group(group, xq_, pool_);
-    return;
-  }
-  for (const auto& [w, y] : outs) matmul(*w, x.first(n * cols), n, {y, n * w->rows}, pool_, scratch_);
+  kvs::project(x, n, outs, pool_, xq_, scratch_);
+}
+
+bool DecoderForward::kv_matches(const KvCacheSpec& spec) const {
+  return !spec.mla && spec.num_kv_heads == config_.num_kv_heads && spec.head_dim == config_.head_dim &&
+         spec.value_width() == config_.head_dim;
 }
 
 void DecoderForward::store_kv(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer) {
+  store_rows(batch, kv, layer, k_, v_, config_.kv_dim());
+}
+
+void DecoderForward::store_rows(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer,
+                                std::span<const float> k, std::span<const float> v, size_t width) {
   // Split by block runs (the write path's unit). The stores mostly miss the cache (a new slot's lines were
   // never read), so on one thread they took several percent of a batched decode step.
-  const size_t kv_dim = config_.kv_dim();
+  const size_t kv_dim = width;
   const size_t g = batch.layers->group_of[layer], at_layer = batch.layers->index_in_group[layer];
   const KvGroupBatch& group = batch.kv[g];
   KvStorage& storage = kv[g];
@@ -95,7 +94,8 @@ void DecoderForward::store_kv(const ForwardBatch& batch, std::span<KvStorage> kv
       const KvSlot first = group.kv_slots[run.first];
       const std::span<const uint32_t> tails = group.attention.key_tails;
       const uint32_t tail = tails.empty() ? kNoKeyTail : tails[first.value / storage.block_size()];
-      write_kv_run(storage, at_layer, first, run.count, {&k_[at], floats}, {&v_[at], floats}, tail);
+      write_kv_run(storage, at_layer, first, run.count, k.subspan(at, floats), v.empty() ? v : v.subspan(at, floats),
+                   tail);
     }
   });
 }

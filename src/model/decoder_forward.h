@@ -37,8 +37,13 @@ class DecoderForward : public ModelRunner {
       for (size_t t = begin; t < end; ++t) fn(t);
     });
   }
+  // Whether a KV storage of `spec` holds what this forward pass stores (default: K and V of the config's heads).
+  virtual bool kv_matches(const KvCacheSpec& spec) const;
   // Writes k_ and v_ of the batch's tokens into their slots of `layer` (in its group's storage).
   void store_kv(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer);
+  // The same for rows of `width` floats per token: k [n][width] and v [n][width], or v empty (an MLA latent).
+  void store_rows(const ForwardBatch& batch, std::span<KvStorage> kv, size_t layer, std::span<const float> k,
+                  std::span<const float> v, size_t width);
   // att_ = attention of q_ over `layer`'s cached K/V, within the layer's window.
   void attend(const ForwardBatch& batch, std::span<const KvStorage> kv, size_t layer);
   // RoPE at one base: inverse frequencies once per model, cos/sin per batch.

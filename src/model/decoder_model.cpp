@@ -1,11 +1,13 @@
 #include "model/decoder_model.h"
 
+#include "model/deepseek2_forward.h"
 #include "model/gemma3_forward.h"
 #include "model/llama_forward.h"
 
 namespace kvs {
 
-Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing) {
+Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing,
+                                                           MlaForm mla_form) {
   auto file = gguf::File::open(path);
   if (!file) return file.status();
   auto config = ModelConfig::from_gguf(*file);
@@ -14,10 +16,18 @@ Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& pa
   if (!weights) return weights.status();
   // The weight views point into the mapping, which stays put when the File is moved.
   return std::unique_ptr<DecoderModel>(
-      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
+      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value(), mla_form));
 }
 
 KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
+  if (config_.is_mla()) {
+    return {.num_layers = config_.num_layers,
+            .mla = true,
+            .kv_lora_rank = config_.mla.kv_lora_rank,
+            .rope_dim = config_.rope_dim,
+            .dtype = dtype,
+            .block_size = block_size};
+  }
   return {.num_layers = config_.num_layers,
           .num_kv_heads = config_.num_kv_heads,
           .head_dim = config_.head_dim,
@@ -26,6 +36,7 @@ KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
 }
 
 std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool) const {
+  if (config_.is_mla()) return std::make_unique<Deepseek2Forward>(*this, pool, mla_form_);
   if (config_.is_gemma3()) return std::make_unique<Gemma3Forward>(*this, pool);
   return std::make_unique<LlamaForward>(*this, pool);
 }

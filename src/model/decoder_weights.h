@@ -1,5 +1,5 @@
 // Views of a decoder's weights inside the mapped GGUF file, checked against the config: the Llama block's,
-// Qwen2's Q/K/V biases, Gemma 3's q/k norms and post-norms.
+// Qwen2's Q/K/V biases, Gemma 3's q/k norms and post-norms, DeepSeek-V2's latent attention and experts.
 // 1-D norm weights are converted to owned fp32 vectors; matrices stay in the file's dtype. Q8_0, Q4_0,
 // Q4_K, Q5_K and Q6_K matrices are repacked into owned memory for the int8 dot-product kernels (WeightPacking::kForCpu:
 // groups of 16 rows with AVX-512 VNNI, of 8 with AVX2): the same values, in a layout the kernels read without unpacking
@@ -15,6 +15,27 @@
 #include "tensor/weight_view.h"
 
 namespace kvs {
+
+// DeepSeek-V2's latent attention (model_config.h MlaConfig for the shapes; H heads, r = kv_lora_rank).
+struct MlaLayerWeights {
+  WeightView q_a;                // [q_lora_rank][dim] when q_lora_rank > 0 (else the layer's wq: [H x head_dim][dim])
+  std::vector<float> q_a_norm;   // [q_lora_rank]
+  WeightView q_b;                // [H x head_dim][q_lora_rank]
+  WeightView kv_a;               // [r + rope_dim][dim]: the latent before its norm, then the key's RoPE part
+  std::vector<float> kv_a_norm;  // [r]
+  WeightView kv_b;               // [H x (nope + value)][r]: per head its key rows then its value rows (expansion)
+  WeightView k_b;                // [H x r][nope]: per head W_kb^T, which absorbs the key up-projection into queries
+  WeightView v_b;                // [H x value][r]: per head W_vb, applied to the attention output over latents
+  std::vector<float> built;      // owns kv_b or k_b/v_b when built at load from the file's other form (fp32)
+};
+
+// A mixture-of-experts FFN (model_config.h MoeConfig; E experts of width f).
+struct MoeLayerWeights {
+  WeightView router;                       // [E][dim]
+  std::vector<WeightView> gate, up, down;  // [E]: [f][dim], [f][dim], [dim][f]
+  WeightView shared_gate, shared_up;       // [shared x f][dim]; rows 0 without shared experts
+  WeightView shared_down;                  // [dim][shared x f]
+};
 
 struct DecoderLayerWeights {
   std::vector<float> attn_norm;  // [dim]
@@ -35,7 +56,15 @@ struct DecoderLayerWeights {
   std::vector<float> k_norm;               // [head_dim]
   std::vector<float> post_attention_norm;  // [dim]
   std::vector<float> post_ffw_norm;        // [dim]
+  // DeepSeek-V2 only: its attention (wo is [dim][H x value]; wq the queries without q_lora), and in its MoE layers
+  // the experts (w_gate/w_up/w_down: the dense FFN of its leading layers).
+  MlaLayerWeights mla;
+  MoeLayerWeights moe;
 };
+
+// The matrices of a layer that the packed kernels may read in their own layout: all but the embedding and MLA's
+// per-head slices (kv_b, k_b, v_b are read a head's rows at a time).
+std::vector<WeightView*> packable_matrices(DecoderLayerWeights& layer);
 
 enum class WeightPacking {
   kNone,    // every matrix as stored in the file
@@ -48,10 +77,13 @@ struct DecoderWeights {
   std::vector<float> output_norm;    // [dim]
   WeightView output;                 // [vocab][dim]; the embedding when tied (packed: a packed copy)
   std::vector<PackedMatrix> packed;  // owns the packed matrices the views above point into
+  size_t experts_used = 0;           // MoE: routed experts per token (for matrix_bytes)
 
   static Expected<DecoderWeights> from_gguf(const gguf::File& file, const ModelConfig& config,
                                             WeightPacking packing = WeightPacking::kForCpu);
-  size_t matrix_bytes() const;  // bytes of every matrix read per decoded token (incl. output)
+  // Bytes of every matrix read per decoded token (incl. output; of a MoE layer its router, shared experts and as many
+  // routed experts as a token uses, at their mean size).
+  size_t matrix_bytes() const;
   bool has_packed_matrices() const { return !packed.empty(); }
 };
 

@@ -208,11 +208,15 @@ DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
   return more_bits ? DType::kQ6_K : base;
 }
 
-Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from) {
+Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from,
+                  size_t count) {
   // See the header: kept exact, not failed.
   if (cols % dtype_block_elements(type) != 0) {
     type = is_k_quant(type) && cols % BlockQ8_0::kElements == 0 ? DType::kQ8_0 : DType::kF32;
   }
+  std::vector<uint64_t> dims = {cols, rows};
+  if (count > 1) dims.push_back(count);
+  rows *= count;  // stacked matrices are rows back to back
   auto fill = [type, rows, cols, rows_from = std::move(rows_from)](std::span<std::byte> out) {
     const size_t row_bytes = dtype_row_bytes(type, cols);
     KVS_ASSERT(out.size() == rows * row_bytes, "tensor buffer of {} bytes for {} rows of {}", out.size(), rows,
@@ -224,7 +228,7 @@ Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t row
     }
     return Status::ok();
   };
-  return writer.add_tensor_streamed(std::move(name), type, {cols, rows}, std::move(fill));
+  return writer.add_tensor_streamed(std::move(name), type, std::move(dims), std::move(fill));
 }
 
 Status add_vector(gguf::Writer& writer, std::string name, std::span<const float> values) {

@@ -90,8 +90,10 @@ using RowSource = std::function<void(size_t row, float* out)>;
 
 // Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of `type`; when cols is not a multiple of
 // the type's block size, of Q8_0 for a K-quant whose rows are whole Q8_0 blocks (as llama.cpp falls back to a
-// 32-value type), else of F32. Rows are produced while the file is written.
-Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from);
+// 32-value type), else of F32. Rows are produced while the file is written. count > 1: `count` such matrices stacked
+// (ggml dims {cols, rows, count}: a layer's experts), rows_from numbering their rows 0 .. count x rows.
+Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from,
+                  size_t count = 1);
 
 // Adds a 1-D F32 tensor of `n` values (held by the writer).
 Status add_vector(gguf::Writer& writer, std::string name, std::span<const float> values);

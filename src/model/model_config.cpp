@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kv/kv_layer_groups.h"
+#include "model/deepseek2_config.h"
 #include "model/model_support.h"
 #include "tensor/ops.h"
 
@@ -110,6 +112,8 @@ Expected<ModelConfig> ModelConfig::from_gguf(const gguf::File& file) {
   c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (c.architecture == "gemma3") {
     KVS_RETURN_IF_ERROR(read_gemma3(file, c));
+  } else if (c.architecture == "deepseek2") {
+    KVS_RETURN_IF_ERROR(read_deepseek2(file, c));
   } else {
     KVS_RETURN_IF_ERROR(read_rope_scaling(file, p, c));
     // Qwen2/2.5: the Llama block with Q/K/V biases, and RoPE on halves (its converter does not permute Q/K).
@@ -157,6 +161,16 @@ Status ModelConfig::validate() const {
   if (!(rms_eps > 0.0f) || !(rope_freq_base > 0.0f)) {
     return Status::corrupt(fmt::format("rms epsilon {} and rope base {} must be positive", rms_eps, rope_freq_base));
   }
+  if (is_mla() && (mla.nope_dim + rope_dim != head_dim || mla.value_dim == 0 || num_kv_heads != num_heads)) {
+    return Status::corrupt(fmt::format("MLA heads: {} + rope {} != key head {}, value head {}, {} of {} KV heads",
+                                       mla.nope_dim, rope_dim, head_dim, mla.value_dim, num_kv_heads, num_heads));
+  }
+  if (moe.num_experts > 0 && (moe.experts_used == 0 || moe.experts_used > moe.num_experts || moe.expert_ffn_dim == 0 ||
+                              moe.leading_dense_layers > num_layers)) {
+    return Status::corrupt(fmt::format("mixture of experts: {} of {} experts of width {}, {} dense layers of {}",
+                                       moe.experts_used, moe.num_experts, moe.expert_ffn_dim, moe.leading_dense_layers,
+                                       num_layers));
+  }
   if (!layer_windows.empty() && layer_windows.size() != num_layers) {
     return Status::corrupt(fmt::format("{} layer windows for {} layers", layer_windows.size(), num_layers));
   }
@@ -175,6 +189,23 @@ std::vector<float> ModelConfig::rope_frequencies(bool local) const {
   if (local)
     return rope_inverse_frequencies(rope_dim, rope_freq_base_local > 0.0f ? rope_freq_base_local : rope_freq_base);
   std::vector<float> inv_freq = rope_inverse_frequencies(rope_dim, rope_freq_base);
+  if (yarn_original_context > 0) {
+    // YaRN (ggml's rope_yarn, HF DeepSeek's yarn inv_freq): pairs below `low` keep their angle (they turn many
+    // times within the original context), pairs above `high` are interpolated (angle x scale), a linear ramp
+    // between. corr(b): the pair index whose wavelength fits the original context b times.
+    const auto corr = [&](float rotations) {
+      const double two_pi = 2.0 * 3.14159265358979323846;
+      return rope_dim * std::log(yarn_original_context / (rotations * two_pi)) / (2.0 * std::log(rope_freq_base));
+    };
+    const double low = std::max(0.0, std::floor(corr(yarn_beta_fast)));
+    const double high = std::min(static_cast<double>(rope_dim - 1), std::ceil(corr(yarn_beta_slow)));
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+      const double extrapolate = 1.0 - std::clamp(y, 0.0, 1.0);
+      inv_freq[i] = static_cast<float>(inv_freq[i] * (rope_freq_scale * (1.0 - extrapolate) + extrapolate));
+    }
+    return inv_freq;
+  }
   for (size_t i = 0; i < inv_freq.size(); ++i) {
     inv_freq[i] *= rope_freq_scale;
     if (!rope_freq_factors.empty()) inv_freq[i] /= rope_freq_factors[i];
@@ -183,6 +214,7 @@ std::vector<float> ModelConfig::rope_frequencies(bool local) const {
 }
 
 std::string ModelConfig::attention_kind() const {
+  if (is_mla()) return "MLA";
   if (num_kv_heads == num_heads) return "MHA";
   if (num_kv_heads == 1) return "MQA";
   return "GQA";

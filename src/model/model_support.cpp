@@ -19,6 +19,28 @@ constexpr std::array<std::string_view, 13> kLlamaKeys = {
     "attention.sliding_window",
 };
 constexpr std::array<std::string_view, 1> kGemma3Keys = {"final_logit_softcapping"};
+// DeepSeek-V2: what model/deepseek2_config.cpp reads (YaRN's type, factor and original context are checked there).
+constexpr std::array<std::string_view, 19> kDeepseek2Keys = {
+    "attention.q_lora_rank",
+    "attention.kv_lora_rank",
+    "attention.value_length",
+    "attention.key_length_mla",
+    "attention.value_length_mla",
+    "expert_count",
+    "expert_used_count",
+    "expert_shared_count",
+    "expert_feed_forward_length",
+    "leading_dense_block_count",
+    "expert_gating_func",
+    "expert_weights_norm",
+    "expert_weights_scale",
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_log_multiplier",
+    "rope.scaling.attn_factor",
+    "expert_group_count",
+};
 
 // Per-layer tensors the forward pass reads; with token_embd, output_norm and output, the whole file.
 constexpr std::array<std::string_view, 9> kLlamaLayerTensors = {
@@ -30,7 +52,19 @@ constexpr std::array<std::string_view, 3> kBiasLayerTensors = {"attn_q.bias", "a
 constexpr std::array<std::string_view, 4> kGemma3LayerTensors = {"attn_q_norm.weight", "attn_k_norm.weight",
                                                                  "post_attention_norm.weight", "post_ffw_norm.weight"};
 
+// DeepSeek-V2's layer: latent attention (queries direct or through a low-rank pair; the K/V up-projection whole or
+// split per head), a dense FFN or the experts with their router and shared experts.
+constexpr std::array<std::string_view, 19> kDeepseek2LayerTensors = {
+    "attn_norm.weight",     "attn_q.weight",         "attn_q_a.weight",    "attn_q_a_norm.weight", "attn_q_b.weight",
+    "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_kv_b.weight",   "attn_k_b.weight",      "attn_v_b.weight",
+    "attn_output.weight",   "ffn_norm.weight",       "ffn_gate.weight",    "ffn_up.weight",        "ffn_down.weight",
+    "ffn_gate_inp.weight",  "ffn_gate_exps.weight",  "ffn_up_exps.weight", "ffn_down_exps.weight",
+};
+constexpr std::array<std::string_view, 3> kSharedExpertTensors = {"ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                                                  "ffn_down_shexp.weight"};
+
 bool is_gemma3(std::string_view architecture) { return architecture == "gemma3"; }
+bool is_deepseek2(std::string_view architecture) { return architecture == "deepseek2"; }
 bool is_llama(std::string_view architecture) {
   return architecture == "llama" || architecture == "mistral" || architecture == "qwen2";
 }
@@ -50,10 +84,18 @@ Status unsupported_key(const gguf::File& file, const std::string& key, const std
 // Ok, or why a key that is present matters when its value is not the neutral one this forward pass computes.
 Status check_key(const gguf::File& file, std::string_view architecture, const std::string& key, std::string_view suffix,
                  size_t head_dim) {
-  if (contains(kLlamaKeys, suffix)) return Status::ok();
   const auto number = file.get_float(key);
   const auto text = file.get_string(key);
   const std::string shown = number ? fmt::format("{}", *number) : text ? "'" + *text + "'" : "(a value)";
+  if (is_deepseek2(architecture)) {
+    // Group-limited routing (DeepSeek-V2 236B, V3) picks experts from the best groups first: not implemented.
+    if ((suffix == "expert_group_count" || suffix == "expert_group_used_count") && number && *number > 1.0)
+      return unsupported_key(file, key, shown, "group-limited expert routing");
+    if (suffix == "rope.scaling.attn_factor" && number && *number != 1.0)
+      return unsupported_key(file, key, shown, "a YaRN attention factor other than 1");
+    if (contains(kDeepseek2Keys, suffix) || suffix == "expert_group_used_count") return Status::ok();
+  }
+  if (contains(kLlamaKeys, suffix)) return Status::ok();
   // Linear RoPE scaling (Gemma 3's global layers, 4B and up: factor 8; older long-context Llamas); the config reads
   // both keys. Llama 3.1's scaling is the tensor rope_freqs.weight.
   const bool linear = file.get_string(std::string(architecture) + ".rope.scaling.type").value_or("") == "linear";
@@ -94,10 +136,10 @@ bool split_layer_tensor(std::string_view name, size_t& layer, std::string_view& 
 }  // namespace
 
 bool is_supported_architecture(std::string_view architecture) {
-  return is_llama(architecture) || is_gemma3(architecture);
+  return is_llama(architecture) || is_gemma3(architecture) || is_deepseek2(architecture);
 }
 
-std::string_view supported_architectures() { return "llama, mistral, qwen2, gemma3"; }
+std::string_view supported_architectures() { return "llama, mistral, qwen2, gemma3, deepseek2"; }
 
 Status check_metadata(const gguf::File& file, std::string_view architecture, size_t head_dim) {
   const std::string prefix = std::string(architecture) + ".";
@@ -115,14 +157,18 @@ Status check_tensors(const gguf::File& file, std::string_view architecture, size
     size_t layer = 0;
     std::string_view rest;
     if (split_layer_tensor(t.name, layer, rest) && layer < num_layers &&
-        (contains(kLlamaLayerTensors, rest) || (is_gemma3(architecture) && contains(kGemma3LayerTensors, rest)) ||
-         (is_llama(architecture) && contains(kBiasLayerTensors, rest)))) {
+        (is_deepseek2(architecture)
+             ? contains(kDeepseek2LayerTensors, rest) || contains(kSharedExpertTensors, rest)
+             : contains(kLlamaLayerTensors, rest) || (is_gemma3(architecture) && contains(kGemma3LayerTensors, rest)) ||
+                   (is_llama(architecture) && contains(kBiasLayerTensors, rest)))) {
       continue;
     }
     std::string_view what = "a tensor the forward pass does not read";
     if (t.name.ends_with(".bias")) what = "a bias this block does not add";
     if (t.name == "rope_freqs.weight") what = "per-dimension RoPE frequency factors (Llama 3.1 RoPE scaling)";
-    if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)
+    if (t.name.find("exp_probs_b") != std::string::npos)
+      what = "an expert score bias (DeepSeek-V3's routing)";
+    else if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)
       what = "mixture-of-experts weights";
     return Status::unimplemented(fmt::format("{}: tensor '{}' ({}) is not supported", file.path(), t.name, what));
   }

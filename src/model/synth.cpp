@@ -80,11 +80,98 @@ LlamaVocab synth_vocab(uint32_t size) {
 
 uint32_t max_synth_vocab() { return static_cast<uint32_t>(kMinVocab + 1 + 94 + 52 + 2 * (676 + 17576 + 456976)); }
 
+// deepseek2's keys as llama.cpp's converter writes them: the older form (attn_kv_b; key/value_length the MHA heads, as
+// many KV heads as heads) or the newer (attn_k_b/attn_v_b; key/value_length the absorbed form, the heads in _mla
+// keys, one KV head).
+void set_deepseek2_metadata(gguf::Writer& w, const SynthSpec& s) {
+  const SynthMla& m = s.mla;
+  const std::string a = "deepseek2.";
+  w.set_u32(a + "rope.dimension_count", m.rope_dim);
+  w.set_u32(a + "attention.kv_lora_rank", m.kv_lora_rank);
+  if (m.q_lora_rank) w.set_u32(a + "attention.q_lora_rank", m.q_lora_rank);
+  if (m.split_kv_b) {
+    w.set_u32(a + "attention.head_count_kv", 1);
+    w.set_u32(a + "attention.key_length", m.kv_lora_rank + m.rope_dim);
+    w.set_u32(a + "attention.value_length", m.kv_lora_rank);
+    w.set_u32(a + "attention.key_length_mla", s.head_dim);
+    w.set_u32(a + "attention.value_length_mla", m.value_dim);
+  } else {
+    w.set_u32(a + "attention.key_length", s.head_dim);
+    w.set_u32(a + "attention.value_length", m.value_dim);
+  }
+  if (m.experts > 0) {
+    w.set_u32(a + "expert_count", m.experts);
+    w.set_u32(a + "expert_used_count", m.experts_used);
+    w.set_u32(a + "expert_shared_count", m.shared_experts);
+    w.set_u32(a + "expert_feed_forward_length", m.expert_ffn);
+    w.set_u32(a + "leading_dense_block_count", m.leading_dense);
+    w.set_bool(a + "expert_weights_norm", m.expert_weights_norm);
+    w.set_f32(a + "expert_weights_scale", m.expert_weights_scale);
+    w.set_u32(a + "expert_gating_func", 1);  // softmax
+  }
+  if (s.rope_scaling == SynthRopeScaling::kYarn) {
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", s.rope_factor);
+    w.set_u32(a + "rope.scaling.original_context_length", s.rope_original_context);
+    w.set_f32(a + "rope.scaling.yarn_log_multiplier", m.yarn_log_multiplier);
+  }
+}
+
+// One deepseek2 layer's tensors, random as every synth matrix (std 1/sqrt(fan in)); norms 1; the router in F32 as
+// real files have it.
+Status add_deepseek2_layer(gguf::Writer& w, const SynthSpec& s, size_t layer, const WeightTypes& types) {
+  const SynthMla& m = s.mla;
+  const std::string p = fmt::format("blk.{}.", layer);
+  const size_t dim = s.dim, heads = s.heads, hd = s.head_dim, r = m.kv_lora_rank, nope = hd - m.rope_dim;
+  const auto matrix = [&](const std::string& name, size_t rows, size_t cols, size_t count = 1, DType type = DType::kF32,
+                          bool typed = false) {
+    return add_matrix(w, name, typed ? type : types.for_tensor(name, s.layers), rows, cols,
+                      random_rows(s.seed, name, cols, 1.0f / std::sqrt(static_cast<float>(cols))), count);
+  };
+  const auto ones = [&](const std::string& name, size_t n) { return add_vector(w, name, std::vector<float>(n, 1.0f)); };
+  KVS_RETURN_IF_ERROR(ones(p + "attn_norm.weight", dim));
+  if (m.q_lora_rank > 0) {
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_q_a.weight", m.q_lora_rank, dim));
+    KVS_RETURN_IF_ERROR(ones(p + "attn_q_a_norm.weight", m.q_lora_rank));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_q_b.weight", heads * hd, m.q_lora_rank));
+  } else {
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", heads * hd, dim));
+  }
+  KVS_RETURN_IF_ERROR(matrix(p + "attn_kv_a_mqa.weight", r + m.rope_dim, dim));
+  KVS_RETURN_IF_ERROR(ones(p + "attn_kv_a_norm.weight", r));
+  if (m.split_kv_b) {
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_k_b.weight", r, nope, heads));
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_v_b.weight", m.value_dim, r, heads));
+  } else {
+    KVS_RETURN_IF_ERROR(matrix(p + "attn_kv_b.weight", heads * (nope + m.value_dim), r));
+  }
+  KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, heads * m.value_dim));
+  KVS_RETURN_IF_ERROR(ones(p + "ffn_norm.weight", dim));
+  if (m.experts == 0 || layer < m.leading_dense) {
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.ffn, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.ffn, dim));
+    return matrix(p + "ffn_down.weight", dim, s.ffn);
+  }
+  KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", m.experts, dim, 1, DType::kF32, true));
+  KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate_exps.weight", m.expert_ffn, dim, m.experts));
+  KVS_RETURN_IF_ERROR(matrix(p + "ffn_up_exps.weight", m.expert_ffn, dim, m.experts));
+  KVS_RETURN_IF_ERROR(matrix(p + "ffn_down_exps.weight", dim, m.expert_ffn, m.experts));
+  if (m.shared_experts > 0) {
+    const size_t width = m.shared_experts * m.expert_ffn;
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate_shexp.weight", width, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_up_shexp.weight", width, dim));
+    KVS_RETURN_IF_ERROR(matrix(p + "ffn_down_shexp.weight", dim, width));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<std::string_view> synth_preset_names() {
-  return {"110m",     "1b",          "llama3.2-1b", "qwen2.5-0.5b", "mistral-7b",  "tiny-mha",  "tiny-mqa",
-          "tiny-gqa", "tiny-llama3", "tiny-qwen2",  "tiny-mistral", "gemma3-270m", "gemma3-1b", "tiny-gemma3"};
+  return {
+      "110m",      "1b",          "llama3.2-1b",      "qwen2.5-0.5b",   "mistral-7b",           "tiny-mha",
+      "tiny-mqa",  "tiny-gqa",    "tiny-llama3",      "tiny-qwen2",     "tiny-mistral",         "gemma3-270m",
+      "gemma3-1b", "tiny-gemma3", "deepseek-v2-lite", "tiny-deepseek2", "tiny-deepseek2-dense", "tiny-deepseek2-qlora"};
 }
 
 std::vector<float> llama3_rope_factors(const SynthSpec& s, uint32_t rope_dim) {
@@ -212,6 +299,66 @@ Expected<SynthSpec> synth_preset(std::string_view name) {
     tiny.sliding_window = 16;
     return tiny;
   }
+  // DeepSeek-V2-Lite as released (config.json): MLA without a query rank, 64 routed experts and 2 shared.
+  if (name == "deepseek-v2-lite") {
+    return SynthSpec{.architecture = "deepseek2",
+                     .layers = 27,
+                     .dim = 2048,
+                     .heads = 16,
+                     .kv_heads = 16,
+                     .ffn = 10944,
+                     .vocab = 102400,
+                     .ctx = 163840,
+                     .head_dim = 192,
+                     .rope_scaling = SynthRopeScaling::kYarn,
+                     .rope_factor = 40.0f,
+                     .rope_original_context = 4096,
+                     .mla = {.kv_lora_rank = 512,
+                             .rope_dim = 64,
+                             .value_dim = 128,
+                             .experts = 64,
+                             .experts_used = 6,
+                             .shared_experts = 2,
+                             .expert_ffn = 1408,
+                             .leading_dense = 1,
+                             .yarn_log_multiplier = 0.0707f}};
+  }
+  if (name.starts_with("tiny-deepseek2")) {
+    // YaRN over an original context of 64 puts pairs on both sides of the ramp and in it at positions tests reach.
+    SynthSpec d{.architecture = "deepseek2",
+                .layers = 3,
+                .dim = 64,
+                .heads = 4,
+                .kv_heads = 4,
+                .ffn = 128,
+                .vocab = 512,
+                .ctx = 512,
+                .head_dim = 48,
+                .rope_scaling = SynthRopeScaling::kYarn,
+                .rope_factor = 4.0f,
+                .rope_original_context = 64,
+                .mla = {.kv_lora_rank = 32,
+                        .rope_dim = 16,
+                        .value_dim = 32,
+                        .experts = 8,
+                        .experts_used = 2,
+                        .shared_experts = 1,
+                        .expert_ffn = 32,
+                        .leading_dense = 1,
+                        .yarn_log_multiplier = 0.1f}};
+    if (name == "tiny-deepseek2") return d;
+    if (name == "tiny-deepseek2-dense") {
+      d.mla.experts = d.mla.experts_used = d.mla.shared_experts = d.mla.expert_ffn = d.mla.leading_dense = 0;
+      return d;
+    }
+    if (name == "tiny-deepseek2-qlora") {
+      d.mla.q_lora_rank = 32;
+      d.mla.split_kv_b = true;
+      d.mla.expert_weights_norm = true;
+      d.mla.expert_weights_scale = 2.0f;
+      return d;
+    }
+  }
   if (name == "tiny-mha") return tiny;
   if (name == "tiny-mqa") {
     tiny.kv_heads = 1;
@@ -235,8 +382,27 @@ Status validate_synth_spec(const SynthSpec& s) {
   if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0) {
     return bad("layers, dim, heads, kv_heads, ffn and ctx must all be positive");
   }
-  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3") {
-    return bad(fmt::format("architecture '{}' is not one synth writes (llama, qwen2, gemma3)", s.architecture));
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3" &&
+      s.architecture != "deepseek2") {
+    return bad(
+        fmt::format("architecture '{}' is not one synth writes (llama, qwen2, gemma3, deepseek2)", s.architecture));
+  }
+  const SynthMla& m = s.mla;
+  if (s.architecture == "deepseek2") {
+    if (m.kv_lora_rank == 0 || m.rope_dim == 0 || m.value_dim == 0 || s.head_dim <= m.rope_dim || m.rope_dim % 2 != 0)
+      return bad(
+          fmt::format("deepseek2 needs a latent ({}), an even rope part ({}) narrower than the key head ({}) "
+                      "and a value head ({})",
+                      m.kv_lora_rank, m.rope_dim, s.head_dim, m.value_dim));
+    if (m.experts > 0 &&
+        (m.experts_used == 0 || m.experts_used > m.experts || m.expert_ffn == 0 || m.leading_dense > s.layers))
+      return bad(fmt::format("deepseek2 experts: {} used of {}, width {}, {} dense layers", m.experts_used, m.experts,
+                             m.expert_ffn, m.leading_dense));
+    if (s.rope_scaling != SynthRopeScaling::kNone && s.rope_scaling != SynthRopeScaling::kYarn)
+      return bad("deepseek2's RoPE scaling is YaRN");
+    if (s.qkv_bias || s.sliding_window || s.tied_output) return bad("deepseek2 has no biases, windows or tied output");
+  } else if (s.rope_scaling == SynthRopeScaling::kYarn) {
+    return bad("YaRN is written for deepseek2 only");
   }
   const bool gemma3 = s.architecture == "gemma3";
   if (gemma3 && s.sliding_window == 0) return bad("gemma3 needs a sliding window");
@@ -247,6 +413,9 @@ Status validate_synth_spec(const SynthSpec& s) {
   if (s.rope_scaling != SynthRopeScaling::kNone && !(s.rope_factor >= 1.0f && std::isfinite(s.rope_factor))) {
     return bad(fmt::format("a RoPE scaling factor must be at least 1, got {}", s.rope_factor));
   }
+  if (s.rope_scaling == SynthRopeScaling::kYarn && s.rope_original_context == 0) {
+    return bad("YaRN needs an original context");
+  }
   if (s.rope_scaling == SynthRopeScaling::kLlama3 &&
       (s.rope_original_context == 0 || !(s.rope_high_freq_factor > s.rope_low_freq_factor) ||
        !(s.rope_low_freq_factor > 0.0f))) {
@@ -255,6 +424,7 @@ Status validate_synth_spec(const SynthSpec& s) {
                     "high_freq_factor {}",
                     s.rope_original_context, s.rope_low_freq_factor, s.rope_high_freq_factor));
   }
+  if (s.architecture == "deepseek2" && s.head_dim == 0) return bad("deepseek2 needs its key head width (head_dim)");
   if (s.head_dim == 0 && s.dim % s.heads != 0) {
     return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
   }
@@ -270,6 +440,14 @@ Status validate_synth_spec(const SynthSpec& s) {
   const size_t block = is_k_quant(s.type) ? BlockQ8_0::kElements : dtype_block_elements(s.type);
   if (s.mixed_k && s.type != DType::kQ4_K && s.type != DType::kQ5_K) {
     return bad(fmt::format("the _M recipe mixes Q6_K into q4_k or q5_k, not {}", dtype_name(s.type)));
+  }
+  if (s.architecture == "deepseek2") {
+    // Rows of these widths are read by matrices: the latent, query rank, nope part (attn_k_b), expert width, values.
+    for (uint32_t width : {m.kv_lora_rank, m.q_lora_rank, head_dim - m.rope_dim, m.expert_ffn, s.heads * m.value_dim}) {
+      if (width % BlockQ8_0::kElements != 0 && s.type != DType::kF32 && s.type != DType::kF16 && s.type != DType::kBF16)
+        return bad(fmt::format("{} needs every deepseek2 row width to be a multiple of 32, got {}", dtype_name(s.type),
+                               width));
+    }
   }
   if (s.dim % block != 0 || s.ffn % block != 0 || (s.heads * head_dim) % block != 0) {
     return bad(fmt::format("{} needs dim {}, ffn {} and heads x head_dim {} to be multiples of {}", dtype_name(s.type),
@@ -311,6 +489,7 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
     w.set_string(s.architecture + ".rope.scaling.type", "linear");
     w.set_f32(s.architecture + ".rope.scaling.factor", s.rope_factor);
   }
+  if (s.architecture == "deepseek2") set_deepseek2_metadata(w, s);
 
   const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
   const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, q_dim = head_dim * s.heads, kv_dim = head_dim * s.kv_heads;
@@ -343,6 +522,10 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
   const std::vector<float> head_ones(head_dim, 1.0f);
   for (size_t i = 0; i < s.layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
+    if (s.architecture == "deepseek2") {
+      KVS_RETURN_IF_ERROR(add_deepseek2_layer(w, s, i, hp.weights));
+      continue;
+    }
     KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, dim));
     KVS_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, dim));

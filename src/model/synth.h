@@ -15,10 +15,29 @@ namespace kvs {
 
 // RoPE scaling as files carry it: linear (`rope.scaling.type`/`factor` metadata), or Llama 3.1's per-pair
 // factors (the tensor rope_freqs.weight, computed as llama.cpp's converter does from HF rope_scaling).
-enum class SynthRopeScaling { kNone, kLinear, kLlama3 };
+// YaRN: deepseek2's (`rope.scaling.type` yarn, factor, original context, yarn_log_multiplier).
+enum class SynthRopeScaling { kNone, kLinear, kLlama3, kYarn };
+
+// DeepSeek-V2's latent attention and experts (architecture "deepseek2"; head_dim is the key head: nope + rope).
+struct SynthMla {
+  uint32_t kv_lora_rank = 0;  // latent width
+  uint32_t q_lora_rank = 0;   // 0: queries from attn_q; else attn_q_a, its norm, attn_q_b
+  uint32_t rope_dim = 0;      // the decoupled RoPE part of each key and query head
+  uint32_t value_dim = 0;     // value head width
+  bool split_kv_b = false;    // attn_k_b/attn_v_b per head (newer converters' files) instead of attn_kv_b
+  uint32_t experts = 0;       // 0: every layer a dense FFN (of width ffn)
+  uint32_t experts_used = 0;
+  uint32_t shared_experts = 0;
+  uint32_t expert_ffn = 0;
+  uint32_t leading_dense = 0;  // dense layers before the first MoE layer
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.0f;
+  float yarn_log_multiplier = 0.0f;  // with rope_scaling kYarn
+};
 
 struct SynthSpec {
-  // "llama", "qwen2" (Q/K/V biases, NeoX RoPE) or "gemma3" (q/k norms, post-norms, tied output, sliding windows)
+  // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "gemma3" (q/k norms, post-norms, tied output, sliding windows) or
+  // "deepseek2" (latent attention, optional experts: `mla`)
   std::string architecture = "llama";
   uint32_t layers = 2;
   uint32_t dim = 64;
@@ -40,6 +59,7 @@ struct SynthSpec {
   uint32_t rope_original_context = 0;  // llama3: original_max_position_embeddings (8192 in Llama 3.1/3.2)
   float rope_low_freq_factor = 1.0f;   // llama3: wavelengths above original / this are scaled by the factor
   float rope_high_freq_factor = 4.0f;  // llama3: wavelengths below original / this are not scaled
+  SynthMla mla = {};                   // deepseek2
 };
 
 // Llama 3.1's RoPE factors [rope_dim / 2] for `spec` (what synth writes as rope_freqs.weight): pair i of
@@ -54,7 +74,11 @@ std::vector<float> llama3_rope_factors(const SynthSpec& spec, uint32_t rope_dim)
 // (tiny-gqa with 1 KV head and a window of 16 on every layer, as Mistral 7B v0.1); "gemma3-270m" and
 // "gemma3-1b" (Gemma 3's shapes: 18/26 layers, dim 640/1152, 4 heads of 256, 1 KV head, window 512,
 // vocab 262144), "tiny-gemma3" (7 layers: window layers on both sides of a global one; dim 64, 4 heads
-// of 32, 2 KV heads, window 8, vocab 512).
+// of 32, 2 KV heads, window 8, vocab 512); "deepseek-v2-lite" (27 layers, dim 2048, 16 heads of 128 + 64, latent 512,
+// 64 experts of 1408 of which 6 used, 2 shared, 1 dense layer of 10944, YaRN x40 over 4096, vocab 102400),
+// "tiny-deepseek2" (3 layers: 1 dense, 2 of 8 experts with 2 used and 1 shared; dim 64, 4 heads of 32 + 16, latent
+// 32, YaRN x4 over 64), "tiny-deepseek2-dense" (no experts), "tiny-deepseek2-qlora" (queries through rank 32, the
+// split attn_k_b/attn_v_b).
 Expected<SynthSpec> synth_preset(std::string_view name);
 std::vector<std::string_view> synth_preset_names();
 
