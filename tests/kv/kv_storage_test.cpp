@@ -12,7 +12,7 @@ namespace {
 
 // Every K/V element type the calculator sizes is stored, K and V each their own; an MLA latent is
 // sized by the calculator only.
-TEST(KvStorage, TheManagerTakesEveryTypeAndRejectsAnMlaLatent) {
+TEST(KvStorage, TheManagerTakesEveryTypeAndAnMlaLatent) {
   for (const KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4), {KvDType::kF16, KvDType::kInt8}}) {
     auto m = KvCacheManager::create(
         {.spec = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 8, .dtype = type, .block_size = 16},
@@ -30,10 +30,15 @@ TEST(KvStorage, TheManagerTakesEveryTypeAndRejectsAnMlaLatent) {
     EXPECT_EQ(kv.bytes(), 4 * kv_bytes_per_block(c.spec).total() + tails * kv_key_tail_bytes(c.spec));
     EXPECT_EQ(kv.bytes(), (*m)->usage().bytes_total);
   }
+  // An MLA latent: one pool per layer of one head-block per block, rows of latent + rope, no values.
   auto mla = KvCacheManager::create(
-      {.spec = {.num_layers = 1, .mla = true, .kv_lora_rank = 16, .rope_dim = 8, .block_size = 16}, .num_blocks = 4});
-  ASSERT_FALSE(mla);
-  EXPECT_NE(mla.status().message().find("MLA"), std::string::npos) << mla.status().message();
+      {.spec = {.num_layers = 2, .mla = true, .kv_lora_rank = 16, .rope_dim = 8, .block_size = 16}, .num_blocks = 4});
+  ASSERT_TRUE(mla) << mla.status().message();
+  const KvStorage latent((*mla)->config().spec, 4);
+  EXPECT_FALSE(latent.has_values());
+  EXPECT_EQ(latent.format().k.width, 24u);
+  EXPECT_EQ(latent.bytes(), 4u * 2 * 16 * 24 * 4);
+  EXPECT_EQ(latent.bytes(), (*mla)->usage().bytes_total);
 }
 
 // A real allocator that records what it hands out: the storage asks for one region per layer and tensor,

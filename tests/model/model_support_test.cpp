@@ -1,6 +1,6 @@
 // Files whose math the forward passes do not implement are refused with the key or tensor named, never run
 // approximately: RoPE scaling other than linear and Llama 3.1's, biases outside Q/K/V, granite's multipliers,
-// experts, attention soft-capping; malformed RoPE factors are corrupt.
+// experts (outside deepseek2), attention soft-capping, DeepSeek-V3's routing; malformed RoPE factors are corrupt.
 #include "model/model_support.h"
 
 #include <gtest/gtest.h>
@@ -16,10 +16,12 @@
 namespace kvs {
 namespace {
 
-// A tiny synthetic llama file rewritten with `edit` applied to a writer holding all its metadata and tensors.
-std::string rewritten_model(const test::TempDir& dir, const std::function<void(gguf::Writer&)>& edit) {
+// A tiny synthetic file (llama unless `spec` says otherwise) rewritten with `edit` applied to a writer holding all its
+// metadata and tensors.
+std::string rewritten_model(const test::TempDir& dir, const std::function<void(gguf::Writer&)>& edit,
+                            const SynthSpec& spec = {.layers = 2, .dim = 64, .heads = 4, .kv_heads = 2, .ffn = 128}) {
   const std::string plain = dir.file("plain.gguf"), edited = dir.file("edited.gguf");
-  EXPECT_TRUE(write_synth_model({.layers = 2, .dim = 64, .heads = 4, .kv_heads = 2, .ffn = 128}, plain));
+  EXPECT_TRUE(write_synth_model(spec, plain));
   auto file = gguf::File::open(plain);
   EXPECT_TRUE(file) << file.status().message();
   gguf::Writer w;
@@ -132,6 +134,31 @@ TEST(LlamaSupport, LookalikeArchitecturesAreRefused) {
     expect_refused(rewritten_model(dir, [&](gguf::Writer& w) { w.set_string("general.architecture", arch); }),
                    std::string("architecture '") + arch + "'");
   }
+}
+
+// DeepSeek-V2 files load with their latent attention and experts; what the forward pass does not do is named:
+// DeepSeek-V3's group-limited routing and its expert score bias, gating other than softmax/sigmoid, RoPE scaling
+// other than YaRN, a YaRN attention factor.
+TEST(Deepseek2Support, V3RoutingAndOtherScalingAreRefusedByName) {
+  test::TempDir dir("deepseek2_support");
+  const SynthSpec tiny = *synth_preset("tiny-deepseek2");
+  const auto edited = [&](const std::function<void(gguf::Writer&)>& edit) { return rewritten_model(dir, edit, tiny); };
+  auto plain = DecoderModel::load(edited([](gguf::Writer&) {}));
+  ASSERT_TRUE(plain) << plain.status().message();
+  EXPECT_EQ((*plain)->config().attention_kind(), "MLA");
+  expect_refused(edited([](gguf::Writer& w) { w.set_u32("deepseek2.expert_group_count", 8); }),
+                 "group-limited expert routing");
+  expect_refused(
+      edited([](gguf::Writer& w) { EXPECT_TRUE(w.add_tensor("blk.1.exp_probs_b.bias", DType::kF32, {8}, zeros(8))); }),
+      "expert score bias");
+  expect_refused(edited([](gguf::Writer& w) { w.set_u32("deepseek2.expert_gating_func", 3); }), "expert_gating_func");
+  expect_refused(edited([](gguf::Writer& w) { w.set_string("deepseek2.rope.scaling.type", "linear"); }),
+                 "rope.scaling.type 'linear'");
+  expect_refused(edited([](gguf::Writer& w) { w.set_f32("deepseek2.rope.scaling.attn_factor", 0.5f); }),
+                 "YaRN attention factor");
+  auto no_rank = DecoderModel::load(edited([](gguf::Writer& w) { w.set_u32("deepseek2.attention.kv_lora_rank", 0); }));
+  ASSERT_FALSE(no_rank);
+  EXPECT_NE(no_rank.status().message().find("kv_lora_rank"), std::string::npos) << no_rank.status().message();
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ TEST(SynthPreset, Shapes) {
   for (std::string_view name : synth_preset_names()) EXPECT_TRUE(validate_synth_spec(preset(name))) << name;
   EXPECT_EQ(synth_preset("7b").status().message(),
             "unknown synth preset '7b'; known presets: 110m, 1b, llama3.2-1b, qwen2.5-0.5b, mistral-7b, tiny-mha, "
-            "tiny-mqa, tiny-gqa, tiny-llama3, tiny-qwen2, tiny-mistral, gemma3-270m, gemma3-1b, tiny-gemma3");
+            "tiny-mqa, tiny-gqa, tiny-llama3, tiny-qwen2, tiny-mistral, gemma3-270m, gemma3-1b, tiny-gemma3, "
+            "deepseek-v2-lite, tiny-deepseek2, tiny-deepseek2-dense, tiny-deepseek2-qlora");
   const SynthSpec l3 = preset("llama3.2-1b");
   EXPECT_EQ(
       std::tie(l3.layers, l3.dim, l3.heads, l3.kv_heads, l3.ffn, l3.vocab, l3.rope_factor, l3.rope_original_context),
@@ -96,7 +97,8 @@ TEST(SynthSpecValidation, ClearErrors) {
   s.sliding_window = 0;
   EXPECT_NE(error_of(s).find("gemma3 needs a sliding window"), std::string::npos);
   s.architecture = "phi3";
-  EXPECT_NE(error_of(s).find("architecture 'phi3' is not one synth writes (llama, qwen2, gemma3)"), std::string::npos);
+  EXPECT_NE(error_of(s).find("architecture 'phi3' is not one synth writes (llama, qwen2, gemma3, deepseek2)"),
+            std::string::npos);
   s = preset("tiny-qwen2");
   s.qkv_bias = false;
   EXPECT_NE(error_of(s).find("qwen2 has Q/K/V biases"), std::string::npos);
