@@ -12,6 +12,7 @@
 #include "kv/kv_sizing.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
+#include "model/model_kv_spec.h"
 
 namespace kvs::cli {
 namespace {
@@ -48,9 +49,7 @@ Shape resolve_shape(const CalcOptions& o, std::string& label) {
     auto config = ModelConfig::from_gguf(*file);
     if (!config) throw CommandError(config.status().message());
     label = o.model_path;
-    return {KvCacheSpec{
-                .num_layers = config->num_layers, .num_kv_heads = config->num_kv_heads, .head_dim = config->head_dim},
-            config->context_length, config->layer_windows};
+    return {model_kv_spec(*config, {}, 0), config->context_length, config->layer_windows};
   }
   if (!o.preset.empty()) {
     std::string names;

@@ -92,15 +92,18 @@ void run(const RunOptions& options) {
   std::fprintf(stderr,
                "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
                "decode %.1f tok/s, "
-               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %zu kv heads "
-               "x %zu head dim, %s), %zu threads, %s kernels, kv cache %s\n",
+               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
+               "%zu threads, %s kernels, kv cache %s\n",
                result->prompt_tokens, result->cached_tokens, result->tokens.size(),
                std::string(finish_reason_name(result->finish_reason)).c_str(),
                result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
                decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage_bytes(),
                result->kv_blocks_held, kv.blocks_total, result->kv_bytes_held, engine_options.block_size,
-               config.attention_kind().c_str(), (*engine)->kv_layers().describe().c_str(), config.num_kv_heads,
-               config.head_dim, kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
+               config.attention_kind().c_str(), (*engine)->kv_layers().describe().c_str(),
+               (config.is_mla() ? fmt::format("latent {} + rope {}", config.mla.kv_lora_rank, config.rope_dim)
+                                : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
+                   .c_str(),
+               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
   if (engine_options.kv_policy.evicts()) {
     const EngineMetrics m = (*engine)->metrics();

@@ -3,6 +3,7 @@
 #include "model/deepseek2_forward.h"
 #include "model/gemma3_forward.h"
 #include "model/llama_forward.h"
+#include "model/model_kv_spec.h"
 
 namespace kvs {
 
@@ -20,19 +21,7 @@ Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& pa
 }
 
 KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
-  if (config_.is_mla()) {
-    return {.num_layers = config_.num_layers,
-            .mla = true,
-            .kv_lora_rank = config_.mla.kv_lora_rank,
-            .rope_dim = config_.rope_dim,
-            .dtype = dtype,
-            .block_size = block_size};
-  }
-  return {.num_layers = config_.num_layers,
-          .num_kv_heads = config_.num_kv_heads,
-          .head_dim = config_.head_dim,
-          .dtype = dtype,
-          .block_size = block_size};
+  return model_kv_spec(config_, dtype, block_size);
 }
 
 std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool) const {

@@ -294,5 +294,35 @@ TEST(CliKv, CalcPredictsTheBytesTheHybridLayoutHolds) {
   EXPECT_EQ(nlohmann::json::parse(forced.out)["bytes_per_seq"].get<size_t>(), 256u * 16 * 32 * 8 * 128 * 2 * 2);
 }
 
+// MLA: `calc -m` of a deepseek2 file sizes its latent cache (kv_lora_rank + rope per token and layer, no V), and that
+// is what `run` holds, for f32, f16 and int8 latents; the released DeepSeek-V2-Lite shape holds 576 values per token
+// and layer (the 93% less than an MHA cache of its 16 heads of 192 + 128).
+TEST(CliKv, CalcPredictsTheBytesAnMlaLatentCacheHolds) {
+  test::TempDir dir("cli_calc_mla");
+  const std::string model = dir.file("d.gguf");
+  ASSERT_EQ(run_kvserve({"synth", "--preset", "tiny-deepseek2", "-o", model}, dir).exit_code, 0);
+  for (const char* dtype : {"f32", "f16", "int8"}) {
+    auto run = run_kvserve(
+        {"run", "-m", model, "-p", "hello", "-n", "60", "--temp", "0", "--ignore-eos", "--kv-dtype", dtype}, dir);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const size_t prompt = std::stoul(run.err.substr(run.err.find("prompt ") + 7));
+    const size_t at = run.err.find("blocks used (");
+    ASSERT_NE(at, std::string::npos) << run.err;
+    auto calc =
+        run_kvserve({"calc", "-m", model, "--tokens", std::to_string(prompt + 59), "--kv-dtype", dtype, "--json"}, dir);
+    ASSERT_EQ(calc.exit_code, 0) << calc.err;
+    const auto j = nlohmann::json::parse(calc.out);
+    EXPECT_EQ(j["attention"], "MLA");
+    EXPECT_EQ(std::stoul(run.err.substr(at + 13)), j["bytes_per_seq"].get<size_t>()) << dtype << ": " << run.err;
+    if (std::string(dtype) == "f32") {
+      EXPECT_DOUBLE_EQ(j["bytes_per_token"].get<double>(), 3.0 * (32 + 16) * 4);
+    }
+  }
+  auto lite =
+      run_kvserve({"calc", "--preset", "deepseek-v2-lite", "--tokens", "4096", "--kv-dtype", "f16", "--json"}, dir);
+  ASSERT_EQ(lite.exit_code, 0) << lite.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(lite.out)["bytes_per_token"].get<double>(), 27.0 * 576 * 2);
+}
+
 }  // namespace
 }  // namespace kvs
