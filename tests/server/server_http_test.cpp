@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <thread>
 
 #include "server_process.h"
 
@@ -426,6 +427,41 @@ TEST(ServerShutdown, SigtermEndsOpenStreamsAndExitsZero) {
   const json last = json::parse(events[events.size() - 2]);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "abort") << events[events.size() - 2];
   EXPECT_NE(server.stdout_text().find("kvserve: stopped"), std::string::npos);
+}
+
+// A DeepSeek-V2 model (latent KV cache, experts) behind the server: requests sent at once, sharing a prompt prefix,
+// each get what they get alone (greedy), and the shared prefix is served from the cache.
+TEST(ServerMla, ConcurrentRequestsOnADeepseek2ModelGetTheirOwnOutputs) {
+  std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir("server_mla");
+  const std::string model = dir.file("deepseek2.gguf");
+  const std::string synth =
+      std::string("'") + KVS_BINARY + "' synth --preset tiny-deepseek2 -o '" + model + "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(synth.c_str()), 0);
+  ServerProcess server(dir, {"-m", model, "--max-seqs", "4", "--kv-dtype", "f16"});
+  ASSERT_TRUE(server.started()) << server.stderr_text();
+  const std::string shared = "the quick brown fox jumps over the lazy dog and then ";
+  const std::vector<std::string> prompts = {shared + "runs", shared + "sleeps", shared + "eats", "a different start"};
+  const auto complete = [&](const std::string& prompt) {
+    auto client = server.client();
+    const json body = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+    const auto r = post_json(client, "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body)["choices"][0]["text"].get<std::string>() : std::string();
+  };
+  std::vector<std::string> alone;
+  for (const std::string& p : prompts) alone.push_back(complete(p));
+  std::vector<std::string> together(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) threads.emplace_back([&, i] { together[i] = complete(prompts[i]); });
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_FALSE(alone[i].empty());
+    EXPECT_EQ(together[i], alone[i]) << prompts[i];
+  }
+  auto client = server.client();
+  EXPECT_GT(metric_value(get(client, "/metrics").body, "kvserve_prefix_cache_hits_tokens_total"), 0);
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
 }
 
 }  // namespace
