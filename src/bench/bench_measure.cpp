@@ -120,6 +120,7 @@ std::string KvVariant::name() const {
   std::string n = kv_dtypes_name(dtype);
   if (window > 0) n += fmt::format("@w{}", window);
   if (!hybrid) n += "@global";
+  if (mla_form != MlaForm::kAuto) n += fmt::format("@{}", mla_form_name(mla_form));
   return n;
 }
 
@@ -135,7 +136,8 @@ Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, 
                       .kv_dtype = kv.dtype,
                       .prefix_caching = prefix_caching,
                       .kv_window = kv.window,
-                      .kv_hybrid = kv.hybrid};
+                      .kv_hybrid = kv.hybrid,
+                      .mla_form = kv.mla_form};
   config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
   auto engine = Engine::create(model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();

@@ -66,9 +66,11 @@ struct BenchEngine {
 // How a benchmark's KV cache is kept: element types, and a forced window or one pool for all layers.
 struct KvVariant {
   KvDTypes dtype = KvDType::kF32;
-  size_t window = 0;         // --kv-window
-  bool hybrid = true;        // false: --no-kv-hybrid
-  std::string name() const;  // "f16", "f16@global" (one pool), "f16@w512" (forced window)
+  size_t window = 0;                  // --kv-window
+  bool hybrid = true;                 // false: --no-kv-hybrid
+  MlaForm mla_form = MlaForm::kAuto;  // --mla-form
+  // "f16", "f16@global" (one pool), "f16@w512" (forced window), "f16@absorbed" / "f16@expanded" (an MLA form)
+  std::string name() const;
 };
 // prefix_caching false: every prompt is computed, never taken from the cache of an earlier repetition.
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,

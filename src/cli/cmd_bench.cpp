@@ -121,12 +121,16 @@ KvVariant parse_kv_types_item(const std::string& item) {
     const std::string suffix = item.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
     if (suffix == "global") {
       variant.hybrid = false;
+    } else if (const auto form = mla_form_from_name(suffix)) {
+      variant.mla_form = *form;
     } else if (suffix.size() > 1 && suffix[0] == 'w' &&
                suffix.find_first_not_of("0123456789", 1) == std::string::npos) {
       variant.window = std::stoul(suffix.substr(1));
     } else {
       throw CommandError(
-          fmt::format("--kv-types: unknown '@{}' in '{}' (@wN: a window of N tokens; @global)", suffix, item));
+          fmt::format("--kv-types: unknown '@{}' in '{}' (@wN: a window of N tokens; @global; @absorbed, @expanded: "
+                      "an MLA model's attention form)",
+                      suffix, item));
     }
     pos = next;
   }
@@ -225,10 +229,12 @@ void register_bench(CLI::App& app) {
                 "at depth 0 with the roofline, no cache-vs-recompute curve (bench/weight_types.sh)");
   add_no_repack_flag(*cmd, o->no_repack);
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
-  cmd->add_option("--kv-types", o->kv_types,
-                  "Only measure decode per KV type, interleaved: e.g. f16,int8,int4,int8/int4 (K/V); the first is "
-                  "the baseline. A type may end in @wN (a forced window of N tokens) and @global (one pool for every "
-                  "layer: a sliding-window model's window layers keep the whole context), e.g. f16,f16@global,f16@w512")
+  cmd->add_option(
+         "--kv-types", o->kv_types,
+         "Only measure decode per KV type, interleaved: e.g. f16,int8,int4,int8/int4 (K/V); the first is "
+         "the baseline. A type may end in @wN (a forced window of N tokens) and @global (one pool for every "
+         "layer: a sliding-window model's window layers keep the whole context), and an MLA model's may end in "
+         "@absorbed or @expanded (its attention form), e.g. f16,f16@global,f16@w512 or f16@absorbed,f16@expanded")
       ->delimiter(',');
   cmd->add_option("--kv-depths", o->kv_depths, "Depths of --kv-types")->delimiter(',')->capture_default_str();
   cmd->add_option("--kv-tokens", o->kv_tokens, "Tokens decoded per repetition with --kv-types")->capture_default_str();

@@ -59,6 +59,14 @@ void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options) {
                    "(the total favours the oldest tokens)");
   command.add_option("--kv-evict-unit", options.evict_unit,
                      "Tokens one eviction removes, so that whole blocks go back (default: the block size)");
+  command
+      .add_option("--mla-form", options.mla_form,
+                  "MLA models (deepseek2): attend over the cached latents with the K/V up-projections absorbed "
+                  "(absorbed), over per-head K/V expanded from them (expanded), or per sequence by the tokens it "
+                  "brings to a step (auto: expanded from " +
+                      std::to_string(kMlaExpandFromTokens) + ")")
+      ->check(CLI::IsMember({"auto", "absorbed", "expanded"}))
+      ->capture_default_str();
 }
 
 void apply_kv_precision(const KvPrecision& kv, EngineConfig& config) {
@@ -68,6 +76,7 @@ void apply_kv_precision(const KvPrecision& kv, EngineConfig& config) {
   config.kv_window = kv.window;
   config.kv_hybrid = kv.hybrid;
   config.kv_policy = kv.policy;
+  config.mla_form = kv.mla_form;
 }
 
 KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
@@ -99,6 +108,7 @@ KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
   const auto axis = kv_scale_axis_from_name(key_scales);
   if (!axis) throw CommandError(fmt::format("unknown --kv-key-scales '{}' (channel, token)", key_scales));
   p.key_scale_axis = *axis;
+  p.mla_form = *mla_form_from_name(options.mla_form);  // CLI11 checked the name
   return p;
 }
 

@@ -29,6 +29,7 @@ struct KvPrecisionOptions {
   std::string scores = "head";                   // --kv-scores
   bool per_query_scores = false;                 // --kv-score-per-query
   size_t evict_unit = KvPolicyParams::kDefault;  // --kv-evict-unit
+  std::string mla_form = "auto";                 // --mla-form
 };
 
 struct KvPrecision {
@@ -38,6 +39,7 @@ struct KvPrecision {
   size_t window = 0;   // a forced sliding window (0: the model's)
   bool hybrid = true;  // layers of different windows in pools of their own
   KvPolicyParams policy = {};
+  MlaForm mla_form = MlaForm::kAuto;
 };
 
 void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options);

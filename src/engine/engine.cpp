@@ -128,7 +128,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       layers_(std::move(layout.layers)),
       kv_(std::move(kv)),
       scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
-      runner_(model.make_runner(pool)),
+      runner_(model.make_runner(pool, config.mla_form)),
       evictor_(model.config()) {
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);

@@ -39,10 +39,11 @@ struct EngineConfig {
   KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype (-k, -v): K and V element types
   KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;  // --kv-key-scales: grouping of quantized keys
   bool kv_rotate_keys = false;                           // --kv-rotate-keys
-  bool prefix_caching = true;     // share cached prompt prefixes across requests (--no-prefix-cache)
-  size_t kv_window = 0;           // --kv-window: every layer attends to its last W tokens at most (0: the model's)
-  bool kv_hybrid = true;          // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
-  KvPolicyParams kv_policy = {};  // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
+  bool prefix_caching = true;         // share cached prompt prefixes across requests (--no-prefix-cache)
+  size_t kv_window = 0;               // --kv-window: every layer attends to its last W tokens at most (0: the model's)
+  bool kv_hybrid = true;              // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
+  KvPolicyParams kv_policy = {};      // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
+  MlaForm mla_form = MlaForm::kAuto;  // --mla-form: how an MLA model attends (model.h)
 
   Status validate() const;
 };

@@ -7,8 +7,7 @@
 
 namespace kvs {
 
-Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing,
-                                                           MlaForm mla_form) {
+Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing) {
   auto file = gguf::File::open(path);
   if (!file) return file.status();
   auto config = ModelConfig::from_gguf(*file);
@@ -17,15 +16,15 @@ Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& pa
   if (!weights) return weights.status();
   // The weight views point into the mapping, which stays put when the File is moved.
   return std::unique_ptr<DecoderModel>(
-      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value(), mla_form));
+      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
 }
 
 KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
   return model_kv_spec(config_, dtype, block_size);
 }
 
-std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool) const {
-  if (config_.is_mla()) return std::make_unique<Deepseek2Forward>(*this, pool, mla_form_);
+std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool, MlaForm mla_form) const {
+  if (config_.is_mla()) return std::make_unique<Deepseek2Forward>(*this, pool, mla_form);
   if (config_.is_gemma3()) return std::make_unique<Gemma3Forward>(*this, pool);
   return std::make_unique<LlamaForward>(*this, pool);
 }

@@ -9,30 +9,26 @@
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/moe_ffn.h"
 
 namespace kvs {
 
 class DecoderModel final : public Model {
  public:
-  // mla_form: how an MLA model's runners attend (ignored by other families).
   static Expected<std::unique_ptr<DecoderModel>> load(const std::string& path,
-                                                      WeightPacking packing = WeightPacking::kForCpu,
-                                                      MlaForm mla_form = MlaForm::kAuto);
+                                                      WeightPacking packing = WeightPacking::kForCpu);
 
   const gguf::File& file() const { return file_; }
   const ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override;
-  std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const override;
+  std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const override;
   const DecoderWeights& weights() const { return weights_; }
 
  private:
-  DecoderModel(gguf::File file, ModelConfig config, DecoderWeights weights, MlaForm mla_form)
-      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)), mla_form_(mla_form) {}
+  DecoderModel(gguf::File file, ModelConfig config, DecoderWeights weights)
+      : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {}
   gguf::File file_;  // owns the mapping the weight views point into
   ModelConfig config_;
   DecoderWeights weights_;
-  MlaForm mla_form_;
 };
 
 }  // namespace kvs

@@ -95,7 +95,7 @@ void Deepseek2Forward::attention(const ForwardBatch& batch, std::span<const KvSt
   for (size_t t = 0; t < n; ++t) ++tokens_of[ab.sequence_of_token[t]];
   for (size_t t = 0; t < n; ++t) {
     const bool expand = form_ == MlaForm::kExpanded ||
-                        (form_ == MlaForm::kAuto && tokens_of[ab.sequence_of_token[t]] >= kExpandFromTokens);
+                        (form_ == MlaForm::kAuto && tokens_of[ab.sequence_of_token[t]] >= kMlaExpandFromTokens);
     (expand ? expanded_tokens_ : absorbed_tokens_).push_back(static_cast<uint32_t>(t));
   }
   if (!absorbed_tokens_.empty()) attend_absorbed(batch, kv, layer, absorbed_tokens_);

@@ -28,10 +28,6 @@ class Deepseek2Forward final : public DecoderForward {
 
   void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
-  // Under MlaForm::kAuto a sequence attends in expanded form when it brings at least this many tokens to a step
-  // (measured: docs/MLA.md).
-  static constexpr size_t kExpandFromTokens = 32;
-
  private:
   bool kv_matches(const KvCacheSpec& spec) const override;
   // att_[t] = attention output of token t, [H][value], in the form `form_` chooses per sequence.

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "core/thread_pool.h"
 #include "kv/kv_cache_spec.h"
@@ -13,6 +15,22 @@
 #include "model/model_config.h"
 
 namespace kvs {
+
+// How a forward pass of an MLA model attends (model/deepseek2_forward.h): over the latent rows with the K/V
+// up-projections absorbed, over per-head K/V expanded from them, or per sequence by the tokens it brings to a step
+// (auto). Other families ignore it.
+enum class MlaForm { kAuto, kAbsorbed, kExpanded };
+// Under MlaForm::kAuto a sequence attends in expanded form when it brings at least this many tokens to a step
+// (measured: docs/MLA.md).
+inline constexpr size_t kMlaExpandFromTokens = 32;
+inline std::string_view mla_form_name(MlaForm form) {
+  return form == MlaForm::kAbsorbed ? "absorbed" : form == MlaForm::kExpanded ? "expanded" : "auto";
+}
+inline std::optional<MlaForm> mla_form_from_name(std::string_view name) {
+  for (MlaForm f : {MlaForm::kAuto, MlaForm::kAbsorbed, MlaForm::kExpanded})
+    if (mla_form_name(f) == name) return f;
+  return std::nullopt;
+}
 
 // One forward pass at a time, with its own scratch buffers (one per engine).
 class ModelRunner {
@@ -30,7 +48,7 @@ class Model {
   // The KV cache this model needs, in `dtype` elements (K and V each) and blocks of `block_size` tokens.
   virtual KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const = 0;
   // A runner over `pool`; the model must outlive it.
-  virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool) const = 0;
+  virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const = 0;
 };
 
 }  // namespace kvs

@@ -15,10 +15,6 @@
 
 namespace kvs {
 
-// How a forward pass of an MLA model attends (model/deepseek2_forward.h): absorbed, expanded, or per sequence by the
-// number of tokens it brings (auto).
-enum class MlaForm { kAuto, kAbsorbed, kExpanded };
-
 class MoeFfn {
  public:
   MoeFfn(const ModelConfig& config, ThreadPool& pool) : config_(config), pool_(pool) {}

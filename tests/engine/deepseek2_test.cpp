@@ -47,11 +47,18 @@ class Deepseek2 : public ::testing::Test {
     loaded_ = {};  // its mapping is of the file about to be rewritten
     path_ = dir_.file("deepseek2.gguf");
     ASSERT_TRUE(write_synth_model(spec, path_));
-    loaded_ = test::load_model(path_, form);
+    form_ = form;
+    loaded_ = test::load_model(path_);
     ASSERT_TRUE(loaded_.model && loaded_.tokenizer);
   }
+  // The engine under `config` in the loaded form.
+  EngineConfig with_form(EngineConfig config) const {
+    config.mla_form = form_;
+    return config;
+  }
   test::EngineTrace trace(const EngineConfig& config, const std::vector<TokenId>& prompt, size_t n = 24) {
-    return test::trace_request(*loaded_.model, *loaded_.tokenizer, pool_, config, test::greedy_request(prompt, n));
+    return test::trace_request(*loaded_.model, *loaded_.tokenizer, pool_, with_form(config),
+                               test::greedy_request(prompt, n));
   }
   // Largest logit difference of `t` from the reference over every position; greedy tokens are its argmax.
   float against_reference(const std::vector<TokenId>& prompt, const test::EngineTrace& t, const std::string& what) {
@@ -90,6 +97,7 @@ class Deepseek2 : public ::testing::Test {
   test::TempDir dir_{std::string("deepseek2_") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::string path_;
   test::LoadedModel loaded_;
+  MlaForm form_ = MlaForm::kAuto;
   ThreadPool pool_{2};
 };
 
@@ -170,6 +178,7 @@ TEST_F(Deepseek2, AbsorbedEqualsExpandedOverQuantizedLatents) {
     EXPECT_EQ(absorbed3.tokens, expanded3.tokens) << what;
     if (dtype == KvDType::kF32) {
       EXPECT_LE(test::worst_logit_difference(absorbed3, expanded3), kLogitBound) << what;
+      EXPECT_GT(test::worst_logit_difference(absorbed3, expanded3), 0.0f) << "two different computations ran";
       continue;
     }
     // ... and the rounding does change the output (the comparison is not of two fp32 runs).
@@ -223,7 +232,7 @@ TEST_F(Deepseek2, BatchedEqualsAlone) {
     const EngineConfig config{.max_batch_tokens = 48, .max_seqs = 3, .block_size = 4};
     const std::vector<TokenId> prompt = prompt_of(40);
     const test::EngineTrace alone = trace(config, prompt);
-    auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, config);
+    auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, with_form(config));
     ASSERT_TRUE(engine) << engine.status().message();
     test::EngineTrace batched;
     RequestParams a = test::greedy_request(prompt, 24);

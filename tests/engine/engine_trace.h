@@ -22,8 +22,8 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-inline LoadedModel load_model(const std::string& path, MlaForm mla_form = MlaForm::kAuto) {
-  auto model = DecoderModel::load(path, WeightPacking::kForCpu, mla_form);
+inline LoadedModel load_model(const std::string& path) {
+  auto model = DecoderModel::load(path);
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
