@@ -25,8 +25,20 @@ struct MlaLayerWeights {
   std::vector<float> kv_a_norm;  // [r]
   WeightView kv_b;               // [H x (nope + value)][r]: per head its key rows then its value rows (expansion)
   WeightView k_b;                // [H x r][nope]: per head W_kb^T, which absorbs the key up-projection into queries
-  WeightView v_b;                // [H x value][r]: per head W_vb, applied to the attention output over latents
-  std::vector<float> built;      // owns kv_b or k_b/v_b when built at load from the file's other form (fp32)
+  // Per head W_vb [value][r], applied to the attention output over latents: rows v_b_first + h x v_b_stride on of
+  // v_b (the file's attn_v_b, or the value rows of attn_kv_b in place).
+  WeightView v_b;
+  size_t v_b_first = 0, v_b_stride = 0;
+  // What the file lacks, built at load (k_b from attn_kv_b, or attn_kv_b from the split pair): in the source's type
+  // when it is a float type, else Q8_0 (requantized after the transpose, as ik_llama.cpp prepares wk_b).
+  std::vector<std::byte> built;
+
+  WeightView k_b_head(size_t h, size_t r) const {
+    return {.type = k_b.type, .data = k_b.row(h * r), .rows = r, .cols = k_b.cols};
+  }
+  WeightView v_b_head(size_t h, size_t value) const {
+    return {.type = v_b.type, .data = v_b.row(v_b_first + h * v_b_stride), .rows = value, .cols = v_b.cols};
+  }
 };
 
 // A mixture-of-experts FFN (model_config.h MoeConfig; E experts of width f).

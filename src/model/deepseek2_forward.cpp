@@ -8,14 +8,7 @@
 #include "tensor/ops.h"
 
 namespace kvs {
-namespace {
-
-// Head h's `rows` x `cols` block of a matrix stacked per head.
-WeightView head_rows(const WeightView& w, size_t h, size_t rows) {
-  return {.type = w.type, .data = w.row(h * rows), .rows = rows, .cols = w.cols};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Deepseek2Forward::Deepseek2Forward(const DecoderModel& model, ThreadPool& pool, MlaForm form)
     : DecoderForward(model.config(), model.weights(), pool),
@@ -102,15 +95,15 @@ void Deepseek2Forward::attention(const ForwardBatch& batch, std::span<const KvSt
   if (!expanded_tokens_.empty()) attend_expanded(batch, kv, layer, expanded_tokens_);
 }
 
-void Deepseek2Forward::per_head_matmul(const WeightView& w, size_t rows, std::span<const float> x, size_t m,
-                                       size_t x_stride, size_t x_head_stride, size_t x_offset, std::span<float> y,
-                                       size_t y_head_stride) {
-  const size_t heads = config_.num_heads, cols = w.cols;
+void Deepseek2Forward::per_head_matmul(const std::function<WeightView(size_t)>& w_of, std::span<const float> x,
+                                       size_t m, size_t x_stride, size_t x_head_stride, size_t x_offset,
+                                       std::span<float> y, size_t y_head_stride) {
+  const size_t heads = config_.num_heads, cols = w_of(0).cols, rows = w_of(0).rows;
   pool_.parallel_for(heads, 1, [&](size_t begin, size_t end) {
     std::vector<float> in(m * cols), out(m * rows);
     for (size_t h = begin; h < end; ++h) {
       for (size_t i = 0; i < m; ++i) std::copy_n(&x[i * x_stride + x_offset + h * x_head_stride], cols, &in[i * cols]);
-      matmul_rows(head_rows(w, h, rows), in, m, out, 0, rows, best_isa());
+      matmul_rows(w_of(h), in, m, out, 0, rows, best_isa());
       for (size_t i = 0; i < m; ++i) std::copy_n(&out[i * rows], rows, &y[(i * heads + h) * y_head_stride]);
     }
   });
@@ -130,7 +123,7 @@ void Deepseek2Forward::attend_absorbed(const ForwardBatch& batch, std::span<cons
   // q_latent[i][h] = [W_kb[h]^T q_nope | q_pe] x the scale the kernel's 1/sqrt(width) must become.
   q_latent_.resize(m * heads * width);
   out_latent_.resize(m * heads * width);
-  per_head_matmul(w.k_b, r, q_sub_, m, c.q_dim(), hd, 0, q_latent_, width);
+  per_head_matmul([&](size_t h) { return w.k_b_head(h, r); }, q_sub_, m, c.q_dim(), hd, 0, q_latent_, width);
   for (size_t i = 0; i < m; ++i) {
     for (size_t h = 0; h < heads; ++h) {
       float* q = &q_latent_[(i * heads + h) * width];
@@ -153,7 +146,8 @@ void Deepseek2Forward::attend_absorbed(const ForwardBatch& batch, std::span<cons
                         batch.layers->attention_window[layer]);
   // Head h's output: W_vb[h] (its attention-weighted latent, the first r of the row).
   out_sub_.resize(m * heads * value);
-  per_head_matmul(w.v_b, value, out_latent_, m, heads * width, width, 0, out_sub_, value);
+  per_head_matmul([&](size_t h) { return w.v_b_head(h, value); }, out_latent_, m, heads * width, width, 0, out_sub_,
+                  value);
   for (size_t i = 0; i < m; ++i)
     std::copy_n(&out_sub_[i * heads * value], heads * value, &att_[tokens[i] * heads * value]);
 }

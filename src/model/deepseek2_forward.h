@@ -13,6 +13,7 @@
 //   H x (head_dim + value) per token and slot: cheaper when a sequence brings many tokens at once (prefill).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,10 +37,11 @@ class Deepseek2Forward final : public DecoderForward {
                        std::span<const uint32_t> tokens);
   void attend_expanded(const ForwardBatch& batch, std::span<const KvStorage> kv, size_t layer,
                        std::span<const uint32_t> tokens);
-  // y[t][h] = w[h] . x[t][h] for every head h (w: H row blocks of `rows` x `cols`): x rows lie x_stride apart,
-  // head h's input at column x_offset + h * x_head_stride; y is [m][H][y_head_stride] at column 0 of each head.
-  void per_head_matmul(const WeightView& w, size_t rows, std::span<const float> x, size_t m, size_t x_stride,
-                       size_t x_head_stride, size_t x_offset, std::span<float> y, size_t y_head_stride);
+  // y[t][h] = w_of(h) . x[t][h] for every head h: x rows lie x_stride apart, head h's input at column x_offset +
+  // h * x_head_stride; y is [m][H][y_head_stride], head h's output at its column 0.
+  void per_head_matmul(const std::function<WeightView(size_t)>& w_of, std::span<const float> x, size_t m,
+                       size_t x_stride, size_t x_head_stride, size_t x_offset, std::span<float> y,
+                       size_t y_head_stride);
 
   MlaForm form_;
   Rope rope_;

@@ -14,40 +14,48 @@ std::vector<float> dequantized(const WeightView& w) {
   return out;
 }
 
-WeightView f32_view(const float* data, size_t rows, size_t cols) {
-  return {.type = DType::kF32, .data = reinterpret_cast<const std::byte*>(data), .rows = rows, .cols = cols};
+// values [rows][cols] stored as `built` in the type a built matrix of `source` gets: the source's float type, or Q8_0
+// for a quantized source (F32 when the rows are not whole Q8_0 blocks).
+WeightView store_built(const std::vector<float>& values, size_t rows, size_t cols, DType source,
+                       std::vector<std::byte>& built) {
+  DType type = source;
+  if (source != DType::kF32 && source != DType::kF16 && source != DType::kBF16) {
+    type = cols % dtype_block_elements(DType::kQ8_0) == 0 ? DType::kQ8_0 : DType::kF32;
+  }
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  built.resize(rows * row_bytes);
+  for (size_t r = 0; r < rows; ++r) quantize_row(type, &values[r * cols], built.data() + r * row_bytes, cols);
+  return {.type = type, .data = built.data(), .rows = rows, .cols = cols};
 }
 
-// The two forms of the K/V up-projection of H heads over a latent of r: kv_b [H][nope + value][r] and the absorbed
-// pair k_b [H][r][nope] (W_kb transposed), v_b [H][value][r]. One is the file's; the other is built here.
-Status complete_kv_b(const ModelConfig& c, MlaLayerWeights& m) {
+// The two forms of the K/V up-projection of H heads over a latent of r: kv_b [H][nope + value][r] (expansion) and
+// the absorbed pair k_b [H][r][nope] (W_kb transposed), v_b [H][value][r]. One is the file's; the other is built.
+void complete_kv_b(const ModelConfig& c, MlaLayerWeights& m) {
   const size_t heads = c.num_heads, r = c.mla.kv_lora_rank, nope = c.mla.nope_dim, value = c.mla.value_dim;
   const size_t per_head = nope + value;
-  if (m.kv_b.data) {  // k_b and v_b from kv_b
+  if (m.kv_b.data) {  // k_b transposed from kv_b's key rows; v_b is kv_b's value rows, read in place
     const std::vector<float> kv = dequantized(m.kv_b);
-    m.built.resize(heads * r * nope + heads * value * r);
-    float* k_b = m.built.data();
-    float* v_b = k_b + heads * r * nope;
-    for (size_t h = 0; h < heads; ++h) {
+    std::vector<float> k_b(heads * r * nope);
+    for (size_t h = 0; h < heads; ++h)
       for (size_t i = 0; i < nope; ++i)
         for (size_t j = 0; j < r; ++j) k_b[(h * r + j) * nope + i] = kv[(h * per_head + i) * r + j];
-      for (size_t i = 0; i < value; ++i)
-        for (size_t j = 0; j < r; ++j) v_b[(h * value + i) * r + j] = kv[(h * per_head + nope + i) * r + j];
-    }
-    m.k_b = f32_view(k_b, heads * r, nope);
-    m.v_b = f32_view(v_b, heads * value, r);
-    return Status::ok();
+    m.k_b = store_built(k_b, heads * r, nope, m.kv_b.type, m.built);
+    m.v_b = m.kv_b;
+    m.v_b_first = nope;
+    m.v_b_stride = per_head;
+    return;
   }
   const std::vector<float> k = dequantized(m.k_b), v = dequantized(m.v_b);  // kv_b from k_b and v_b
-  m.built.resize(heads * per_head * r);
+  std::vector<float> kv(heads * per_head * r);
   for (size_t h = 0; h < heads; ++h) {
     for (size_t i = 0; i < nope; ++i)
-      for (size_t j = 0; j < r; ++j) m.built[(h * per_head + i) * r + j] = k[(h * r + j) * nope + i];
+      for (size_t j = 0; j < r; ++j) kv[(h * per_head + i) * r + j] = k[(h * r + j) * nope + i];
     for (size_t i = 0; i < value; ++i)
-      for (size_t j = 0; j < r; ++j) m.built[(h * per_head + nope + i) * r + j] = v[(h * value + i) * r + j];
+      for (size_t j = 0; j < r; ++j) kv[(h * per_head + nope + i) * r + j] = v[(h * value + i) * r + j];
   }
-  m.kv_b = f32_view(m.built.data(), heads * per_head, r);
-  return Status::ok();
+  m.kv_b = store_built(kv, heads * per_head, r, m.k_b.type, m.built);
+  m.v_b_first = 0;
+  m.v_b_stride = value;
 }
 
 }  // namespace
@@ -77,7 +85,7 @@ Status load_deepseek2_layer(const gguf::File& file, const ModelConfig& c, size_t
   } else {
     KVS_TRY_ASSIGN(m.kv_b, load_matrix(file, p + "attn_kv_b.weight", heads * (mla.nope_dim + mla.value_dim), r));
   }
-  KVS_RETURN_IF_ERROR(complete_kv_b(c, m));
+  complete_kv_b(c, m);
   KVS_TRY_ASSIGN(lw.wo, load_matrix(file, p + "attn_output.weight", c.dim, heads * mla.value_dim));
   KVS_TRY_ASSIGN(lw.ffn_norm, load_vector(file, p + "ffn_norm.weight", c.dim));
   if (!c.moe.is_moe_layer(l)) {

@@ -10,8 +10,9 @@
 
 namespace kvs {
 
-// Loads layer `layer` into `lw`. Whichever form of the K/V up-projection the file lacks is built from the other in
-// fp32 (kv_b from k_b and v_b, or k_b and v_b from kv_b): the expansion reads kv_b, absorbed decode k_b and v_b.
+// Loads layer `layer` into `lw`. Whichever form of the K/V up-projection the file lacks is built from the other (kv_b
+// from k_b and v_b, or k_b from kv_b, whose value rows serve as v_b): the expansion reads kv_b, absorbed decode k_b and
+// v_b.
 Status load_deepseek2_layer(const gguf::File& file, const ModelConfig& c, size_t layer, DecoderLayerWeights& lw);
 
 }  // namespace kvs

@@ -21,6 +21,7 @@
 #include "model/moe_routing.h"
 #include "model/naive_deepseek2_forward.h"
 #include "model/synth.h"
+#include "tensor/convert.h"
 #include "tensor/isa.h"
 #include "tensor/ops.h"
 #include "test_support.h"
@@ -152,6 +153,40 @@ TEST_F(Deepseek2, EveryFormAndLayoutEqualsTheNaiveReference) {
   }
 }
 
+// An older file's one attn_kv_b holds W_kb per head as [nope][r]; absorption reads its transpose [r][nope], built at
+// load: in the file's float type as is, and for a quantized file requantized to Q8_0 (a second rounding, within half a
+// Q8_0 step plus its fp16 scale's rounding), as ik_llama.cpp prepares wk_b. The value rows are read in place.
+TEST_F(Deepseek2, KBuiltFromAQuantizedKvBIsItsTransposeInQ8_0) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_0}) {
+    load("tiny-deepseek2-dense", MlaForm::kAuto, type);
+    const ModelConfig& c = loaded_.model->config();
+    const MlaLayerWeights& m = loaded_.model->weights().layers[1].mla;
+    EXPECT_EQ(m.kv_b.type, type);
+    EXPECT_EQ(m.k_b.type, type == DType::kQ4_0 ? DType::kQ8_0 : type);
+    EXPECT_EQ(m.v_b.data, m.kv_b.data) << "value rows read in place";
+    const size_t r = c.mla.kv_lora_rank, nope = c.mla.nope_dim, per_head = nope + c.mla.value_dim;
+    std::vector<float> kv_row(r), k_row(nope);
+    for (size_t h = 0; h < c.num_heads; ++h) {
+      for (size_t j = 0; j < r; ++j) {
+        dequantize_row(m.k_b.type, m.k_b.row(h * r + j), k_row.data(), nope);
+        float largest = 0.0f, worst = 0.0f;
+        for (size_t i = 0; i < nope; ++i) {
+          dequantize_row(m.kv_b.type, m.kv_b.row(h * per_head + i), kv_row.data(), r);
+          largest = std::max(largest, std::fabs(kv_row[j]));
+          worst = std::max(worst, std::fabs(k_row[i] - kv_row[j]));
+        }
+        if (type == DType::kQ4_0) {
+          // Step d = largest / 127, stored as fp16 (relative error <= 2^-11): |x - q d16| <= d / 2 + 127 d 2^-11.
+          const float d = largest / 127.0f;
+          EXPECT_LE(worst, d * (0.5f + 127.0f / 2048.0f)) << h << " " << j;
+        } else {
+          EXPECT_EQ(worst, 0.0f) << h << " " << j;
+        }
+      }
+    }
+  }
+}
+
 // The two forms read the same cached latents (here rounded to f16, bf16 and int8), so with one layer (whose latents
 // both forms compute from the same inputs) they agree to fp32 rounding, as over an fp32 cache. With more layers a
 // layer's latent depends on the attention before it, whose fp32 rounding differs between the forms by ~1e-6; where
@@ -191,9 +226,13 @@ TEST_F(Deepseek2, AbsorbedEqualsExpandedOverQuantizedLatents) {
 
 // F16 weights are read exactly by both the engine and the reference (activations stay fp32): the same bound as f32,
 // for every matrix kind (projections, the per-head k_b/v_b of the split form, stacked experts, routers in F32).
-// Q8_0 weights take int8 activations in the SIMD kernels (~0.4% per value, as llama.cpp): the dense model keeps within
-// 3% of the logits' scale (the bound of tests/engine/packed_weights_test); with experts the rounding can also swap two
-// experts whose router scores are that close, an O(1) change the reference cannot follow, so only the run is checked.
+// Q8_0 weights take int8 activations in the SIMD kernels (~0.4% per value, as llama.cpp): the dense model with the
+// split attn_k_b/attn_v_b (read as the file has them) rounds activations at 8 matrices a layer (2 more than a Llama
+// layer: the queries into k_b and the attended latent into v_b); measured 3.2% of the logits' scale on avx512 and
+// avx2 (a Llama model keeps within 3%: tests/engine/packed_weights_test), bound 5%; with experts the rounding can also
+// swap two experts whose router scores are that close, an O(1) change the reference cannot follow, so only the run is
+// checked. A file with one quantized attn_kv_b has its transposed k_b requantized to Q8_0 at load
+// (KBuiltFromAQuantizedKvBIsItsTransposeInQ8_0).
 TEST_F(Deepseek2, WeightTypesEqualTheReference) {
   for (const char* preset : {"tiny-deepseek2", "tiny-deepseek2-dense", "tiny-deepseek2-qlora"}) {
     for (MlaForm form : {MlaForm::kAbsorbed, MlaForm::kExpanded}) {
@@ -206,7 +245,10 @@ TEST_F(Deepseek2, WeightTypesEqualTheReference) {
           << what;
     }
   }
-  load("tiny-deepseek2-dense", MlaForm::kAuto, DType::kQ8_0);
+  SynthSpec dense_split = *synth_preset("tiny-deepseek2-dense");
+  dense_split.mla.split_kv_b = true;
+  dense_split.type = DType::kQ8_0;
+  load(dense_split, MlaForm::kAuto);
   auto file = gguf::File::open(path_);
   ASSERT_TRUE(file);
   testing::NaiveDeepseek2 reference(*file);
@@ -221,7 +263,7 @@ TEST_F(Deepseek2, WeightTypesEqualTheReference) {
     }
   }
   // The scalar reference kernels dequantize the weights and keep fp32 activations: the fp32 bound.
-  EXPECT_LE(worst, best_isa() == Isa::kScalar ? kLogitBound : 0.03f * scale);
+  EXPECT_LE(worst, best_isa() == Isa::kScalar ? kLogitBound : 0.05f * scale);
   load("tiny-deepseek2-qlora", MlaForm::kAuto, DType::kQ8_0);
   EXPECT_EQ(trace({.max_batch_tokens = 16, .max_seqs = 1, .block_size = 4}, prompt).tokens.size(), 24u);
 }
