@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "attention/compact_kv.h"
-#include "attention/write_kv.h"
 #include "tensor/ops.h"
 
 namespace kvs {
@@ -15,12 +14,7 @@ Deepseek2Forward::Deepseek2Forward(const DecoderModel& model, ThreadPool& pool, 
       form_(form),
       rope_{.inv_freq = config_.rope_frequencies(), .cos = {}, .sin = {}},
       absorbed_query_scale_(config_.attention_scale * std::sqrt(static_cast<float>(config_.latent_width()))),
-      expanded_query_scale_(config_.attention_scale * std::sqrt(static_cast<float>(config_.head_dim))),
       latent_attention_(pool, {.num_heads = config_.num_heads, .num_kv_heads = 1, .head_dim = config_.latent_width()}),
-      expanded_attention_(pool, {.num_heads = config_.num_heads,
-                                 .num_kv_heads = config_.num_heads,
-                                 .head_dim = config_.head_dim,
-                                 .v_head_dim = config_.mla.value_dim}),
       moe_(config_, pool) {}
 
 bool Deepseek2Forward::kv_matches(const KvCacheSpec& spec) const {
@@ -157,41 +151,25 @@ void Deepseek2Forward::attend_expanded(const ForwardBatch& batch, std::span<cons
   const ModelConfig& c = config_;
   const MlaLayerWeights& w = weights_.layers[layer].mla;
   const size_t heads = c.num_heads, hd = c.head_dim, r = c.mla.kv_lora_rank, nope = c.mla.nope_dim;
-  const size_t width = c.latent_width(), value = c.mla.value_dim, m = tokens.size();
+  const size_t width = c.latent_width(), value = c.mla.value_dim;
   const size_t g = batch.layers->group_of[layer], at_layer = batch.layers->index_in_group[layer];
   const AttentionBatch& ab = batch.kv[g].attention;
   const KvStorage& cache = kv[g];
   const size_t bs = cache.block_size();
-  // The sequences these tokens belong to, numbered in order of first appearance: expanded sequence i is block i.
-  sequence_map_.assign(ab.sequences.size(), UINT32_MAX);
-  sub_sequences_.clear();
-  size_t capacity = 0;
-  for (uint32_t t : tokens) {
-    uint32_t& mapped = sequence_map_[ab.sequence_of_token[t]];
-    if (mapped != UINT32_MAX) continue;
-    mapped = static_cast<uint32_t>(sub_sequences_.size());
-    sub_sequences_.push_back(ab.sequences[ab.sequence_of_token[t]]);
-    capacity = std::max<size_t>(capacity, sub_sequences_.back().num_cached);
-  }
-  const size_t num_seqs = sub_sequences_.size();
-  if (!expanded_kv_ || expanded_kv_->block_size() < capacity || expanded_kv_->num_blocks() < num_seqs) {
-    const size_t block = std::max(capacity, expanded_kv_ ? expanded_kv_->block_size() : 0);
-    const size_t blocks = std::max(num_seqs, expanded_kv_ ? expanded_kv_->num_blocks() : 0);
-    expanded_kv_ = std::make_unique<KvStorage>(KvCacheSpec{.num_layers = 1,
-                                                           .num_kv_heads = heads,
-                                                           .head_dim = hd,
-                                                           .v_head_dim = value,
-                                                           .dtype = {KvDType::kF32, KvDType::kF32},
-                                                           .block_size = block,
-                                                           .contiguous = true},
-                                               blocks);
-  }
-  sub_blocks_.resize(num_seqs);
-  for (size_t i = 0; i < num_seqs; ++i) {
-    // Read sequence i's cached latents back (as attention would see them: quantized formats dequantized), expand
-    // them through kv_b, and store K = [k_nope | k_pe] and V per head into block i of the expanded cache.
-    SequenceAttention& s = sub_sequences_[i];
-    const size_t slots = s.num_cached;
+  // Sequence by sequence (in order of first appearance among `tokens`), its tokens attend as MHA over its cached
+  // latents expanded to per-head K and V: per head two matrix products over all its tokens at once (scores =
+  // K q, out = V^T p), so each expanded row is read once per step, not once per token.
+  std::vector<bool> done(ab.sequences.size(), false);
+  for (uint32_t first : tokens) {
+    const uint32_t seq = ab.sequence_of_token[first];
+    if (done[seq]) continue;
+    done[seq] = true;
+    sub_tokens_.clear();
+    for (uint32_t t : tokens)
+      if (ab.sequence_of_token[t] == seq) sub_tokens_.push_back(t);
+    const SequenceAttention& s = ab.sequences[seq];
+    const size_t slots = s.num_cached, m = sub_tokens_.size();
+    // The cached latents read back as attention reads them (quantized formats dequantized), split into c and k_pe.
     rows_.resize(slots * width);
     c_.resize(slots * r);
     pool_.parallel_for(slots, 16, [&](size_t begin, size_t end) {
@@ -204,43 +182,40 @@ void Deepseek2Forward::attend_expanded(const ForwardBatch& batch, std::span<cons
     });
     kv_up_.resize(slots * heads * (nope + value));
     matmul(w.kv_b, c_, slots, kv_up_, pool_, scratch_);
-    k_rows_.resize(slots * heads * hd);
-    v_rows_.resize(slots * heads * value);
-    pool_.parallel_for(slots, 16, [&](size_t begin, size_t end) {
-      for (size_t slot = begin; slot < end; ++slot) {
-        for (size_t h = 0; h < heads; ++h) {
-          const float* up = &kv_up_[(slot * heads + h) * (nope + value)];
-          float* k = &k_rows_[(slot * heads + h) * hd];
-          std::copy_n(up, nope, k);
-          std::copy_n(&rows_[slot * width + r], c.rope_dim, k + nope);
-          std::copy_n(up + nope, value, &v_rows_[(slot * heads + h) * value]);
-        }
+    k_rows_.resize(slots * hd);
+    v_rows_.resize(value * slots);
+    q_sub_.resize(m * hd);
+    scores_.resize(m * slots);
+    out_sub_.resize(m * value);
+    for (size_t h = 0; h < heads; ++h) {
+      // K_h [slots][nope + rope] = [W_kb[h] c | k_pe]; V_h^T [value][slots]; the tokens' queries [m][head_dim].
+      for (size_t slot = 0; slot < slots; ++slot) {
+        const float* up = &kv_up_[(slot * heads + h) * (nope + value)];
+        std::copy_n(up, nope, &k_rows_[slot * hd]);
+        std::copy_n(&rows_[slot * width + r], c.rope_dim, &k_rows_[slot * hd + nope]);
+        for (size_t i = 0; i < value; ++i) v_rows_[i * slots + slot] = up[nope + i];
       }
-    });
-    const size_t block_size = expanded_kv_->block_size();
-    write_kv_run(*expanded_kv_, 0, KvSlot{i * block_size}, slots, {k_rows_.data(), slots * heads * hd},
-                 {v_rows_.data(), slots * heads * value});
-    sub_blocks_[i] = BlockId{static_cast<uint32_t>(i)};
+      for (size_t i = 0; i < m; ++i) std::copy_n(&q_[sub_tokens_[i] * c.q_dim() + h * hd], hd, &q_sub_[i * hd]);
+      const WeightView keys{
+          .type = DType::kF32, .data = reinterpret_cast<const std::byte*>(k_rows_.data()), .rows = slots, .cols = hd};
+      matmul(keys, q_sub_, m, scores_, pool_, scratch_);
+      // Token i sees slots [0, visible): scaled, the rest masked to probability 0.
+      for_tokens(m, [&](size_t i) {
+        const size_t visible = ab.visible_slots[sub_tokens_[i]];
+        float* row = &scores_[i * slots];
+        for (size_t j = 0; j < visible; ++j) row[j] *= c.attention_scale;
+        softmax({row, visible});
+        std::fill(row + visible, row + slots, 0.0f);
+      });
+      const WeightView values_t{.type = DType::kF32,
+                                .data = reinterpret_cast<const std::byte*>(v_rows_.data()),
+                                .rows = value,
+                                .cols = slots};
+      matmul(values_t, scores_, m, out_sub_, pool_, scratch_);
+      for (size_t i = 0; i < m; ++i)
+        std::copy_n(&out_sub_[i * value], value, &att_[(sub_tokens_[i] * heads + h) * value]);
+    }
   }
-  for (size_t i = 0; i < num_seqs; ++i) {
-    sub_sequences_[i].blocks = {&sub_blocks_[i], 1};
-    sub_sequences_[i].slot_mass = {};  // per-slot mass is kept for the latent cache's one head only
-  }
-  q_sub_.resize(m * c.q_dim());
-  sub_sequence_of_token_.resize(m);
-  sub_visible_.resize(m);
-  for (size_t i = 0; i < m; ++i) {
-    const uint32_t t = tokens[i];
-    for (size_t j = 0; j < c.q_dim(); ++j) q_sub_[i * c.q_dim() + j] = q_[t * c.q_dim() + j] * expanded_query_scale_;
-    sub_sequence_of_token_[i] = sequence_map_[ab.sequence_of_token[t]];
-    sub_visible_[i] = ab.visible_slots[t];
-  }
-  const AttentionBatch sub{
-      .sequences = sub_sequences_, .sequence_of_token = sub_sequence_of_token_, .visible_slots = sub_visible_};
-  out_sub_.resize(m * heads * value);
-  expanded_attention_.run(*expanded_kv_, 0, sub, q_sub_, out_sub_, batch.layers->attention_window[layer]);
-  for (size_t i = 0; i < m; ++i)
-    std::copy_n(&out_sub_[i * heads * value], heads * value, &att_[tokens[i] * heads * value]);
 }
 
 }  // namespace kvs

@@ -8,9 +8,10 @@
 // - absorbed: q_lat[h] = [W_kb[h]^T q_nope[h] | q_pe[h]] attends over the latent rows themselves as MQA with one
 //   KV head of width r + rope, and head h's output is W_vb[h] (its attention-weighted latent): decode never builds
 //   per-head K or V. Cost per token and cached slot: 2 x H x (r + rope) multiply-adds.
-// - expanded: each sequence's cached latents are expanded to per-head K = [W_kb c | k_pe] and V = W_vb c, and the
-//   queries attend over those as MHA. Cost: H x (nope + value) x r per cached slot once per step, plus
-//   H x (head_dim + value) per token and slot: cheaper when a sequence brings many tokens at once (prefill).
+// - expanded: each sequence's cached latents are expanded to per-head K = [W_kb c | k_pe] and V = W_vb c, and its
+//   tokens attend over those as MHA, per head as two matrix products (scores = K Q^T, out = V^T P). Cost:
+//   H x (nope + value) x r per cached slot once per step, plus H x (head_dim + value) per token and slot: fewer
+//   operations when a sequence brings many tokens at once (prefill).
 #pragma once
 
 #include <functional>
@@ -45,22 +46,21 @@ class Deepseek2Forward final : public DecoderForward {
 
   MlaForm form_;
   Rope rope_;
-  float absorbed_query_scale_, expanded_query_scale_;  // the kernel divides by sqrt(its head width); these undo it
-  BatchAttention latent_attention_;                    // H query heads over one latent "KV head" of r + rope
-  BatchAttention expanded_attention_;                  // H heads of key head_dim and value width
+  float absorbed_query_scale_;       // the kernel divides by sqrt(its head width); this makes it attention_scale
+  BatchAttention latent_attention_;  // H query heads over one latent "KV head" of r + rope
   MoeFfn moe_;
   std::vector<float> q_a_;     // [n][q_lora_rank]
   std::vector<float> latent_;  // [n][r + rope]: the rows the cache stores
   std::vector<uint32_t> absorbed_tokens_, expanded_tokens_;
   // Absorbed form, for its m tokens: queries and outputs [m][H][r + rope].
   std::vector<float> q_latent_, out_latent_;
-  // Expanded form: the expanded sequences' K/V in a contiguous fp32 cache (block i: expanded sequence i), their
-  // latents read back [slots][r + rope] and split, their K/V up-projection [slots][H][nope + value].
-  std::unique_ptr<KvStorage> expanded_kv_;
-  std::vector<float> rows_, c_, kv_up_, k_rows_, v_rows_, q_sub_, out_sub_;
-  std::vector<SequenceAttention> sub_sequences_;
-  std::vector<BlockId> sub_blocks_;
-  std::vector<uint32_t> sub_sequence_of_token_, sub_visible_, sequence_map_;
+  // Expanded form, one sequence at a time: its latents read back [slots][r + rope], c alone [slots][r], their K/V
+  // up-projection [slots][H][nope + value]; per head K [slots][head_dim], V^T [value][slots], the tokens' queries
+  // [m][head_dim], scores then probabilities [m][slots].
+  std::vector<float> rows_, c_, kv_up_, k_rows_, v_rows_, scores_;
+  // Both forms: gathered queries and outputs of their tokens.
+  std::vector<float> q_sub_, out_sub_;
+  std::vector<uint32_t> sub_tokens_, sub_sequence_of_token_, sub_visible_;
 };
 
 }  // namespace kvs

@@ -22,7 +22,7 @@ namespace kvs {
 enum class MlaForm { kAuto, kAbsorbed, kExpanded };
 // Under MlaForm::kAuto a sequence attends in expanded form when it brings at least this many tokens to a step
 // (measured: docs/MLA.md).
-inline constexpr size_t kMlaExpandFromTokens = 32;
+inline constexpr size_t kMlaExpandFromTokens = 96;
 inline std::string_view mla_form_name(MlaForm form) {
   return form == MlaForm::kAbsorbed ? "absorbed" : form == MlaForm::kExpanded ? "expanded" : "auto";
 }
