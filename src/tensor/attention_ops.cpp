@@ -19,7 +19,9 @@ void check_floating(KvDType type) {
 
 // The SIMD kernels of quantized blocks take rows cut into 32-element chunks (per-token groups of 32).
 bool simd_reads_quantized(KvRows rows, size_t width) {
-  return width % kKvInt4Chunk == 0 && (rows.axis == KvScaleAxis::kPerChannel || rows.group_size == kKvInt4Chunk);
+  if (width % kKvInt4Chunk != 0) return false;
+  if (rows.axis == KvScaleAxis::kPerChannel) return width <= detail::kQuantMaxWidth;
+  return rows.group_size == kKvInt4Chunk && width <= detail::kQuantMaxTokenWidth;
 }
 
 }  // namespace

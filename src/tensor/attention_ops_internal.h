@@ -7,6 +7,12 @@
 
 namespace kvs::detail {
 
+// The fused int8/int4 kernels (attention_quant_impl.h) take rows of whole 32-element chunks up to these widths:
+// keys per channel fold the query into int16 steps bounded so that kQuantMaxWidth products fit int32 (head dims go
+// to 256); rows grouped per token sum in fp32, and only their stack buffers bound the width (an MLA latent: 576).
+inline constexpr size_t kQuantMaxWidth = 512;
+inline constexpr size_t kQuantMaxTokenWidth = 1024;
+
 // fn.template operator()<T>() for the floating KV element type `type`: how each ISA's entry points pick
 // their kernel instantiation. Quantized types never get here (attention_ops.cpp refuses them first).
 template <class Fn>

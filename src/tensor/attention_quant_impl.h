@@ -27,12 +27,14 @@
 
 #include "core/kv_rows.h"
 #include "core/status.h"
+#include "tensor/attention_ops_internal.h"
 
 namespace kvs::detail::quant {
 
 inline constexpr size_t kChunk = 32;
-inline constexpr size_t kMaxWidth = 512;  // widest row the kernels take (head dims go to 256)
-inline constexpr size_t kTileRows = 16;   // rows whose scales are widened to fp32 at once
+inline constexpr size_t kMaxWidth = kQuantMaxWidth;
+inline constexpr size_t kMaxTokenWidth = kQuantMaxTokenWidth;
+inline constexpr size_t kTileRows = 16;  // rows whose scales are widened to fp32 at once
 
 template <KvDType T>
 inline constexpr size_t kChunkBytes = T == KvDType::kInt8 ? 32 : 16;
@@ -99,8 +101,8 @@ void scores_per_token(const float* q, size_t nq, KvRows keys, size_t count, size
   constexpr size_t L = S::kLanes, V = kChunk / L;
   const size_t chunks = width / kChunk, row_bytes = chunks * kChunkBytes<T>;
   const auto* data = static_cast<const uint8_t*>(keys.data);
-  alignas(64) float pairs[kTileRows * 2 * (kMaxWidth / kChunk)];  // [row][scales of the row, then mins]
-  alignas(64) float q_sums[kMaxWidth / kChunk];
+  alignas(64) float pairs[kTileRows * 2 * (kMaxTokenWidth / kChunk)];  // [row][scales of the row, then mins]
+  alignas(64) float q_sums[kMaxTokenWidth / kChunk];
   for (size_t tile = 0; tile < count; tile += kTileRows) {
     const size_t rows = std::min(kTileRows, count - tile);
     S::halves_to_floats(keys.scales + tile * 2 * chunks, pairs, rows * 2 * chunks);
@@ -138,7 +140,7 @@ void values_per_token(const float* probs, size_t stride, size_t nq, KvRows value
   constexpr size_t L = S::kLanes, V = kChunk / L;
   const size_t chunks = width / kChunk, row_bytes = chunks * kChunkBytes<T>;
   const auto* data = static_cast<const uint8_t*>(values.data);
-  alignas(64) float pairs[kTileRows * 2 * (kMaxWidth / kChunk)];
+  alignas(64) float pairs[kTileRows * 2 * (kMaxTokenWidth / kChunk)];
   alignas(64) float widened[kTileRows][kChunk];  // one chunk of a tile's rows as fp32, for every query head
   for (size_t tile = 0; tile < count; tile += kTileRows) {
     const size_t rows = std::min(kTileRows, count - tile);
@@ -172,8 +174,9 @@ void values_per_token(const float* probs, size_t stride, size_t nq, KvRows value
 template <class S>
 void block_scores(const float* q, size_t nq, KvRows keys, size_t count, size_t width, float scale, float* scores,
                   size_t stride) {
-  KVS_ASSERT(width % kChunk == 0 && width <= kMaxWidth, "quantized rows of {} elements", width);
   const bool per_channel = keys.axis == KvScaleAxis::kPerChannel;
+  KVS_ASSERT(width % kChunk == 0 && width <= (per_channel ? kMaxWidth : kMaxTokenWidth),
+             "quantized rows of {} elements, scales per {}", width, kv_scale_axis_name(keys.axis));
   if (keys.type == KvDType::kInt8) {
     return per_channel ? scores_per_channel<S, KvDType::kInt8>(q, nq, keys, count, width, scale, scores, stride)
                        : scores_per_token<S, KvDType::kInt8>(q, nq, keys, count, width, scale, scores, stride);
@@ -184,7 +187,7 @@ void block_scores(const float* q, size_t nq, KvRows keys, size_t count, size_t w
 
 template <class S>
 void block_values(const float* probs, size_t stride, size_t nq, KvRows values, size_t count, size_t width, float* out) {
-  KVS_ASSERT(width % kChunk == 0 && width <= kMaxWidth && values.axis == KvScaleAxis::kPerToken,
+  KVS_ASSERT(width % kChunk == 0 && width <= kMaxTokenWidth && values.axis == KvScaleAxis::kPerToken,
              "quantized values of {} elements, scales per {}", width, kv_scale_axis_name(values.axis));
   if (values.type == KvDType::kInt8)
     return values_per_token<S, KvDType::kInt8>(probs, stride, nq, values, count, width, out);

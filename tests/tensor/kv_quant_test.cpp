@@ -190,7 +190,7 @@ TEST(KvQuant, FusedKernelsEqualF32AttentionOverTheDequantizedBlock) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
     for (KvScaleAxis axis : {KvScaleAxis::kPerChannel, KvScaleAxis::kPerToken}) {
-      for (size_t width : {8u, 40u, 64u, 128u}) {
+      for (size_t width : {8u, 40u, 64u, 128u, 576u}) {  // 576: an MLA latent (512 + 64)
         for (size_t rows : {16u, 64u}) {
           for (size_t count : {size_t{1}, size_t{5}, size_t{16}, rows}) {
             Block b(type, axis, width, rows);
