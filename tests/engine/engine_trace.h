@@ -58,6 +58,13 @@ inline EngineTrace trace_request(const Model& model, const Tokenizer& tokenizer,
   return trace;
 }
 
+// BOS and then n - 1 ids of a synthetic vocabulary's words (260..509), varied by `salt`.
+inline std::vector<TokenId> varied_prompt(size_t n, size_t salt = 0) {
+  std::vector<TokenId> p{1};
+  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<TokenId>(260 + (i * 37 + salt * 11) % 250));
+  return p;
+}
+
 inline RequestParams greedy_request(std::vector<TokenId> prompt, size_t new_tokens, bool all_logits = true) {
   RequestParams p;
   p.prompt = std::move(prompt);

@@ -20,11 +20,7 @@ namespace {
 
 constexpr float kLogitBound = 1e-4f;
 
-std::vector<TokenId> prompt_of(size_t n, size_t salt = 0) {
-  std::vector<TokenId> p{1};
-  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<TokenId>(260 + (i * 37 + salt * 11) % 250));
-  return p;
-}
+std::vector<TokenId> prompt_of(size_t n, size_t salt = 0) { return test::varied_prompt(n, salt); }
 
 class LlamaFamily : public ::testing::Test {
  protected:

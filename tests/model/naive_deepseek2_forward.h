@@ -21,9 +21,13 @@
 #include <vector>
 
 #include "model/gguf.h"
-#include "tensor/convert.h"
+#include "model/naive_math.h"
 
 namespace kvs::testing {
+
+using naive::add;
+using naive::matvec;
+using naive::softmax;
 
 class NaiveDeepseek2 {
  public:
@@ -68,14 +72,7 @@ class NaiveDeepseek2 {
       mscale = 1.0 + f.get_float("deepseek2.rope.scaling.yarn_log_multiplier").value_or(0.0) * std::log(factor);
     }
     score_scale_ = mscale * mscale / std::sqrt(double(key));
-    for (const auto& t : f.tensors()) {
-      std::vector<float> values(t.num_elements());
-      const size_t cols = t.dims[0], row_bytes = dtype_row_bytes(t.type, cols);
-      for (size_t row = 0; row < values.size() / cols; ++row) {
-        dequantize_row(t.type, t.data.data() + row * row_bytes, values.data() + row * cols, cols);
-      }
-      weights_[t.name] = std::move(values);
-    }
+    weights_ = naive::dequantized_tensors(f);
     vocab_ = f.find_tensor("token_embd.weight")->dims[1];
     k_cache_.assign(layers_, {});
     v_cache_.assign(layers_, {});
@@ -188,22 +185,8 @@ class NaiveDeepseek2 {
     for (double& v : out) v *= weight;
     return out;
   }
-  static std::vector<double> matvec(const std::vector<float>& m, const std::vector<double>& in, size_t rows) {
-    std::vector<double> out(rows);
-    for (size_t row = 0; row < rows; ++row) {
-      double s = 0.0;
-      for (size_t col = 0; col < in.size(); ++col) s += m[row * in.size() + col] * in[col];
-      out[row] = s;
-    }
-    return out;
-  }
   std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<float>& weight) const {
-    double ss = 0.0;
-    for (double v : x) ss += v * v;
-    const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps_);
-    std::vector<double> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale * weight[i];
-    return out;
+    return naive::rmsnorm(x, weight, eps_);
   }
   // Rotates pairs (2i, 2i + 1) of a rope-wide part by pos x inv_freq[i].
   void rotate(double* v, size_t pos) const {
@@ -212,15 +195,6 @@ class NaiveDeepseek2 {
       v[2 * i] = a * std::cos(angle) - b * std::sin(angle);
       v[2 * i + 1] = a * std::sin(angle) + b * std::cos(angle);
     }
-  }
-  static void softmax(std::vector<double>& v) {
-    const double max = *std::max_element(v.begin(), v.end());
-    double sum = 0.0;
-    for (double& e : v) sum += (e = std::exp(e - max));
-    for (double& e : v) e /= sum;
-  }
-  static void add(std::vector<double>& x, const std::vector<double>& y) {
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
 
   size_t dim_ = 0, layers_ = 0, heads_ = 0, rope_ = 0, r_ = 0, q_lora_ = 0, nope_ = 0, value_ = 0, vocab_ = 0;

@@ -19,9 +19,13 @@
 #include <vector>
 
 #include "model/gguf.h"
-#include "tensor/convert.h"
+#include "model/naive_math.h"
 
 namespace kvs::testing {
+
+using naive::add;
+using naive::matvec;
+using naive::softmax;
 
 class NaiveGemma3 {
  public:
@@ -37,14 +41,7 @@ class NaiveGemma3 {
     global_base_ = f.get_float("gemma3.rope.freq_base").value_or(1e6);
     if (f.get_string("gemma3.rope.scaling.type").value_or("") == "linear")
       global_scale_ = 1.0 / *f.get_float("gemma3.rope.scaling.factor");
-    for (const auto& t : f.tensors()) {
-      std::vector<float> values(t.num_elements());
-      const size_t cols = t.dims[0], row_bytes = dtype_row_bytes(t.type, cols);
-      for (size_t r = 0; r < values.size() / cols; ++r) {
-        dequantize_row(t.type, t.data.data() + r * row_bytes, values.data() + r * cols, cols);
-      }
-      weights_[t.name] = std::move(values);
-    }
+    weights_ = naive::dequantized_tensors(f);
     vocab_ = f.find_tensor("token_embd.weight")->dims[1];
     k_cache_.assign(layers_, {});
     v_cache_.assign(layers_, {});
@@ -106,24 +103,8 @@ class NaiveGemma3 {
  private:
   const std::vector<float>& w(const std::string& name) const { return weights_.at(name); }
 
-  // out[r] = sum_c m[r][c] * in[c]; `rows` 0 means m.size() / in.size().
-  static std::vector<double> matvec(const std::vector<float>& m, const std::vector<double>& in, size_t rows) {
-    if (rows == 0) rows = m.size() / in.size();
-    std::vector<double> out(rows);
-    for (size_t r = 0; r < rows; ++r) {
-      double s = 0.0;
-      for (size_t c = 0; c < in.size(); ++c) s += m[r * in.size() + c] * in[c];
-      out[r] = s;
-    }
-    return out;
-  }
   std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<float>& weight) const {
-    double ss = 0.0;
-    for (double v : x) ss += v * v;
-    const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps_);
-    std::vector<double> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale * weight[i];
-    return out;
+    return naive::rmsnorm(x, weight, eps_);
   }
   void head_norm(std::vector<double>& v, size_t head, const std::vector<float>& weight) const {
     const std::vector<double> one(v.begin() + head * hd_, v.begin() + (head + 1) * hd_);
@@ -142,16 +123,6 @@ class NaiveGemma3 {
         r[i + half] = a * std::sin(angle) + b * std::cos(angle);
       }
     }
-  }
-  static void softmax(std::vector<double>& v) {
-    double max = v[0];
-    for (double e : v) max = std::max(max, e);
-    double sum = 0.0;
-    for (double& e : v) sum += (e = std::exp(e - max));
-    for (double& e : v) e /= sum;
-  }
-  static void add(std::vector<double>& x, const std::vector<double>& y) {
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
 
   size_t dim_ = 0, layers_ = 0, heads_ = 0, kv_heads_ = 0, hd_ = 0, window_ = 0, vocab_ = 0, pos_ = 0;
