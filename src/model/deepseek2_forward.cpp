@@ -7,7 +7,6 @@
 #include "tensor/ops.h"
 
 namespace kvs {
-namespace {}  // namespace
 
 Deepseek2Forward::Deepseek2Forward(const DecoderModel& model, ThreadPool& pool, MlaForm form)
     : DecoderForward(model.config(), model.weights(), pool),
