@@ -1,7 +1,7 @@
 // AVX-512 attention block kernels. Scores: four key rows at a time against four query heads (or one), each
 // head's four sums reduced together (hsum4); values: a 64-float slice of four heads' (or one head's) output
-// stays in registers while the block's value rows stream by. Ragged head dims use masked loads and stores. Each kernel is written once over
-// the element type; f16 rows widen with vcvtph2ps, bf16 rows with a 16-bit shift, both exact.
+// stays in registers while the block's value rows stream by. Ragged head dims use masked loads and stores. Each kernel
+// is written once over the element type; f16 rows widen with vcvtph2ps, bf16 rows with a 16-bit shift, both exact.
 #include "tensor/attention_ops_internal.h"
 #include "tensor/simd_avx512.h"
 
