@@ -125,6 +125,7 @@ void run(const PerplexityCliOptions& options) {
   eval.kv_rotate_keys = kv.rotate_keys;
   eval.kv_window = kv.window;
   eval.kv_hybrid = kv.hybrid;
+  eval.mla_form = kv.mla_form;
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
   auto result =

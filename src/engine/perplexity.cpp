@@ -67,7 +67,8 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
                       .kv_rotate_keys = options.kv_rotate_keys,
                       .prefix_caching = false,
                       .kv_window = options.kv_window,
-                      .kv_hybrid = options.kv_hybrid};
+                      .kv_hybrid = options.kv_hybrid,
+                      .mla_form = options.mla_form};
   config.kv_blocks = kv_blocks_for_tokens(L, config.block_size);
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();

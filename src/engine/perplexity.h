@@ -24,6 +24,7 @@ struct PerplexityOptions {
   bool kv_rotate_keys = false;
   size_t kv_window = 0;  // a forced sliding window (0: the model's own)
   bool kv_hybrid = true;
+  MlaForm mla_form = MlaForm::kAuto;  // how an MLA model attends (model.h)
   // Also evaluate each chunk with an f32 KV cache and compare the two distributions at every scored
   // token (what a cache's precision costs, beyond the perplexity: KL divergence and top-1 agreement).
   bool compare_with_f32 = false;

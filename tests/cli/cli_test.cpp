@@ -296,7 +296,7 @@ TEST(CliKv, CalcPredictsTheBytesTheHybridLayoutHolds) {
 
 // MLA: `calc -m` of a deepseek2 file sizes its latent cache (kv_lora_rank + rope per token and layer, no V), and that
 // is what `run` holds, for f32, f16 and int8 latents; the released DeepSeek-V2-Lite shape holds 576 values per token
-// and layer (the 93% less than an MHA cache of its 16 heads of 192 + 128).
+// and layer (89% less than an MHA cache of its 16 heads of 192 + 128). `perplexity --mla-form` runs either form.
 TEST(CliKv, CalcPredictsTheBytesAnMlaLatentCacheHolds) {
   test::TempDir dir("cli_calc_mla");
   const std::string model = dir.file("d.gguf");
@@ -318,6 +318,19 @@ TEST(CliKv, CalcPredictsTheBytesAnMlaLatentCacheHolds) {
       EXPECT_DOUBLE_EQ(j["bytes_per_token"].get<double>(), 3.0 * (32 + 16) * 4);
     }
   }
+  // Perplexity in either attention form: the same model within fp32 rounding; a form that does not exist is named.
+  const auto perplexity = [&](const char* form) {
+    auto r = run_kvserve({"perplexity", "-m", model, "-f", test::shared_path("eval/tinystories_sample.txt"), "--chunk",
+                          "128", "--chunks", "4", "--mla-form", form},
+                         dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.out.find("perplexity ");
+    return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 11));
+  };
+  const double absorbed = perplexity("absorbed"), expanded = perplexity("expanded");
+  EXPECT_GT(absorbed, 1.0);
+  EXPECT_NEAR(absorbed, expanded, 1e-5 * absorbed);
+  expect_clean_error(run_kvserve({"run", "-m", model, "-p", "a", "--mla-form", "sideways"}, dir), "sideways");
   auto lite =
       run_kvserve({"calc", "--preset", "deepseek-v2-lite", "--tokens", "4096", "--kv-dtype", "f16", "--json"}, dir);
   ASSERT_EQ(lite.exit_code, 0) << lite.err;
