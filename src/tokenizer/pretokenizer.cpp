@@ -21,6 +21,7 @@ std::vector<std::string_view> pre_tokenize(PreTokenizerKind kind, std::string_vi
     case PreTokenizerKind::kGpt2: return split_gpt2(text);
     case PreTokenizerKind::kLlama3: return split_llama3(text, 3);
     case PreTokenizerKind::kQwen2: return split_llama3(text, 1);
+    case PreTokenizerKind::kDeepseekLlm: return split_deepseek_llm(text);
   }
   return split_gpt2(text);
 }

@@ -34,4 +34,8 @@ std::vector<std::string_view> split_gpt2(std::string_view text);  // gpt2_pretok
 std::vector<std::string_view> split_llama3(std::string_view text,
                                            size_t max_digits);  // llama3_pretokenizer.cpp
 
+// [\r\n], \s?[cased letters]+, \s?[ASCII/fullwidth punctuation]+, \s+$, CJK runs, \p{N}+:
+// each applied in turn to the pieces the ones before it left, matches and gaps both kept.
+std::vector<std::string_view> split_deepseek_llm(std::string_view text);  // deepseek_pretokenizer.cpp
+
 }  // namespace kvs

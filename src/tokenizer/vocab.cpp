@@ -10,9 +10,10 @@ Expected<PreTokenizerKind> pre_tokenizer_from_name(std::string_view name) {
     return PreTokenizerKind::kLlama3;
   }
   if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizerKind::kQwen2;
+  if (name == "deepseek-llm") return PreTokenizerKind::kDeepseekLlm;
   return Status::unimplemented(
       fmt::format("tokenizer.ggml.pre '{}' is not supported (supported: gpt-2, default, llama3, llama-v3, llama-bpe, "
-                  "smaug-bpe, qwen2, deepseek-r1-qwen)",
+                  "smaug-bpe, qwen2, deepseek-r1-qwen, deepseek-llm)",
                   name));
 }
 

@@ -31,9 +31,11 @@ enum class VocabKind : uint8_t {
 
 // The regex that splits text into words before byte-level BPE (tokenizer.ggml.pre).
 enum class PreTokenizerKind : uint8_t {
-  kGpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  kLlama3,  // case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...
-  kQwen2,   // as kLlama3 but one digit per word
+  kGpt2,         // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  kLlama3,       // case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...
+  kQwen2,        // as kLlama3 but one digit per word
+  kDeepseekLlm,  // six splits in sequence: newlines, cased-letter words, punctuation, trailing
+                 // space, CJK runs, number runs (DeepSeek LLM / V2)
 };
 
 // Maps a tokenizer.ggml.pre value to a pre-tokenizer; unknown names are kUnimplemented.

@@ -68,6 +68,7 @@ TEST(PreTokenizerNames, KnownAndUnknown) {
   EXPECT_EQ(*pre_tokenizer_from_name(""), PreTokenizerKind::kGpt2);
   EXPECT_EQ(*pre_tokenizer_from_name("llama-bpe"), PreTokenizerKind::kLlama3);
   EXPECT_EQ(*pre_tokenizer_from_name("qwen2"), PreTokenizerKind::kQwen2);
+  EXPECT_EQ(*pre_tokenizer_from_name("deepseek-llm"), PreTokenizerKind::kDeepseekLlm);
   auto unknown = pre_tokenizer_from_name("tekken");
   ASSERT_FALSE(unknown.has_value());
   expect_error(unknown.status(), ErrorCode::kUnimplemented, "tokenizer.ggml.pre 'tekken' is not supported");
