@@ -64,6 +64,10 @@ void register_synth(CLI::App& app) {
   cmd->add_flag("--tied-output,!--untied-output", opts->tied_output,
                 "Share the classifier with token_embd.weight (no output.weight); default: the preset's choice, "
                 "untied for custom shapes");
+  cmd->add_option("--tokenizer-from", opts->custom.tokenizer_from,
+                  "A GGUF model or vocabulary file whose tokenizer (tokens, merges, pre-tokenizer, special ids, chat "
+                  "template) the model gets; --vocab is then its token count")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opts->output, "GGUF file to write")->required();
 
   cmd->callback([opts, cmd] {
@@ -103,6 +107,7 @@ void register_synth(CLI::App& app) {
     if (cmd->count("--rope-original-context")) spec.rope_original_context = c.rope_original_context;
     if (cmd->count("--tied-output") || cmd->count("--untied-output")) spec.tied_output = opts->tied_output;
     spec.seed = c.seed;
+    spec.tokenizer_from = c.tokenizer_from;
     const auto types = WeightTypes::parse(opts->type);
     if (!types) throw CommandError(fmt::format("--type: {}", types.status().message()));
     spec.type = types->base;
@@ -110,7 +115,8 @@ void register_synth(CLI::App& app) {
     const Status status = write_synth_model(spec, opts->output);
     if (!status) throw CommandError(status.message());
     fmt::print("wrote {}: {} {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}, {}{}\n", opts->output,
-               spec.architecture, spec.layers, spec.dim, spec.heads, spec.kv_heads, spec.ffn, spec.vocab, opts->type,
+               spec.architecture, spec.layers, spec.dim, spec.heads, spec.kv_heads, spec.ffn,
+               spec.tokenizer_from.empty() ? std::to_string(spec.vocab) : "of " + spec.tokenizer_from, opts->type,
                spec.sliding_window ? fmt::format(", window {}", spec.sliding_window) : "");
   });
 }

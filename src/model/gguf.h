@@ -138,6 +138,8 @@ class Writer {
   void set_string_array(std::string key, std::vector<std::string> v);
   void set_f32_array(std::string key, std::span<const float> v);
   void set_i32_array(std::string key, std::span<const int32_t> v);
+  // Removes every key that starts with `prefix`.
+  void erase_keys_with_prefix(std::string_view prefix);
 
   // dims in ggml order (dims[0] innermost); bytes must match the type and dims exactly.
   Status add_tensor(std::string name, DType type, std::vector<uint64_t> dims, std::vector<std::byte> bytes);

@@ -80,6 +80,10 @@ void Writer::set(std::string key, Value value) {
   metadata_.emplace_back(std::move(key), std::move(value));
 }
 
+void Writer::erase_keys_with_prefix(std::string_view prefix) {
+  std::erase_if(metadata_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+}
+
 void Writer::set_u32(std::string key, uint32_t v) { set(std::move(key), Value::of(v)); }
 void Writer::set_i32(std::string key, int32_t v) { set(std::move(key), Value::of(v)); }
 void Writer::set_u64(std::string key, uint64_t v) { set(std::move(key), Value::of(v)); }

@@ -3,6 +3,7 @@
 #include "model/synth.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "model/gguf.h"
@@ -464,7 +465,40 @@ Status validate_synth_spec(const SynthSpec& s) {
   return Status::ok();
 }
 
-Status write_synth_model(const SynthSpec& s, const std::string& path) {
+namespace {
+
+// The tokenizer.* keys of another model file, and its token count.
+struct BorrowedTokenizer {
+  std::vector<std::pair<std::string, gguf::Value>> keys;
+  uint32_t vocab = 0;
+};
+
+Expected<BorrowedTokenizer> borrow_tokenizer(const std::string& path) {
+  auto file = gguf::File::open(path);
+  if (!file) return file.status().with_context("tokenizer source " + path);
+  const gguf::Array* tokens = file->get_array("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->element_type != gguf::ValueType::kString || tokens->items.empty()) {
+    return Status::invalid_argument(fmt::format("tokenizer source {} has no tokenizer.ggml.tokens strings", path));
+  }
+  BorrowedTokenizer borrowed;
+  borrowed.vocab = static_cast<uint32_t>(tokens->items.size());
+  for (const auto& [key, value] : file->metadata()) {
+    if (key.starts_with("tokenizer.")) borrowed.keys.emplace_back(key, value);
+  }
+  return borrowed;
+}
+
+}  // namespace
+
+Status write_synth_model(const SynthSpec& spec, const std::string& path) {
+  SynthSpec s = spec;
+  std::optional<BorrowedTokenizer> tokenizer;
+  if (!s.tokenizer_from.empty()) {
+    auto borrowed = borrow_tokenizer(s.tokenizer_from);
+    if (!borrowed) return borrowed.status();
+    tokenizer = std::move(*borrowed);
+    s.vocab = tokenizer->vocab;
+  }
   KVS_RETURN_IF_ERROR(validate_synth_spec(s));
   gguf::Writer w;
   const bool gemma3 = s.architecture == "gemma3";
@@ -484,6 +518,10 @@ Status write_synth_model(const SynthSpec& s, const std::string& path) {
       .sliding_window = s.sliding_window,
       .weights = {.base = s.type, .mixed = s.mixed_k}};
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
+  if (tokenizer) {
+    w.erase_keys_with_prefix("tokenizer.");
+    for (auto& [key, value] : tokenizer->keys) w.set(std::move(key), std::move(value));
+  }
   w.set_u64("kvserve.synth.seed", s.seed);
   if (s.rope_scaling == SynthRopeScaling::kLinear) {
     w.set_string(s.architecture + ".rope.scaling.type", "linear");

@@ -60,6 +60,9 @@ struct SynthSpec {
   float rope_low_freq_factor = 1.0f;   // llama3: wavelengths above original / this are scaled by the factor
   float rope_high_freq_factor = 4.0f;  // llama3: wavelengths below original / this are not scaled
   SynthMla mla = {};                   // deepseek2
+  // A GGUF whose tokenizer.* keys replace synth's vocabulary (vocab then = its token count), so a
+  // random-weight model carries a real model's tokenizer and chat template. Empty: synth's own.
+  std::string tokenizer_from = {};
 };
 
 // Llama 3.1's RoPE factors [rope_dim / 2] for `spec` (what synth writes as rope_freqs.weight): pair i of
@@ -88,8 +91,8 @@ std::vector<std::string_view> synth_preset_names();
 // architecture (gemma3 with a window), RoPE scaling with its parameters (not on gemma3).
 Status validate_synth_spec(const SynthSpec& spec);
 
-// Writes the model to `path`, streaming one tensor at a time (memory ~ the largest tensor).
-// Weights are uniform random with std 1/sqrt(row length) from a splitmix64 stream seeded by
+// Writes the model to `path` (with spec.tokenizer_from: that file's tokenizer), streaming one tensor at a time (memory
+// ~ the largest tensor). Weights are uniform random with std 1/sqrt(row length) from a splitmix64 stream seeded by
 // (seed, tensor name, row): identical bytes on every platform. Norm weights are 1, except for a
 // tied classifier: then token_embd is 10x smaller and output_norm.weight is 10 (see synth.cpp). Biases are
 // uniform with std 0.5.

@@ -10,6 +10,8 @@
 #include "gguf/gguf_test_util.h"
 #include "model/gguf.h"
 #include "model/naive_llama_forward.h"
+#include "tokenizer/test_data.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvs {
 namespace {
@@ -221,6 +223,53 @@ TEST(SynthModel, VocabularyIsAWorkingSentencePieceVocab) {
       ASSERT_TRUE(mergeable) << t;
     }
   }
+}
+
+// --tokenizer-from: the model carries another file's tokenizer.* keys unchanged (here GPT-2's byte-level
+// BPE on a deepseek2 model), its vocabulary sizes the embedding and classifier, and it tokenizes as
+// that file does; a source without tokens is named.
+TEST(SynthModel, TokenizerFromAnotherFile) {
+  TempDir dir;
+  const std::string source = kvs::testing::shared_path("tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
+  SynthSpec spec = preset("tiny-deepseek2");
+  spec.tokenizer_from = source;
+  ASSERT_TRUE(write_synth_model(spec, dir.file("d.gguf")));
+  auto theirs = gguf::File::open(source);
+  auto ours = gguf::File::open(dir.file("d.gguf"));
+  ASSERT_TRUE(theirs && ours);
+  size_t copied = 0;
+  for (const auto& [key, value] : ours->metadata()) {
+    if (!key.starts_with("tokenizer.")) continue;
+    const gguf::Value* original = theirs->find(key);
+    ASSERT_NE(original, nullptr) << key << " is not in the source";
+    EXPECT_EQ(value, *original) << key;
+    ++copied;
+  }
+  size_t source_keys = 0;
+  for (const auto& entry : theirs->metadata()) source_keys += entry.first.starts_with("tokenizer.");
+  EXPECT_EQ(copied, source_keys);
+  EXPECT_EQ(ours->get_string("tokenizer.ggml.pre"), "gpt-2");
+  EXPECT_EQ(ours->find_tensor("token_embd.weight")->dims, (std::vector<uint64_t>{64, 50257}));
+  EXPECT_EQ(ours->find_tensor("output.weight")->dims, (std::vector<uint64_t>{64, 50257}));
+  auto their_tokenizer = Tokenizer::from_gguf(*theirs);
+  auto our_tokenizer = Tokenizer::from_gguf(*ours);
+  ASSERT_TRUE(their_tokenizer && our_tokenizer);
+  for (const std::string& text : kvs::testing::read_test_strings(
+           kvs::testing::shared_path("tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf.inp"))) {
+    EXPECT_EQ(our_tokenizer->encode(text, false), their_tokenizer->encode(text, false)) << text;
+  }
+
+  gguf::Writer empty;
+  empty.set_string("general.architecture", "llama");
+  ASSERT_TRUE(empty.write(dir.file("empty.gguf")));
+  spec.tokenizer_from = dir.file("empty.gguf");
+  const Status no_tokens = write_synth_model(spec, dir.file("e.gguf"));
+  EXPECT_EQ(no_tokens.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(no_tokens.message().find("has no tokenizer.ggml.tokens"), std::string::npos) << no_tokens.message();
+  spec.tokenizer_from = dir.file("missing.gguf");
+  const Status missing = write_synth_model(spec, dir.file("e.gguf"));
+  EXPECT_NE(missing.message().find("tokenizer source " + dir.file("missing.gguf")), std::string::npos)
+      << missing.message();
 }
 
 TEST(SynthModel, SameSeedSameBytesOtherSeedOtherWeights) {

@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "gguf/gguf_test_util.h"  // shared_path
 
 namespace kvs::testing {
-
-inline std::string shared_path(const std::string& relative) { return std::string(KVS_SHARED_DIR) + "/" + relative; }
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
