@@ -64,6 +64,37 @@ void KvStorage::copy_slots(BlockId source, BlockId destination, size_t num_slots
   }
 }
 
+size_t KvStorage::block_bytes() const {
+  return format_.num_layers *
+         (format_.pool_bytes_per_block(keys_.format) + (format_.v ? format_.pool_bytes_per_block(values_.format) : 0));
+}
+
+template <typename Visit>
+void KvStorage::for_each_block_part(BlockId block, size_t expected_bytes, Visit visit) const {
+  KVS_ASSERT(block.value < num_blocks_ && expected_bytes == block_bytes(),
+             "block {} of a pool of {} moved as {} bytes (a block has {})", block.value, num_blocks_, expected_bytes,
+             block_bytes());
+  size_t offset = 0;
+  for (size_t l = 0; l < format_.num_layers; ++l) {
+    for (const Pools* pools : {&keys_, &values_}) {
+      if (pools->base.empty()) continue;
+      const size_t part = format_.pool_bytes_per_block(pools->format);  // the block's head-blocks, back to back
+      visit(head_block(*pools, l, block, 0), offset, part);
+      offset += part;
+    }
+  }
+}
+
+void KvStorage::read_block(BlockId block, std::span<std::byte> out) const {
+  for_each_block_part(block, out.size(),
+                      [&](const std::byte* at, size_t offset, size_t n) { std::memcpy(out.data() + offset, at, n); });
+}
+
+void KvStorage::write_block(BlockId block, std::span<const std::byte> bytes) {
+  for_each_block_part(block, bytes.size(),
+                      [&](std::byte* at, size_t offset, size_t n) { std::memcpy(at, bytes.data() + offset, n); });
+}
+
 size_t KvStorage::bytes() const {
   size_t total = 0;
   for (const Pools* pools : {&keys_, &values_}) {

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/ids.h"
@@ -58,6 +59,12 @@ class KvStorage {
   // formats: the head-blocks' scales too): a prefix hit's partial block. Not while a forward pass runs.
   void copy_slots(BlockId source, BlockId destination, size_t num_slots);
 
+  // One block's bytes as one buffer (the offload tiers' unit): for each layer its K head-blocks, then its V
+  // head-blocks (none for MLA), = kv_bytes_per_block(spec).total(). A full block only: it holds no key tail.
+  size_t block_bytes() const;
+  void read_block(BlockId block, std::span<std::byte> out) const;
+  void write_block(BlockId block, std::span<const std::byte> bytes);
+
   // Key tail `tail` of one layer and head: [group_size rows][width] fp16, row i the group's row i.
   uint16_t* key_tail(uint32_t tail, size_t layer, size_t kv_head);
   KvRows key_tail_rows(uint32_t tail, size_t layer, size_t kv_head) const;
@@ -81,6 +88,9 @@ class KvStorage {
   KvRows rows(const Pools& pools, size_t layer, BlockId block, size_t kv_head) const;
 
   size_t key_tail_offset(uint32_t tail, size_t layer, size_t kv_head) const;  // in fp16 elements
+  // visit(first byte, offset in the block buffer, bytes) for each layer's K and V part of `block`.
+  template <typename Visit>
+  void for_each_block_part(BlockId block, size_t expected_bytes, Visit visit) const;
 
   KvCacheSpec spec_;
   KvFormat format_;
