@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/kv_dtype_option.h"
@@ -10,6 +11,7 @@
 #include "kv/kv_layer_groups.h"
 #include "kv/kv_presets.h"
 #include "kv/kv_sizing.h"
+#include "kv/tiers/kv_tier_stack.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
 #include "model/model_kv_spec.h"
@@ -26,6 +28,8 @@ struct CalcOptions {
   KvPrecisionOptions kv{.both = "f16"};
   size_t block_size = 16;
   std::string budget;
+  std::string host_tier;  // --kv-host
+  std::string disk_tier;  // --kv-disk-size
   bool json = false;
 };
 
@@ -105,6 +109,20 @@ void run(const CalcOptions& o) {
     if (!b) throw CommandError("--budget: " + b.status().message());
     budget = *b;
   }
+  // Offload tiers: what they hold in blocks of this format (the engine sizes them with the same function).
+  std::optional<KvTierCapacity> tiers;
+  if (!o.host_tier.empty() || !o.disk_tier.empty()) {
+    if (kv.window > 0 || !shape.layer_windows.empty())
+      throw CommandError("KV offload tiers need every layer global (no --kv-window, no model windows)");
+    const auto size = [](const char* flag, const std::string& text) -> size_t {
+      if (text.empty()) return 0;
+      auto b = parse_byte_size(text);
+      if (!b) throw CommandError(fmt::format("{} {}: {}", flag, text, b.status().message()));
+      return *b;
+    };
+    tiers = kv_tier_capacity(tier_format(spec), spec.block_size, size("--kv-host", o.host_tier),
+                             size("--kv-disk-size", o.disk_tier));
+  }
   const KvBlockBytes block = kv_bytes_per_block(spec);
   const size_t blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
   const size_t per_seq = kv_bytes_for_sequences(spec, tokens, 1);
@@ -160,6 +178,14 @@ void run(const CalcOptions& o) {
     }
     if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", seqs_in(*budget)}});
     if (policy.evicts()) j.update({{"kv_policy", kv_policy_name(policy.kind)}, {"kv_budget", policy.budget}});
+    if (tiers) {
+      j["kv_host_tier"] = {{"bytes", tiers->host_bytes},
+                           {"blocks", tiers->host_blocks},
+                           {"tokens", tiers->host_blocks * spec.block_size}};
+      j["kv_disk_tier"] = {{"file_bytes_per_block", tiers->disk_file_bytes},
+                           {"blocks", tiers->disk_blocks},
+                           {"tokens", tiers->disk_blocks * spec.block_size}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -194,6 +220,16 @@ void run(const CalcOptions& o) {
     std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
                 seqs_in(*budget), tokens);
   }
+  if (tiers) {
+    std::printf("  host tier            : %14zu bytes = %zu blocks = %zu tokens (%zu sequences of %zu tokens)\n",
+                tiers->host_bytes, tiers->host_blocks, tiers->host_blocks * spec.block_size,
+                tiers->host_blocks / blocks_per_seq, tokens);
+    if (tiers->disk_blocks > 0 || !o.disk_tier.empty()) {
+      std::printf("  disk tier            : %zu block files of %zu bytes = %zu tokens (%zu sequences of %zu tokens)\n",
+                  tiers->disk_blocks, tiers->disk_file_bytes, tiers->disk_blocks * spec.block_size,
+                  tiers->disk_blocks / blocks_per_seq, tokens);
+    }
+  }
 }
 
 }  // namespace
@@ -213,6 +249,8 @@ void register_calc(CLI::App& app) {
   add_kv_precision_options(*cmd, o->kv);
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block (power of two, 1..256)")->capture_default_str();
   cmd->add_option("--budget", o->budget, "Memory budget (e.g. 24GiB): how many sequences fit");
+  cmd->add_option("--kv-host", o->host_tier, "A host-memory offload tier's budget (e.g. 64GiB): the tokens it holds");
+  cmd->add_option("--kv-disk-size", o->disk_tier, "A disk offload tier's budget (e.g. 1TB): the tokens it holds");
   cmd->add_flag("--json", o->json, "Print JSON (bytes_per_token, total_bytes, max_seqs_in_budget, ...)");
   cmd->callback([o] { run(*o); });
 }

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/kv_dtype_option.h"
+#include "cli/kv_tier_option.h"
 #include "cli/model_options.h"
 #include "core/byte_size.h"
 #include "engine/generate.h"
@@ -26,6 +27,7 @@ struct RunOptions {
   std::string kv_memory;  // byte budget for the KV pool, e.g. 512MiB
   size_t kv_blocks = 0;
   KvPrecisionOptions kv{.both = "f32"};
+  KvTierOptions tiers;
 };
 
 // One sequence on the engine. --block-size with --kv-blocks or --kv-memory (at most one) fix the pool;
@@ -37,6 +39,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
                       .block_size = options.block_size,
                       .prefix_caching = !options.no_prefix_cache};
   apply_kv_precision(kv, config);
+  config.kv_tiers = parse_kv_tier_options(options.tiers);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
@@ -105,6 +108,15 @@ void run(const RunOptions& options) {
                    .c_str(),
                kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
+  if (const EngineMetrics m = (*engine)->metrics(); !m.kv_tiers.empty()) {
+    std::string line =
+        fmt::format("kvserve: KV tiers: {} prompt tokens loaded from them", m.prefix_cache_tier_hits_tokens_total);
+    for (const KvTierMetrics& t : m.kv_tiers) {
+      line += fmt::format("; {} holds {} blocks ({} bytes), {} hits, {} bytes in, {} bytes out", t.tier, t.blocks_held,
+                          t.bytes_held, t.hits, t.bytes_in, t.bytes_out);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   if (engine_options.kv_policy.evicts()) {
     const EngineMetrics m = (*engine)->metrics();
     const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
@@ -156,6 +168,7 @@ void register_run(CLI::App& app) {
                   "KV pool budget, e.g. 512MiB or 2GiB (default: what the request needs)");
   cmd->add_option("--kv-blocks", options->kv_blocks, "KV pool size in blocks (instead of --kv-memory)");
   add_kv_precision_options(*cmd, options->kv);
+  add_kv_tier_options(*cmd, options->tiers);
   cmd->add_option("--batch", options->max_batch_tokens, "Prefill chunk size in tokens")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/kv_dtype_option.h"
+#include "cli/kv_tier_option.h"
 #include "cli/model_options.h"
 #include "core/byte_size.h"
 #include "engine/engine.h"
@@ -30,6 +31,7 @@ struct ServeOptions {
   EngineConfig engine;
   std::string kv_memory;                 // e.g. 512MiB
   KvPrecisionOptions kv{.both = "f16"};  // as llama.cpp serves: half the KV memory, perplexity within 1e-5
+  KvTierOptions tiers;
   size_t completion_max_tokens = 16;
 };
 
@@ -88,6 +90,7 @@ EngineConfig engine_config(const ServeOptions& options) {
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
     config.kv_memory_bytes = *budget;
   }
+  config.kv_tiers = parse_kv_tier_options(options.tiers);
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   return config;
 }
@@ -121,6 +124,18 @@ void serve(const ServeOptions& options) {
       config.block_size, config.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
       options.http.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
+  if (const KvTierStack* tiers = (*engine)->kv_tiers()) {
+    const size_t block = tiers->format().block_bytes;
+    std::printf("kvserve: KV offload tiers: host %zu blocks (%zu bytes)", tiers->host().stats().capacity_bytes / block,
+                tiers->host().stats().capacity_bytes);
+    if (const DiskTier* disk = tiers->disk()) {
+      const TierStats d = disk->stats();
+      std::printf(", disk %s: %zu blocks (%zu bytes) of %zu found", options.tiers.disk.c_str(), d.blocks_held,
+                  d.bytes_held, d.capacity_bytes);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   if (model.chat_template_unrecognized) {
     std::fprintf(stderr,
                  "kvserve: the model's tokenizer.chat_template is of no known family; chat uses the plain "
@@ -179,6 +194,7 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-prefix-cache", engine.prefix_caching,
                 "Do not share cached prompt prefixes across requests (each request computes its whole prompt)");
   add_kv_precision_options(*cmd, options->kv);
+  add_kv_tier_options(*cmd, options->tiers);
   cmd->add_option("--default-max-tokens", options->completion_max_tokens,
                   "max_tokens of /v1/completions requests that give none")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))

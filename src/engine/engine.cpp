@@ -117,7 +117,67 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
   KVS_RETURN_IF_ERROR(engine->check_policy(config.kv_policy.resolved(engine->kv_->block_size())));
+  if (config.kv_tiers.enabled()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
   return engine;
+}
+
+Status Engine::attach_tiers() {
+  if (config_.kv_layout != KvLayout::kPaged) return Status::invalid_argument("KV offload tiers need the paged layout");
+  const TierFormat format = tier_format(storages_[0].spec());
+  auto stack = KvTierStack::create(config_.kv_tiers, format);
+  if (!stack && !config_.kv_tiers.disk_directory.empty()) {
+    // A directory that is not ours, or unreadable: recompute instead, and say so.
+    const std::string line = fmt::format("{}; running without a disk tier", stack.status().message());
+    if (config_.kv_tiers.log) {
+      config_.kv_tiers.log(line);
+    } else {
+      fmt::print(stderr, "kvserve: {}\n", line);
+    }
+    KvTierConfig host_only = config_.kv_tiers;
+    host_only.disk_directory.clear();
+    if (!host_only.enabled()) return Status::ok();
+    stack = KvTierStack::create(host_only, format);
+  }
+  if (!stack) return stack.status();
+  tiers_ = std::move(stack).value();
+  return kv_->attach_tiers(tiers_.get());
+}
+
+Engine::~Engine() {
+  if (!tiers_ || !tiers_->disk()) return;
+  std::vector<std::byte> bytes(storages_[0].block_bytes());
+  kv_->group(0).for_each_cached_full_block([&](BlockId block, const BlockHash& hash, std::span<const TokenId> tokens) {
+    if (tiers_->on_disk(hash, tokens)) return;
+    storages_[0].read_block(block, bytes);
+    tiers_->persist(hash, tokens, bytes);
+  });
+}  // the disk tier finishes its writes as it closes
+
+void Engine::prefetch_waiting() {
+  tiers_->poll();
+  size_t looked = 0;
+  for (SequenceState* seq : scheduler_.waiting()) {
+    if (looked++ == config_.max_seqs) break;
+    seq->kv_loading = seq->use_prefix_cache && kv_->group(0).prefetch_prefix(seq->tokens, seq->prefix_namespace) > 0;
+  }
+}
+
+void Engine::run_transfers() {
+  KvCacheManager& kv = kv_->group(0);
+  if (kv.pending_transfers().empty()) return;
+  std::vector<std::byte> bytes(storages_[0].block_bytes());
+  for (const KvBlockTransfer& t : kv.pending_transfers()) {
+    if (t.kind == KvBlockTransfer::Kind::kDemote) {
+      if (tiers_->holds(t.hash, t.tokens) && tiers_->on_disk(t.hash, t.tokens)) continue;
+      storages_[0].read_block(t.block, bytes);
+      tiers_->demote(t.hash, t.tokens, bytes);
+    } else {
+      const Status loaded = tiers_->load(t.hash, bytes);  // pinned since the lookup: held
+      KVS_ASSERT(loaded.is_ok(), "a pinned host tier block failed to load: {}", loaded.message());
+      storages_[0].write_block(t.block, bytes);
+    }
+  }
+  kv.transfers_done();
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -386,13 +446,21 @@ bool Engine::step() {
   for (SequenceState* seq : scheduler_.running()) {
     if (evictor_.evict_if_full(as_request(seq), *kv_, storages_) > 0) ++recorder_.totals().kv_evictions_total;
   }
+  if (tiers_) prefetch_waiting();
   SchedulePlan plan = scheduler_.schedule();
   recorder_.totals().preemptions_total = scheduler_.num_preemptions();
   for (SequenceState* seq : plan.out_of_memory) {
     RequestOutput out;
     finish(as_request(seq), FinishReason::kKvCacheFull, out);
   }
-  if (plan.chunks.empty()) return !plan.out_of_memory.empty() || !plan.preempted.empty();
+  if (tiers_) run_transfers();  // before anything writes the blocks: a demotion reads their old content
+  if (plan.chunks.empty()) {
+    if (tiers_ && tiers_->num_prefetching() > 0) {  // only reads from disk are left to wait for
+      tiers_->wait_for_prefetch(std::chrono::milliseconds(50));
+      return true;
+    }
+    return !plan.out_of_memory.empty() || !plan.preempted.empty();
+  }
 
   // Partial prefix hits: their matching slots are copied into the sequences' own blocks first.
   for (size_t g = 0; g < storages_.size(); ++g) {
@@ -447,6 +515,25 @@ EngineMetrics Engine::metrics() const {
   m.prefix_cache_hits_tokens_total = p.hit_tokens;
   m.prefix_cache_copied_tokens_total = p.copied_tokens;
   m.prefix_cache_evictions_total = p.evictions;
+  m.prefix_cache_tier_hits_tokens_total = p.tier_hit_tokens;
+  m.kv_demoted_blocks_total = p.demoted_blocks;
+  if (tiers_) {
+    const auto add = [&](std::string tier, const TierStats& s) {
+      m.kv_tiers.push_back({.tier = std::move(tier),
+                            .capacity_bytes = s.capacity_bytes,
+                            .bytes_held = s.bytes_held,
+                            .blocks_held = s.blocks_held,
+                            .hits = s.hits,
+                            .bytes_in = s.bytes_stored,
+                            .bytes_out = s.bytes_loaded,
+                            .rejected = s.rejected,
+                            .load_failures = s.load_failures,
+                            .evictions = s.evictions,
+                            .load_seconds_sum = s.load_seconds_sum});
+    };
+    add("host", tiers_->host().stats());
+    if (tiers_->disk()) add("disk", tiers_->disk()->stats());
+  }
   return m;
 }
 

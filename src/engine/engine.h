@@ -44,6 +44,7 @@ struct EngineConfig {
   bool kv_hybrid = true;              // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
   KvPolicyParams kv_policy = {};      // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
   MlaForm mla_form = MlaForm::kAuto;  // --mla-form: how an MLA model attends (model.h)
+  KvTierConfig kv_tiers = {};         // --kv-host, --kv-disk, --kv-disk-size: offload tiers below the pool
 
   Status validate() const;
 };
@@ -67,6 +68,8 @@ class Engine {
  public:
   static Expected<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                   const EngineConfig& config);
+  // With a disk tier: writes the pool's cached blocks it does not hold yet, so a restart finds them.
+  ~Engine();
 
   // Validates and queues. Fails (invalid_argument / out_of_range / out_of_memory) when the request
   // can never run: empty prompt, prompt longer than the context, prompt larger than the whole pool.
@@ -84,6 +87,7 @@ class Engine {
   size_t kv_storage_bytes() const;
   const KvLayerGroups& kv_layers() const { return layers_; }
   const ModelConfig& model_config() const { return model_.config(); }
+  const KvTierStack* kv_tiers() const { return tiers_.get(); }
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -103,6 +107,12 @@ class Engine {
   Status check_policy(const KvPolicyParams& policy) const;
   // Gives `r` its resolved policy (and scores), or says why it cannot have it.
   Status attach_policy(Request& r, const KvPolicyParams& policy) const;
+  // Sets up config_.kv_tiers below the pool; a disk directory that cannot be used is logged and left out.
+  Status attach_tiers();
+  // Starts disk reads for the prefixes of waiting requests; marks those that wait for them.
+  void prefetch_waiting();
+  // Moves the bytes of demotions and loads (kv_cache_manager.h), in order.
+  void run_transfers();
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 
@@ -110,6 +120,7 @@ class Engine {
   const Tokenizer& tokenizer_;
   EngineConfig config_;
   KvLayerGroups layers_;                 // which pool each layer's K/V live in
+  std::unique_ptr<KvTierStack> tiers_;   // offload tiers below the pool (none unless configured)
   std::unique_ptr<HybridKvManager> kv_;  // block accounting, per layer group
   std::vector<KvStorage> storages_;      // [layer group]: the K/V bytes its blocks index
   Scheduler scheduler_;

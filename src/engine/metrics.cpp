@@ -60,6 +60,43 @@ void histogram(std::string& out, const char* name, const char* help, const Histo
                      h.count, h.sum);
 }
 
+// One family per figure, a sample per tier (label tier="host" or "disk").
+void kv_tier_metrics(std::string& out, const std::vector<KvTierMetrics>& tiers) {
+  if (tiers.empty()) return;
+  const auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} {2}\n", name, help, type);
+    for (const KvTierMetrics& t : tiers) out += fmt::format("kvserve_{}{{tier=\"{}\"}} {}\n", name, t.tier, value(t));
+  };
+  family("kv_tier_capacity_bytes", "gauge", "Byte budget of a KV offload tier.",
+         [](const KvTierMetrics& t) { return t.capacity_bytes; });
+  family("kv_tier_bytes", "gauge", "Bytes of KV blocks a KV offload tier holds.",
+         [](const KvTierMetrics& t) { return t.bytes_held; });
+  family("kv_tier_blocks", "gauge", "KV blocks a KV offload tier holds.",
+         [](const KvTierMetrics& t) { return t.blocks_held; });
+  family("kv_tier_hits_total", "counter", "KV blocks loaded out of a tier.",
+         [](const KvTierMetrics& t) { return t.hits; });
+  family("kv_tier_bytes_in_total", "counter", "Bytes written into a KV offload tier.",
+         [](const KvTierMetrics& t) { return t.bytes_in; });
+  family("kv_tier_bytes_out_total", "counter", "Bytes read out of a KV offload tier.",
+         [](const KvTierMetrics& t) { return t.bytes_out; });
+  family("kv_tier_rejected_total", "counter", "KV blocks a tier could not keep (no room, I/O error, full disk).",
+         [](const KvTierMetrics& t) { return t.rejected; });
+  family("kv_tier_load_failures_total", "counter",
+         "Reads from a tier that failed (I/O error, short read, bad checksum); their tokens are recomputed.",
+         [](const KvTierMetrics& t) { return t.load_failures; });
+  family("kv_tier_evictions_total", "counter", "KV blocks a tier dropped to make room.",
+         [](const KvTierMetrics& t) { return t.evictions; });
+  out +=
+      "# HELP kvserve_kv_tier_load_seconds Time spent reading KV blocks out of a tier.\n"
+      "# TYPE kvserve_kv_tier_load_seconds summary\n";
+  for (const KvTierMetrics& t : tiers) {
+    out += fmt::format(
+        "kvserve_kv_tier_load_seconds_sum{{tier=\"{0}\"}} {1}\nkvserve_kv_tier_load_seconds_count{{tier=\"{0}\"}} "
+        "{2}\n",
+        t.tier, t.load_seconds_sum, t.hits + t.load_failures);
+  }
+}
+
 }  // namespace
 
 std::string to_prometheus(const EngineMetrics& m) {
@@ -94,6 +131,11 @@ std::string to_prometheus(const EngineMetrics& m) {
                                                        static_cast<double>(m.prefix_cache_queries_tokens_total));
   counter(out, "prefix_cache_evictions_total", "Cached KV blocks evicted for new content.",
           m.prefix_cache_evictions_total);
+  counter(out, "prefix_cache_tier_hits_tokens_total", "Of the hits, tokens loaded from a KV offload tier.",
+          m.prefix_cache_tier_hits_tokens_total);
+  counter(out, "kv_demoted_blocks_total", "Cached KV blocks the pool evicted into its offload tiers.",
+          m.kv_demoted_blocks_total);
+  kv_tier_metrics(out, m.kv_tiers);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
   counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
   counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).",

@@ -22,6 +22,21 @@ struct Histogram {
   double quantile(double q) const;  // estimate from buckets (upper bound of the bucket reaching q)
 };
 
+// One KV offload tier below the pool (kv/tiers/kv_tier_stack.h): what it holds and what moved through it.
+struct KvTierMetrics {
+  std::string tier;  // "host", "disk"
+  size_t capacity_bytes = 0;
+  size_t bytes_held = 0;
+  size_t blocks_held = 0;
+  uint64_t hits = 0;              // blocks loaded out of it
+  uint64_t bytes_in = 0;          // bytes written into it (demotions, prefetches arriving, persisted blocks)
+  uint64_t bytes_out = 0;         // bytes read out of it
+  uint64_t rejected = 0;          // blocks it could not keep (no room, I/O error, full disk)
+  uint64_t load_failures = 0;     // reads that failed (I/O error, short read, bad checksum): recomputed
+  uint64_t evictions = 0;         // blocks dropped for room
+  double load_seconds_sum = 0.0;  // time spent loading, over hits + load_failures
+};
+
 struct EngineMetrics {
   size_t requests_running = 0;
   size_t requests_waiting = 0;
@@ -32,11 +47,14 @@ struct EngineMetrics {
   uint64_t kv_evicted_tokens_total = 0;  // tokens eviction policies removed from caches
   uint64_t kv_evictions_total = 0;       // evictions (each frees evict_unit slots of one sequence)
   double kv_usage_ratio = 0.0;
-  size_t kv_blocks_cached_idle = 0;                // free blocks still holding cached prefixes
-  uint64_t prefix_cache_queries_tokens_total = 0;  // prompt tokens looked up in the prefix cache
-  uint64_t prefix_cache_hits_tokens_total = 0;     // of those, tokens whose K/V came from it
-  uint64_t prefix_cache_copied_tokens_total = 0;   // of the hits, slots copied from partial matches
-  uint64_t prefix_cache_evictions_total = 0;       // cached blocks taken for new content
+  size_t kv_blocks_cached_idle = 0;                  // free blocks still holding cached prefixes
+  uint64_t prefix_cache_queries_tokens_total = 0;    // prompt tokens looked up in the prefix cache
+  uint64_t prefix_cache_hits_tokens_total = 0;       // of those, tokens whose K/V came from it
+  uint64_t prefix_cache_copied_tokens_total = 0;     // of the hits, slots copied from partial matches
+  uint64_t prefix_cache_evictions_total = 0;         // cached blocks taken for new content
+  uint64_t prefix_cache_tier_hits_tokens_total = 0;  // of the hits, tokens loaded from an offload tier
+  uint64_t kv_demoted_blocks_total = 0;              // cached blocks the pool evicted into its offload tiers
+  std::vector<KvTierMetrics> kv_tiers;               // host, then disk (empty without tiers)
   uint64_t prompt_tokens_total = 0;
   uint64_t generation_tokens_total = 0;
   uint64_t preemptions_total = 0;

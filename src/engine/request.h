@@ -112,6 +112,7 @@ struct SequenceState {
   SlotMass slot_mass = {};        // where attention adds the mass its slots receive (heavy hitters)
   size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
   size_t num_forks = 0;           // samples forked from it once its prompt is computed (seats held for them)
+  bool kv_loading = false;        // blocks of its prefix are on their way from disk: not admitted until they are
 };
 
 struct Request : SequenceState {

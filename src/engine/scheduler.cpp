@@ -59,8 +59,13 @@ SchedulePlan Scheduler::schedule() {
   // Seats: a running sequence's, and those of the samples it has still to fork.
   size_t seats = running_.size();
   for (const SequenceState* r : running_) seats += r->num_forks;
-  while (plan.preempted.empty() && budget > 0 && !waiting_.empty()) {
-    SequenceState* r = waiting_.front();
+  // A sequence whose prefix is being read from disk waits; those behind it may go first.
+  for (size_t w = 0; plan.preempted.empty() && budget > 0 && w < waiting_.size();) {
+    SequenceState* r = waiting_[w];
+    if (r->kv_loading) {
+      ++w;
+      continue;
+    }
     if (!running_.empty() && seats + 1 + r->num_forks > config_.max_seqs) break;
     KVS_ASSERT(!kv_.contains(r->id), "waiting sequence {} holds KV blocks", r->id.value);
     const HybridPrefixMatch match =
@@ -69,7 +74,7 @@ SchedulePlan Scheduler::schedule() {
     const size_t n = std::min({r->num_tokens() - cached, budget, room_in_budget(*r)});
     if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n, r->kv_window, r->kv_budget > 0)) break;
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(r);
     seats += 1 + r->num_forks;
     plan.chunks.push_back({r, num_computed(*r), n});

@@ -6,7 +6,8 @@
 //      the samples a sequence will fork, unless it would run alone) and the KV pool allow (a long prompt takes several
 //      steps: chunked prefill). A waiting sequence holds no blocks; it begins from the longest cached prefix of its
 //      tokens (prompt, and after a preemption what it generated) and computes only the rest. Cached idle blocks count
-//      as free.
+//      as free. A sequence whose prefix blocks are on their way from disk (kv_loading) is passed over until they
+//      arrive.
 // A sequence under an eviction policy (kv_budget > 0) gets at most the slots left in its budget; the
 // engine evicts before scheduling when none are left.
 // A sequence's computed count is the KV manager's (tokens committed to its block table), never a

@@ -9,8 +9,13 @@ namespace kvs {
 PrefixMatch truncate_match(const PrefixMatch& match, size_t num_tokens, size_t bs) {
   KVS_ASSERT(num_tokens <= match.num_tokens(bs), "a match of {} tokens cut to {}", match.num_tokens(bs), num_tokens);
   const size_t full = num_tokens / bs, rest = num_tokens % bs;
-  PrefixMatch m{.blocks = {match.blocks.begin(), match.blocks.begin() + static_cast<ptrdiff_t>(full)},
-                .hashes = {match.hashes.begin(), match.hashes.begin() + static_cast<ptrdiff_t>(full)}};
+  const size_t pooled = std::min(full, match.blocks.size());
+  PrefixMatch m{
+      .blocks = {match.blocks.begin(), match.blocks.begin() + static_cast<ptrdiff_t>(pooled)},
+      .hashes = {match.hashes.begin(), match.hashes.begin() + static_cast<ptrdiff_t>(pooled)},
+      .tier_hashes = {match.tier_hashes.begin(), match.tier_hashes.begin() + static_cast<ptrdiff_t>(full - pooled)}};
+  // Tier blocks are loaded whole: a cut inside them keeps the whole blocks before it.
+  if (rest > 0 && full < match.blocks.size() + match.tier_hashes.size() && full >= match.blocks.size()) return m;
   if (rest > 0) {
     m.partial_source = full < match.blocks.size() ? match.blocks[full] : match.partial_source;
     m.partial_tokens = rest;
@@ -39,6 +44,18 @@ uint32_t HybridKvManager::name_space(std::string_view cache_salt) {
     KVS_ASSERT(groups_[g]->name_space(cache_salt) == ns, "KV layer groups disagree on namespace {}", ns);
   }
   return ns;
+}
+
+Status HybridKvManager::attach_tiers(KvTierStack* tiers) {
+  if (groups_.size() != 1 || groups_[0]->config().window > 0) {
+    return Status::invalid_argument(fmt::format(
+        "KV offload tiers need one pool of global layers, but this cache has {} layer groups{}", groups_.size(),
+        groups_[0]->config().window > 0 ? fmt::format(" with a window of {}", groups_[0]->config().window) : ""));
+  }
+  if (!groups_[0]->config().prefix_caching)
+    return Status::invalid_argument("KV offload tiers hold cached prefixes: they need the prefix cache on");
+  groups_[0]->attach_tiers(tiers);
+  return Status::ok();
 }
 
 HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns) {

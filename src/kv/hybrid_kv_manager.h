@@ -31,6 +31,8 @@ class HybridKvManager {
   size_t block_size() const { return groups_[0]->block_size(); }
 
   uint32_t name_space(std::string_view cache_salt);
+  // Offload tiers for the pool (kv_cache_manager.h): one group of global layers only.
+  Status attach_tiers(KvTierStack* tiers);
   // Nothing cached (a sequence that does not look up its prefix).
   HybridPrefixMatch no_match() const { return {.groups = std::vector<PrefixMatch>(groups_.size())}; }
   // The longest prefix of `tokens` cached in every group (each group's match cut to it).

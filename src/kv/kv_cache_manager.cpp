@@ -49,7 +49,20 @@ uint32_t KvCacheManager::name_space(std::string_view cache_salt) {
 std::optional<PinnedBlocks> KvCacheManager::allocate(size_t n) {
   auto blocks = pool_.allocate(n);
   if (!blocks) return std::nullopt;
-  for (BlockId b : *blocks) stats_.evictions += index_.erase(b);
+  for (BlockId b : *blocks) {
+    // Its cached content moves down a tier before anything writes the block (the engine does it first).
+    if (tiers_ != nullptr) {
+      if (const std::optional<BlockHash> hash = index_.full_hash(b)) {
+        const std::span<const TokenId> tokens = index_.tokens(b);
+        pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kDemote,
+                                      .block = b,
+                                      .hash = *hash,
+                                      .tokens = {tokens.begin(), tokens.end()}});
+        ++stats_.demoted_blocks;
+      }
+    }
+    stats_.evictions += index_.erase(b);
+  }
   return PinnedBlocks(pool_, std::move(*blocks));
 }
 
@@ -61,7 +74,8 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   if (config_.window > 0) return match_windowed(tokens, ns, limit);
   BlockHash parent_hash = roots_[ns];
   ContentRef parent = ContentRef::root(ns);
-  for (size_t first = 0; first + bs <= limit; first += bs) {
+  size_t first = 0;
+  for (; first + bs <= limit; first += bs) {
     const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
     const BlockHash hash = config_.hasher(parent_hash, block_tokens);
     const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens);
@@ -71,7 +85,15 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
     parent_hash = hash;
     parent = content_of(*hit);
   }
-  add_partial_match(m, tokens, parent, limit);
+  // Past the pool: the blocks the host tier holds, each confirmed by its tokens.
+  for (; tiers_ != nullptr && first + bs <= limit; first += bs) {
+    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
+    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
+    if (!tiers_->holds(hash, block_tokens)) break;
+    m.tier_hashes.push_back(hash);
+    parent_hash = hash;
+  }
+  if (m.tier_hashes.empty()) add_partial_match(m, tokens, parent, limit);
   return m;
 }
 
@@ -154,6 +176,8 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
+  KVS_ASSERT(match.tier_hashes.empty() || (tiers_ != nullptr && match.partial_tokens == 0 && window == 0 && !evicts),
+             "a match of {} tier blocks with a partial block, a window or no tiers", match.tier_hashes.size());
   const std::optional<size_t> tail = tail_block(cached + n);  // a fresh block: the match's are whole groups
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, taken);
@@ -165,6 +189,15 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
     pending_copies_.push_back(
         {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
   }
+  for (size_t i = 0; i < match.tier_hashes.size(); ++i) {  // the first fresh blocks take the tier's bytes
+    const BlockHash& hash = match.tier_hashes[i];
+    KVS_ASSERT(tiers_->pin(hash), "a block the host tier held at the lookup is gone");
+    const std::span<const TokenId> block_tokens = tokens.subspan((match.blocks.size() + i) * bs, bs);
+    pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kLoad,
+                                  .block = fresh->blocks()[i],
+                                  .hash = hash,
+                                  .tokens = {block_tokens.begin(), block_tokens.end()}});
+  }
   BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window, evicts)).first->second;
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
@@ -174,10 +207,12 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
     t.push_hash(match.hashes[i], b == kNullBlock ? ContentRef::unknown() : content_of(b));
   }
   if (tail) KVS_ASSERT(tails_.assign(t.blocks()[*tail]), "a key tail was free but assignment failed");
+  if (!match.tier_hashes.empty()) index_full_blocks(t);  // loaded blocks are found like computed ones
   if (config_.prefix_caching) {
     stats_.queried_tokens += tokens.size();
     stats_.hit_tokens += cached;
     stats_.copied_tokens += match.partial_tokens;
+    stats_.tier_hit_tokens += match.tier_hashes.size() * bs;
   }
   return true;
 }
@@ -326,6 +361,49 @@ void KvCacheManager::free(SeqId seq) {
   const std::vector<BlockId> blocks(t.blocks().begin(), t.blocks().end());
   tables_.erase(it);  // the table's PinnedBlocks release tail first
   release_tails_of_unheld(blocks);
+}
+
+void KvCacheManager::attach_tiers(KvTierStack* tiers) {
+  KVS_ASSERT(
+      tiers_ == nullptr && tables_.empty() && (tiers == nullptr || (config_.prefix_caching && config_.window == 0)),
+      "offload tiers attached twice, to a manager in use, or without a prefix cache or with a window");
+  tiers_ = tiers;
+}
+
+void KvCacheManager::transfers_done() {
+  for (const KvBlockTransfer& t : pending_transfers_)
+    if (t.kind == KvBlockTransfer::Kind::kLoad) tiers_->unpin(t.hash);
+  pending_transfers_.clear();
+}
+
+size_t KvCacheManager::prefetch_prefix(std::span<const TokenId> tokens, uint32_t ns) {
+  if (tiers_ == nullptr || tokens.size() < 2) return 0;
+  KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
+  const size_t bs = block_size(), limit = tokens.size() - 1;
+  // Blocks held in the host tier or coming into it for this prefix: at most half of it, so that reads for one
+  // prompt never push out its own blocks.
+  const size_t host_blocks = tiers_->host().stats().capacity_bytes / tiers_->format().block_bytes / 2;
+  BlockHash parent_hash = roots_[ns];
+  ContentRef parent = ContentRef::root(ns);
+  bool in_pool = true;
+  size_t staged = 0, on_the_way = 0;
+  for (size_t first = 0; first + bs <= limit && staged < host_blocks; first += bs) {
+    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
+    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
+    parent_hash = hash;
+    if (in_pool) {
+      if (const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens)) {
+        parent = content_of(*hit);
+        continue;
+      }
+      in_pool = false;
+    }
+    ++staged;
+    if (tiers_->holds(hash, block_tokens)) continue;
+    if (!tiers_->prefetch(hash, block_tokens)) break;
+    ++on_the_way;
+  }
+  return on_the_way;
 }
 
 void KvCacheManager::copies_done() {

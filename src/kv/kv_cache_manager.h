@@ -51,6 +51,7 @@
 #include "kv/kv_sizing.h"
 #include "kv/prefix_hash.h"
 #include "kv/prefix_index.h"
+#include "kv/tiers/kv_tier_stack.h"
 
 namespace kvs {
 
@@ -81,20 +82,37 @@ struct KvUsage {
 };
 
 struct PrefixCacheStats {
-  uint64_t queried_tokens = 0;  // tokens of sequences that began with a lookup
-  uint64_t hit_tokens = 0;      // of those, tokens whose K/V came from the cache (shared or copied)
-  uint64_t copied_tokens = 0;   // of the hits, tokens copied from a partial match
-  uint64_t evictions = 0;       // cached blocks taken for new content
-  uint64_t collisions = 0;      // hash matches whose content differed (treated as misses)
+  uint64_t queried_tokens = 0;   // tokens of sequences that began with a lookup
+  uint64_t hit_tokens = 0;       // of those, tokens whose K/V came from the cache (shared, copied or loaded)
+  uint64_t copied_tokens = 0;    // of the hits, tokens copied from a partial match
+  uint64_t tier_hit_tokens = 0;  // of the hits, tokens loaded from an offload tier
+  uint64_t demoted_blocks = 0;   // cached blocks whose eviction moved them down a tier
+  uint64_t evictions = 0;        // cached blocks taken for new content
+  uint64_t collisions = 0;       // hash matches whose content differed (treated as misses)
 };
 
 // What a lookup found; nothing is taken until begin().
 struct PrefixMatch {
-  std::vector<BlockId> blocks = {};     // cached full blocks, in order: the sequence shares them
-  std::vector<BlockHash> hashes = {};   // their chained hashes
-  BlockId partial_source = kNullBlock;  // a cached block whose first partial_tokens slots match next
+  std::vector<BlockId> blocks = {};         // cached full blocks, in order: the sequence shares them
+  std::vector<BlockHash> hashes = {};       // their chained hashes
+  std::vector<BlockHash> tier_hashes = {};  // then full blocks the host tier holds: loaded into new blocks
+  BlockId partial_source = kNullBlock;  // a cached block whose first partial_tokens slots match next (no tier blocks)
   size_t partial_tokens = 0;
-  size_t num_tokens(size_t block_size) const { return blocks.size() * block_size + partial_tokens; }
+  size_t num_tokens(size_t block_size) const {
+    return (blocks.size() + tier_hashes.size()) * block_size + partial_tokens;
+  }
+};
+
+// A block's bytes moving between the pool and its offload tiers (kv/tiers/kv_tier_stack.h), for the
+// engine to perform in order before the next forward pass: a demotion reads a block the pool just took
+// for new content (its old content, under `hash`) into the tiers; a load writes a block the host tier
+// holds into a block a sequence begun from it (pinned in the host tier until transfers_done()). In order,
+// because a block can be demoted, loaded and demoted again within one step.
+struct KvBlockTransfer {
+  enum class Kind { kDemote, kLoad } kind = Kind::kDemote;
+  BlockId block = kNullBlock;
+  BlockHash hash = {};
+  std::vector<TokenId> tokens = {};
 };
 
 // Copy slots [0, num_slots) of every layer's K/V from `source` into `destination` (a new block of the
@@ -155,6 +173,24 @@ class KvCacheManager {
   // Copies begin() and reserve() asked for, to be done before the next forward pass; then copies_done().
   std::span<const KvBlockCopy> pending_copies() const { return pending_copies_; }
   void copies_done();
+
+  // Offload tiers (prefix caching on, no window): blocks the pool evicts are demoted to them and a prefix
+  // match goes on past the pool into the host tier. Not owned; set before any sequence begins.
+  void attach_tiers(KvTierStack* tiers);
+  KvTierStack* tiers() const { return tiers_; }
+  // Transfers begin(), reserve() and allocations asked for, to be done before copies and the next forward
+  // pass, in order; then transfers_done().
+  std::span<const KvBlockTransfer> pending_transfers() const { return pending_transfers_; }
+  void transfers_done();
+  // Starts reading from disk the blocks of the longest prefix of `tokens` that the pool, the host tier and
+  // the disk tier hold together (as many as fit in half the host tier); returns how many are on the way.
+  size_t prefetch_prefix(std::span<const TokenId> tokens, uint32_t name_space);
+  // Every full block the prefix index holds (in use or idle), with its hash and tokens.
+  template <typename Visit>
+  void for_each_cached_full_block(Visit visit) const {
+    for (uint32_t b = 0; b < pool_.num_blocks(); ++b)
+      if (const auto hash = index_.full_hash(BlockId{b})) visit(BlockId{b}, *hash, index_.tokens(BlockId{b}));
+  }
 
   bool contains(SeqId seq) const { return tables_.count(seq.value) != 0; }
   // Tokens of `seq` whose K/V are written (0 for a sequence without blocks): its one computed count.
@@ -233,6 +269,8 @@ class KvCacheManager {
   std::unordered_map<std::string, uint32_t> name_spaces_;
   std::vector<BlockHash> roots_;  // [namespace]: the parent hash of its first blocks
   std::vector<KvBlockCopy> pending_copies_;
+  std::vector<KvBlockTransfer> pending_transfers_;
+  KvTierStack* tiers_ = nullptr;
   PinnedBlocks copy_sources_;  // the pending copies' sources, pinned until copies_done()
   PrefixCacheStats stats_;
   uint64_t num_copy_on_write_ = 0;

@@ -64,6 +64,11 @@ class PrefixIndex {
   bool erase(BlockId block);
 
   bool contains(BlockId block) const { return entries_.at(block.value).indexed; }
+  // The hash of an indexed full block; nullopt for a partial or no entry.
+  std::optional<BlockHash> full_hash(BlockId block) const {
+    const Entry& e = entries_.at(block.value);
+    return e.indexed && e.full ? std::optional<BlockHash>(e.hash) : std::nullopt;
+  }
   std::span<const TokenId> tokens(BlockId block) const { return entries_.at(block.value).tokens; }
   size_t num_entries() const { return num_entries_; }
   uint64_t num_collisions() const { return num_collisions_; }

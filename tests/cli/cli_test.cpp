@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "model/synth.h"
 #include "run_kvserve.h"
@@ -335,6 +336,66 @@ TEST(CliKv, CalcPredictsTheBytesAnMlaLatentCacheHolds) {
       run_kvserve({"calc", "--preset", "deepseek-v2-lite", "--tokens", "4096", "--kv-dtype", "f16", "--json"}, dir);
   ASSERT_EQ(lite.exit_code, 0) << lite.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(lite.out)["bytes_per_token"].get<double>(), 27.0 * 576 * 2);
+}
+
+// --kv-disk: a second process finds the first one's prompt blocks on disk and loads them (same output);
+// calc --kv-host / --kv-disk-size predicts the blocks the tiers hold and the bytes of a block file.
+TEST(CliKv, ADiskTierCarriesAPromptAcrossProcessesAndCalcSizesItsFiles) {
+  test::TempDir dir("cli_kv_tiers");
+  const std::string cache = dir.file("kv");
+  const std::vector<std::string> args = {"run",
+                                         "-p",
+                                         "Once upon a time, there was a little girl named Lily. She loved "
+                                         "to play outside in the park with her friends.",
+                                         "-n",
+                                         "20",
+                                         "--temp",
+                                         "0",
+                                         "--kv-disk",
+                                         cache,
+                                         "--kv-disk-size",
+                                         "1MiB"};
+  auto first = run_kvserve(args, dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("(0 from the prefix cache)"), std::string::npos) << first.err;
+  auto second = run_kvserve(args, dir);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  const size_t at = second.err.find("KV tiers: ");
+  ASSERT_NE(at, std::string::npos) << second.err;
+  const size_t loaded = std::stoul(second.err.substr(at + 10));
+  EXPECT_GT(loaded, 0u) << second.err;
+  EXPECT_NE(second.err.find(fmt::format("({} from the prefix cache)", loaded)), std::string::npos) << second.err;
+  // "disk holds N blocks (B bytes)": B / N is one block file.
+  const size_t disk = second.err.find("disk holds ");
+  ASSERT_NE(disk, std::string::npos) << second.err;
+  const size_t files = std::stoul(second.err.substr(disk + 11));
+  const size_t file_bytes = std::stoul(second.err.substr(second.err.find('(', disk) + 1));
+  ASSERT_GT(files, 0u);
+  auto calc = run_kvserve({"calc", "-m", test::default_model_path(), "--kv-dtype", "f32", "--kv-host", "1MiB",
+                           "--kv-disk-size", "1MiB", "--json"},
+                          dir);
+  ASSERT_EQ(calc.exit_code, 0) << calc.err;
+  const auto j = nlohmann::json::parse(calc.out);
+  EXPECT_EQ(j["kv_disk_tier"]["file_bytes_per_block"].get<size_t>() * files, file_bytes);
+  EXPECT_EQ(j["kv_disk_tier"]["blocks"].get<size_t>(), (size_t{1} << 20) / (file_bytes / files));
+  EXPECT_EQ(j["kv_host_tier"]["blocks"].get<size_t>(), (size_t{1} << 20) / 20480) << "blocks of 20480 bytes";
+  EXPECT_EQ(j["kv_host_tier"]["tokens"].get<size_t>(), 16 * ((size_t{1} << 20) / 20480));
+  for (const auto& [flags, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--kv-disk-size", "1GiB"}, "--kv-disk-size requires --kv-disk"},
+           {{"--kv-host", "12XB"}, "--kv-host 12XB: unknown unit 'XB'"},
+           {{"--kv-host", "1KiB"}, "holds no block of 20480 bytes"},
+           {{"--kv-host", "1MiB", "--no-prefix-cache"}, "need the prefix cache on"}}) {
+    std::vector<std::string> bad_args = {"run", "-p", "x", "-n", "4"};
+    bad_args.insert(bad_args.end(), flags.begin(), flags.end());
+    expect_clean_error(run_kvserve(bad_args, dir), says);
+  }
+  // Not a directory of ours: said, and the run goes on without it.
+  const std::string file = dir.file("a-file");
+  std::ofstream(file) << "mine";
+  auto foreign = run_kvserve({"run", "-p", "Once upon a time", "-n", "4", "--kv-disk", file}, dir);
+  EXPECT_EQ(foreign.exit_code, 0) << foreign.err;
+  EXPECT_NE(foreign.err.find("running without a disk tier"), std::string::npos) << foreign.err;
 }
 
 }  // namespace

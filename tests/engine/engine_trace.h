@@ -88,4 +88,21 @@ inline float worst_logit_difference(const EngineTrace& a, const EngineTrace& b) 
   return worst;
 }
 
+// A run that took part of its prompt from a cache computes fewer logits rows than the reference: same
+// generated tokens, every row it computed within `bound` of the reference's row at that position, and
+// the last prompt token's row always computed.
+inline void expect_cached_run_matches(const EngineTrace& cached, const EngineTrace& ref, float bound) {
+  EXPECT_EQ(cached.tokens, ref.tokens);
+  float worst = 0.0f;
+  for (const auto& [position, row] : cached.logits) {
+    const auto it = ref.logits.find(position);
+    ASSERT_NE(it, ref.logits.end()) << "position " << position;
+    for (size_t i = 0; i < row.size(); ++i) worst = std::max(worst, std::fabs(row[i] - it->second[i]));
+  }
+  EXPECT_LE(worst, bound);
+  if (cached.result.prompt_tokens > 0 && !ref.logits.empty()) {
+    EXPECT_TRUE(cached.logits.count(cached.result.prompt_tokens - 1)) << "the last prompt token is always computed";
+  }
+}
+
 }  // namespace kvs::test

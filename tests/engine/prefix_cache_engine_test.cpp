@@ -60,18 +60,8 @@ test::EngineTrace reference(Fixture& f, EngineConfig config, RequestParams param
   return test::trace_request(*f.model, *f.tokenizer, f.pool, config, std::move(params));
 }
 
-// Same tokens; every logits row the cached run computed equals the reference's row at that position.
 void expect_same_output(const test::EngineTrace& cached, const test::EngineTrace& ref) {
-  EXPECT_EQ(cached.tokens, ref.tokens);
-  float worst = 0.0f;
-  for (const auto& [position, row] : cached.logits) {
-    const auto it = ref.logits.find(position);
-    ASSERT_NE(it, ref.logits.end()) << "position " << position;
-    for (size_t i = 0; i < row.size(); ++i) worst = std::max(worst, std::fabs(row[i] - it->second[i]));
-  }
-  EXPECT_LE(worst, kLogitBound);
-  const size_t last_prompt = cached.result.prompt_tokens - 1;
-  EXPECT_TRUE(cached.logits.count(last_prompt)) << "the last prompt token is always computed";
+  test::expect_cached_run_matches(cached, ref, kLogitBound);
 }
 
 TEST(PrefixCacheEngine, ARepeatedPromptHitsAllButItsLastToken) {

@@ -141,5 +141,55 @@ TEST(KvStorage, RowsAndHeadBlocksLieWhereTheFormatSays) {
   }
 }
 
+// The offload tiers' unit: one block as one buffer. Written into another block it reproduces every
+// head-block (elements and scales) of every layer, K and V, and touches no other block; in every format.
+TEST(KvStorage, ABlockReadAsOneBufferWritesBackIntoAnotherBlockExactly) {
+  const std::vector<KvCacheSpec> specs = {
+      {.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .dtype = KvDType::kF32, .block_size = 16},
+      {.num_layers = 2, .num_kv_heads = 3, .head_dim = 32, .dtype = {KvDType::kInt8, KvDType::kInt4}, .block_size = 16},
+      {.num_layers = 3, .num_kv_heads = 1, .head_dim = 16, .dtype = KvDType::kF16, .block_size = 8},
+      {.num_layers = 2, .mla = true, .kv_lora_rank = 16, .rope_dim = 8, .block_size = 16}};
+  for (const KvCacheSpec& spec : specs) {
+    KvStorage kv(spec, 4);
+    const KvFormat& f = kv.format();
+    ASSERT_EQ(kv.block_bytes(), kv_bytes_per_block(spec).total());
+    // Each byte of every head-block of every block: a pattern of its block, layer, head, tensor and offset.
+    const auto pattern = [](uint32_t block, size_t layer, size_t head, int tensor, size_t i) {
+      return static_cast<std::byte>((block * 71 + layer * 31 + head * 13 + tensor * 7 + i) & 0xFF);
+    };
+    const auto for_each_head_block = [&](auto visit) {
+      for (size_t l = 0; l < f.num_layers; ++l) {
+        for (size_t h = 0; h < f.num_heads; ++h) {
+          visit(l, h, 0, f.k.head_block_bytes());
+          if (f.v) visit(l, h, 1, f.v->head_block_bytes());
+        }
+      }
+    };
+    const auto head_block = [&](uint32_t block, size_t l, size_t h, int tensor) {
+      return tensor == 0 ? kv.key_head_block(l, BlockId{block}, h) : kv.value_head_block(l, BlockId{block}, h);
+    };
+    for (uint32_t b = 0; b < 4; ++b) {
+      for_each_head_block([&](size_t l, size_t h, int t, size_t n) {
+        for (size_t i = 0; i < n; ++i) head_block(b, l, h, t)[i] = pattern(b, l, h, t, i);
+      });
+    }
+    std::vector<std::byte> buffer(kv.block_bytes());
+    kv.read_block(BlockId{1}, buffer);
+    kv.write_block(BlockId{2}, buffer);
+    size_t checked = 0;
+    for (uint32_t b = 0; b < 4; ++b) {
+      const uint32_t expect_from = b == 2 ? 1 : b;
+      for_each_head_block([&](size_t l, size_t h, int t, size_t n) {
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(head_block(b, l, h, t)[i], pattern(expect_from, l, h, t, i))
+              << "block " << b << " layer " << l << " head " << h << " tensor " << t << " byte " << i;
+        }
+        checked += b == 2 ? n : 0;
+      });
+    }
+    EXPECT_EQ(checked, kv.block_bytes()) << "the buffer is exactly the block's head-blocks";
+  }
+}
+
 }  // namespace
 }  // namespace kvs

@@ -13,11 +13,14 @@
 #include "kv/tiers/block_file.h"
 #include "kv/tiers/disk_tier.h"
 #include "kv/tiers/host_tier.h"
+#include "kv/tiers/tier_test_util.h"
 
 namespace kvs {
 namespace {
 
 using kvs::testing::TempDir;
+using test::FaultyIo;
+using test::Logged;
 
 constexpr size_t kBlockBytes = 256;
 const TierFormat kFormat{.fingerprint = 0x1234, .description = "test blocks of 256 bytes", .block_bytes = kBlockBytes};
@@ -68,44 +71,6 @@ TEST(HostTier, KeepsLoadsAndDropsTheLeastRecentlyUsedToItsSink) {
   EXPECT_TRUE(host.check_invariants());
   EXPECT_FALSE(host.load(key_of(0), out)) << "dropped";
 }
-
-// A file system that fails on request: the real POSIX one underneath.
-class FaultyIo final : public BlockFileIo {
- public:
-  enum class Fault { kNone, kWriteError, kDiskFull, kReadError, kShortRead, kFlipBit };
-  std::shared_ptr<BlockFileIo> real = make_posix_block_file_io();
-  std::atomic<Fault> fault{Fault::kNone};
-
-  Status write_file(const std::string& path, std::span<const std::byte> bytes) override {
-    if (fault == Fault::kWriteError) return Status::io_error(fmt::format("writing {}: Input/output error", path));
-    if (fault == Fault::kDiskFull) return Status::io_error(fmt::format("writing {}: No space left on device", path));
-    return real->write_file(path, bytes);
-  }
-  Expected<size_t> read(const std::string& path, size_t offset, std::span<std::byte> out) override {
-    if (fault == Fault::kReadError) return Status::io_error(fmt::format("reading {}: Input/output error", path));
-    auto n = real->read(path, offset, out);
-    if (n && fault == Fault::kShortRead) return *n / 2;
-    if (n && fault == Fault::kFlipBit && *n > 0) out[*n - 1] ^= std::byte{0x10};
-    return n;
-  }
-  Status remove(const std::string& path) override { return real->remove(path); }
-  Expected<std::vector<BlockFileEntry>> list(const std::string& dir) override { return real->list(dir); }
-};
-
-struct Logged {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  LogSink sink() {
-    return [this](const std::string& line) {
-      std::lock_guard lock(mutex);
-      lines.push_back(line);
-    };
-  }
-  bool has(std::string_view text) {
-    std::lock_guard lock(mutex);
-    return std::ranges::any_of(lines, [&](const std::string& l) { return l.find(text) != std::string::npos; });
-  }
-};
 
 std::unique_ptr<DiskTier> open_disk(const std::string& dir, size_t capacity, Logged& logged,
                                     std::shared_ptr<BlockFileIo> io = {}, TierFormat format = kFormat) {

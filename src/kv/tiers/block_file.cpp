@@ -33,7 +33,7 @@ uint64_t block_payload_checksum(std::span<const std::byte> payload) {
 
 std::vector<std::byte> encode_block_file(const TierBlockKey& key, std::string_view description,
                                          std::span<const TokenId> tokens, std::span<const std::byte> payload) {
-  const size_t header_bytes = kBlockFileFixedHeader + description.size() + tokens.size() * sizeof(TokenId) + 8;
+  const size_t header_bytes = block_file_bytes(description.size(), tokens.size(), 0);
   std::vector<std::byte> out;
   out.reserve(header_bytes + payload.size());
   for (char c : kMagic) out.push_back(static_cast<std::byte>(c));

@@ -36,6 +36,12 @@ struct BlockFileHeader {
   size_t header_bytes = 0;  // as read; encode_block_file computes it
 };
 
+// Bytes of the file of one block of `payload_bytes` with `num_tokens` tokens and a description of
+// `description_bytes` (what encode_block_file writes; what the disk tier's budget counts).
+inline size_t block_file_bytes(size_t description_bytes, size_t num_tokens, size_t payload_bytes) {
+  return kBlockFileFixedHeader + description_bytes + num_tokens * sizeof(TokenId) + 8 + payload_bytes;
+}
+
 // The whole file of one block.
 std::vector<std::byte> encode_block_file(const TierBlockKey& key, std::string_view description,
                                          std::span<const TokenId> tokens, std::span<const std::byte> payload);

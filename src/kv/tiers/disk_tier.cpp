@@ -388,6 +388,14 @@ void DiskTier::do_read(const Job& job) {
                     payload.status().message()));
   }
   loaded_.push_back(std::move(result));
+  loaded_cv_.notify_all();
+}
+
+void DiskTier::wait_for_loaded(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  loaded_cv_.wait_for(lock, timeout, [&] {
+    return !loaded_.empty() || std::ranges::none_of(entries_, [](const auto& e) { return e.second.reading; });
+  });
 }
 
 TierStats DiskTier::stats() const {

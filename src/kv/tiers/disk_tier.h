@@ -17,6 +17,7 @@
 // Thread-safe: the engine thread calls it while the I/O thread works.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -69,6 +70,8 @@ class DiskTier final : public KvTier {
   // Prefetches finished since the last call, in the order they finished.
   std::vector<Loaded> take_loaded();
   size_t num_in_flight() const;  // prefetches not yet taken
+  // Waits until a prefetch finishes (or none is on the way), at most `timeout`.
+  void wait_for_loaded(std::chrono::milliseconds timeout);
   // Waits until every queued write, removal and prefetch is done.
   void flush();
   std::string block_path(const TierBlockKey& key) const;
@@ -110,8 +113,9 @@ class DiskTier final : public KvTier {
   DiskTierConfig config_;
   std::string format_dir_;
   mutable std::mutex mutex_;
-  std::condition_variable work_;  // the I/O thread waits for jobs
-  std::condition_variable idle_;  // flush() waits for none
+  std::condition_variable work_;       // the I/O thread waits for jobs
+  std::condition_variable idle_;       // flush() waits for none
+  std::condition_variable loaded_cv_;  // a prefetch finished
   std::deque<Job> reads_, writes_;
   size_t queued_write_bytes_ = 0;
   size_t busy_ = 0;  // jobs taken but not finished

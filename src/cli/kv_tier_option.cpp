@@ -1,0 +1,37 @@
+#include "cli/kv_tier_option.h"
+
+#include <fmt/format.h>
+
+#include "core/byte_size.h"
+
+namespace kvs::cli {
+
+void add_kv_tier_options(CLI::App& command, KvTierOptions& options) {
+  command.add_option("--kv-host", options.host,
+                     "Host-memory tier below the KV pool, e.g. 4GiB: blocks the pool evicts move there and come back "
+                     "on a prefix hit instead of being recomputed");
+  auto* disk = command.add_option("--kv-disk", options.disk,
+                                  "Disk tier directory: blocks the pool evicts are also written there (checksummed) "
+                                  "and a restarted process with the same model and KV format finds them");
+  command.add_option("--kv-disk-size", options.disk_size, "Byte budget of the --kv-disk tier (LRU beyond it)")
+      ->needs(disk)
+      ->capture_default_str();
+}
+
+KvTierConfig parse_kv_tier_options(const KvTierOptions& options) {
+  const auto size = [](const char* flag, const std::string& text) {
+    auto bytes = parse_byte_size(text);
+    if (!bytes) throw CommandError(fmt::format("{} {}: {}", flag, text, bytes.status().message()));
+    if (*bytes == 0) throw CommandError(fmt::format("{} {}: a tier needs room for at least one block", flag, text));
+    return *bytes;
+  };
+  KvTierConfig config;
+  if (!options.host.empty()) config.host_bytes = size("--kv-host", options.host);
+  if (!options.disk.empty()) {
+    config.disk_directory = options.disk;
+    config.disk_bytes = size("--kv-disk-size", options.disk_size);
+  }
+  return config;
+}
+
+}  // namespace kvs::cli

@@ -1,0 +1,81 @@
+#include "kv/tiers/kv_tier_stack.h"
+
+#include <fmt/format.h>
+
+#include "kv/tiers/block_file.h"
+
+namespace kvs {
+
+KvTierCapacity kv_tier_capacity(const TierFormat& format, size_t block_size, size_t host_bytes, size_t disk_bytes) {
+  KvTierCapacity c;
+  c.host_bytes = kv_host_tier_bytes(format, host_bytes, disk_bytes > 0);
+  c.host_blocks = c.host_bytes / format.block_bytes;
+  c.disk_file_bytes = block_file_bytes(format.description.size(), block_size, format.block_bytes);
+  c.disk_blocks = disk_bytes / c.disk_file_bytes;
+  return c;
+}
+
+Expected<std::unique_ptr<KvTierStack>> KvTierStack::create(const KvTierConfig& config, const TierFormat& format) {
+  const size_t host_bytes = kv_host_tier_bytes(format, config.host_bytes, !config.disk_directory.empty());
+  if (host_bytes < format.block_bytes) {
+    return Status::invalid_argument(
+        fmt::format("a KV host tier of {} bytes holds no block of {} bytes", host_bytes, format.block_bytes));
+  }
+  auto stack = std::unique_ptr<KvTierStack>(new KvTierStack(format, host_bytes));
+  if (!config.disk_directory.empty()) {
+    auto disk = DiskTier::open({.directory = config.disk_directory,
+                                .capacity_bytes = config.disk_bytes,
+                                .format = format,
+                                .io = config.disk_io,
+                                .log = config.log});
+    if (!disk) return disk.status().with_context("the KV disk tier");
+    stack->disk_ = std::move(disk).value();
+  }
+  return stack;
+}
+
+bool KvTierStack::holds(const BlockHash& hash, std::span<const TokenId> tokens) const {
+  return host_->contains(key(hash), tokens);
+}
+
+bool KvTierStack::on_disk(const BlockHash& hash, std::span<const TokenId> tokens) const {
+  return disk_ && disk_->contains(key(hash), tokens);
+}
+
+Status KvTierStack::load(const BlockHash& hash, std::span<std::byte> out) { return host_->load(key(hash), out); }
+
+void KvTierStack::demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+  (void)host_->store(key(hash), tokens, bytes);  // counted by the tier when it cannot
+  persist(hash, tokens, bytes);
+}
+
+void KvTierStack::persist(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+  if (disk_ && !disk_->contains(key(hash), tokens)) (void)disk_->store(key(hash), tokens, bytes);
+}
+
+bool KvTierStack::prefetch(const BlockHash& hash, std::span<const TokenId> tokens) {
+  const TierBlockKey k = key(hash);
+  if (prefetching_.contains(k)) return true;
+  if (!disk_ || !disk_->prefetch(k, tokens)) return false;
+  prefetching_.insert(k);
+  return true;
+}
+
+size_t KvTierStack::poll() {
+  if (!disk_) return 0;
+  size_t arrived = 0;
+  for (DiskTier::Loaded& loaded : disk_->take_loaded()) {
+    prefetching_.erase(loaded.key);
+    if (!loaded.status) continue;  // the disk tier dropped it: recomputed
+    if (host_->store(loaded.key, loaded.tokens, loaded.bytes)) ++arrived;
+  }
+  return arrived;
+}
+
+Status KvTierStack::check_invariants() const {
+  KVS_RETURN_IF_ERROR(host_->check_invariants());
+  if (disk_) KVS_RETURN_IF_ERROR(disk_->check_invariants());
+  return Status::ok();
+}
+
+}  // namespace kvs

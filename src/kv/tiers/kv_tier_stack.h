@@ -1,0 +1,91 @@
+// The tiers below one KV pool, in order: a host tier (RAM, its own byte budget) and optionally a disk
+// tier (kv/tiers/disk_tier.h). The KV manager asks it what it holds (to extend a prefix match past
+// the pool) and the engine moves bytes through it:
+//   demote   a block the pool evicts goes into the host tier, and (write-through) to the disk tier,
+//            so that the disk holds every demoted block across restarts;
+//   load     a block a sequence begins from is copied from the host tier into its pool block; the
+//            host entry is pinned from the lookup until the copy (pin/unpin), so nothing drops it;
+//   prefetch a block only the disk holds is read on the disk tier's thread and put into the host tier
+//            when done (poll), so a sequence waits for its prefix's reads while others compute.
+// Engine thread only (the disk tier's own thread is internal to it).
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <unordered_set>
+
+#include "kv/tiers/disk_tier.h"
+#include "kv/tiers/host_tier.h"
+
+namespace kvs {
+
+struct KvTierConfig {
+  size_t host_bytes = 0;            // the host tier's budget (at least a few blocks when there is a disk tier)
+  std::string disk_directory = {};  // empty: no disk tier
+  size_t disk_bytes = 0;
+  std::shared_ptr<BlockFileIo> disk_io = {};  // null: POSIX files (tests inject faults here)
+  LogSink log = {};
+  bool enabled() const { return host_bytes > 0 || !disk_directory.empty(); }
+};
+
+// What tiers of these budgets hold, in blocks of `format` (of `block_size` tokens): the sizing the
+// stack is built with, and what `kvserve calc --kv-host --kv-disk-size` reports.
+struct KvTierCapacity {
+  size_t host_bytes = 0;  // the budget, raised to kMinHostBlocks blocks when there is a disk tier
+  size_t host_blocks = 0;
+  size_t disk_file_bytes = 0;  // one block's file (header, tokens, bytes)
+  size_t disk_blocks = 0;
+};
+inline constexpr size_t kMinHostBlocks = 8;  // the host tier stages what the disk reads back
+inline size_t kv_host_tier_bytes(const TierFormat& format, size_t host_bytes, bool has_disk) {
+  return has_disk ? std::max(host_bytes, kMinHostBlocks * format.block_bytes) : host_bytes;
+}
+KvTierCapacity kv_tier_capacity(const TierFormat& format, size_t block_size, size_t host_bytes, size_t disk_bytes);
+
+class KvTierStack {
+ public:
+  // Tiers for blocks of `format`. A disk directory that cannot be used (not a kvserve cache, unreadable)
+  // is an error naming it.
+  static Expected<std::unique_ptr<KvTierStack>> create(const KvTierConfig& config, const TierFormat& format);
+
+  const TierFormat& format() const { return format_; }
+  TierBlockKey key(const BlockHash& hash) const { return {.hash = hash, .format = format_.fingerprint}; }
+
+  // In the host tier, with these tokens: a lookup may take it.
+  bool holds(const BlockHash& hash, std::span<const TokenId> tokens) const;
+  bool pin(const BlockHash& hash) { return host_->pin(key(hash)); }
+  void unpin(const BlockHash& hash) { host_->unpin(key(hash)); }
+  // Copies a pinned host block into `out`.
+  Status load(const BlockHash& hash, std::span<std::byte> out);
+  // A block evicted from the pool: kept in the host tier, and written to the disk tier.
+  void demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
+  // Writes a block to the disk tier unless it holds it (a pool block kept across a restart).
+  void persist(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
+  // Starts reading a block that only the disk tier holds; true while it is on the way (now or before).
+  bool prefetch(const BlockHash& hash, std::span<const TokenId> tokens);
+  bool on_disk(const BlockHash& hash, std::span<const TokenId> tokens) const;
+  // Moves finished prefetches into the host tier; returns how many arrived.
+  size_t poll();
+  size_t num_prefetching() const { return prefetching_.size(); }
+  // Waits (at most `timeout`) for a prefetch to finish; poll() then takes it.
+  void wait_for_prefetch(std::chrono::milliseconds timeout) {
+    if (disk_ && !prefetching_.empty()) disk_->wait_for_loaded(timeout);
+  }
+
+  const HostTier& host() const { return *host_; }
+  const DiskTier* disk() const { return disk_.get(); }
+  DiskTier* disk() { return disk_.get(); }
+  Status check_invariants() const;
+
+ private:
+  KvTierStack(const TierFormat& format, size_t host_bytes)
+      : format_(format), host_(std::make_unique<HostTier>(host_bytes)) {}
+
+  TierFormat format_;
+  std::unique_ptr<HostTier> host_;
+  std::unique_ptr<DiskTier> disk_;
+  std::unordered_set<TierBlockKey, TierBlockKeyHash> prefetching_;  // reads on the way
+};
+
+}  // namespace kvs

@@ -1,0 +1,340 @@
+// KV offload tiers through the engine on the default model: blocks the pool evicts move to the host tier
+// (and the disk tier) and come back instead of being recomputed; a restarted engine finds the disk tier's
+// blocks; a KV format the blocks were not written in, a foreign directory, and injected disk faults
+// (write and read errors, a full disk, short reads, flipped bits) mean recompute. Every output equals the
+// request run alone without a cache (greedy ids, every logits row within the prefix cache's bound).
+//
+// Bound: a loaded block holds the bits the pool held (a byte copy, checksummed on disk), so a hit is a
+// prefix cache hit and keeps its 1e-5 (tests/engine/prefix_cache_engine_test.cpp).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "default_model.h"
+#include "engine_trace.h"
+#include "gguf/gguf_test_util.h"
+#include "kv/tiers/tier_test_util.h"
+
+namespace kvs {
+namespace {
+
+constexpr float kLogitBound = 1e-5f;
+
+using Fixture = test::DefaultModel;
+using kvs::testing::TempDir;
+using test::FaultyIo;
+
+// The same request on a fresh engine without a prefix cache (nor tiers): the reference.
+test::EngineTrace reference(Fixture& f, EngineConfig config, RequestParams params) {
+  config.prefix_caching = false;
+  config.kv_tiers = {};
+  config.kv_blocks = 0;
+  return test::trace_request(*f.model, *f.tokenizer, f.pool, config, std::move(params));
+}
+
+void expect_same_output(const test::EngineTrace& got, const test::EngineTrace& ref) {
+  test::expect_cached_run_matches(got, ref, kLogitBound);
+}
+
+// One engine kept across requests; each run checks the KV manager's and the tiers' invariants.
+class Session {
+ public:
+  Session(Fixture& f, const EngineConfig& config) {
+    auto e = Engine::create(*f.model, *f.tokenizer, f.pool, config);
+    EXPECT_TRUE(e) << e.status().message();
+    if (e) engine_ = std::move(e).value();
+  }
+  test::EngineTrace run(RequestParams params) {
+    test::EngineTrace trace;
+    params.on_logits = [&](size_t position, std::span<const float> logits) {
+      trace.logits[position].assign(logits.begin(), logits.end());
+    };
+    auto result = generate(*engine_, std::move(params));
+    EXPECT_TRUE(result) << result.status().message();
+    if (!result) return trace;
+    trace.tokens = result->tokens;
+    trace.result = *result;
+    check();
+    return trace;
+  }
+  void check() const {
+    const Status kv = engine_->kv().check_invariants();
+    EXPECT_TRUE(kv.is_ok()) << kv.message();
+    if (engine_->kv_tiers() == nullptr) return;
+    const Status tiers = engine_->kv_tiers()->check_invariants();
+    EXPECT_TRUE(tiers.is_ok()) << tiers.message();
+  }
+  Engine& engine() { return *engine_; }
+  const KvTierMetrics* tier(std::string_view name) const {
+    tier_metrics_ = engine_->metrics().kv_tiers;
+    for (const KvTierMetrics& t : tier_metrics_)
+      if (t.tier == name) return &t;
+    return nullptr;
+  }
+  void close() { engine_.reset(); }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  mutable std::vector<KvTierMetrics> tier_metrics_;
+};
+
+// Bytes of one block of the default model's pool in `dtype` (what the tiers hold per block).
+size_t block_bytes(Fixture& f, KvDTypes dtype = KvDType::kF32) {
+  const EngineConfig probe{.kv_dtype = dtype, .kv_tiers = {.host_bytes = size_t{1} << 30}};
+  auto e = Engine::create(*f.model, *f.tokenizer, f.pool, probe);
+  EXPECT_TRUE(e) << e.status().message();
+  return e ? (*e)->kv_tiers()->format().block_bytes : 0;
+}
+
+// Six 60-token prompts through a pool of 12 blocks: each evicts the ones before it.
+std::vector<std::vector<TokenId>> six_prompts(Fixture& f) {
+  std::vector<std::vector<TokenId>> prompts;
+  for (uint64_t i = 0; i < 6; ++i) prompts.push_back(f.random_tokens(60, 300 + i));
+  return prompts;
+}
+
+TEST(KvTiersEngine, EvictedBlocksComeBackFromTheHostTierInsteadOfBeingRecomputed) {
+  Fixture f;
+  const EngineConfig config{.max_seqs = 1, .kv_blocks = 12, .kv_tiers = {.host_bytes = 64 * block_bytes(f)}};
+  Session session(f, config);
+  const auto prompts = six_prompts(f);
+  for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
+  const EngineMetrics before = session.engine().metrics();
+  EXPECT_GT(before.kv_demoted_blocks_total, 0u);
+  ASSERT_NE(session.tier("host"), nullptr);
+  EXPECT_EQ(session.tier("host")->blocks_held, before.kv_demoted_blocks_total) << "every demoted block is kept";
+  for (const auto& p : prompts) {
+    const test::EngineTrace again = session.run(test::greedy_request(p, 20));
+    // 59 tokens are looked up (the last is computed): three whole blocks, from the pool or the host tier.
+    EXPECT_GE(again.result.cached_tokens, 48u);
+    expect_same_output(again, reference(f, config, test::greedy_request(p, 20)));
+  }
+  const EngineMetrics after = session.engine().metrics();
+  EXPECT_GE(after.prefix_cache_tier_hits_tokens_total, 3u * 48) << "the first prompts' blocks were all evicted";
+  EXPECT_EQ(session.tier("host")->hits * 16, after.prefix_cache_tier_hits_tokens_total);
+  EXPECT_GT(session.tier("host")->bytes_out, 0u);
+  const std::string text = to_prometheus(after);
+  EXPECT_NE(text.find("kvserve_kv_tier_bytes{tier=\"host\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvserve_kv_tier_hits_total{tier=\"host\"}"), std::string::npos);
+  EXPECT_NE(text.find("kvserve_kv_tier_load_seconds_count{tier=\"host\"}"), std::string::npos);
+}
+
+// The same requests without tiers: the first prompts, evicted, are recomputed (what the tiers save).
+TEST(KvTiersEngine, WithoutTiersTheEvictedPromptsAreRecomputed) {
+  Fixture f;
+  Session session(f, {.max_seqs = 1, .kv_blocks = 12});
+  const auto prompts = six_prompts(f);
+  for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
+  EXPECT_EQ(session.run(test::greedy_request(prompts[0], 20)).result.cached_tokens, 0u);
+  EXPECT_TRUE(session.engine().metrics().kv_tiers.empty());
+}
+
+// Chat turns of many conversations through a small pool: each turn's prompt is the conversation so far,
+// whose blocks went down to the tiers while the other conversations ran.
+TEST(KvTiersEngine, InterleavedConversationsReuseTheirTurnsFromTheTiers) {
+  Fixture f;
+  TempDir dir;
+  const EngineConfig config{
+      .max_seqs = 2,
+      .kv_blocks = 16,
+      .kv_tiers = {
+          .host_bytes = 10 * block_bytes(f), .disk_directory = dir.file("kv"), .disk_bytes = 400 * block_bytes(f)}};
+  Session session(f, config);
+  std::vector<std::vector<TokenId>> conversations;
+  for (uint64_t c = 0; c < 5; ++c) conversations.push_back(f.random_tokens(30, 900 + c));
+  size_t cached = 0, looked_up = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    for (size_t c = 0; c < conversations.size(); ++c) {
+      SCOPED_TRACE("turn " + std::to_string(turn) + ", conversation " + std::to_string(c));
+      auto& conversation = conversations[c];
+      const test::EngineTrace t = session.run(test::greedy_request(conversation, 12));
+      expect_same_output(t, reference(f, config, test::greedy_request(conversation, 12)));
+      if (turn > 0) {
+        cached += t.result.cached_tokens;
+        looked_up += conversation.size() - 1;
+      }
+      conversation.insert(conversation.end(), t.tokens.begin(), t.tokens.end());
+      const auto message = f.random_tokens(9, 50 + 10 * c + turn);
+      conversation.insert(conversation.end(), message.begin(), message.end());
+    }
+  }
+  // Every later turn finds the previous turns' whole blocks (the pool holds only 16 of them).
+  EXPECT_GT(cached, looked_up / 2) << cached << " of " << looked_up;
+  EXPECT_GT(session.engine().metrics().prefix_cache_tier_hits_tokens_total, 0u);
+  EXPECT_GT(session.tier("disk")->bytes_in, 0u) << "demoted blocks are written through to disk";
+}
+
+TEST(KvTiersEngine, ARestartedEngineHitsTheDiskTierAndAnotherKvFormatDoesNot) {
+  Fixture f;
+  TempDir dir;
+  const size_t bytes = block_bytes(f);
+  const EngineConfig config{
+      .max_seqs = 1,
+      .kv_blocks = 12,
+      .kv_tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}};
+  const auto prompts = six_prompts(f);
+  {
+    Session first(f, config);
+    for (const auto& p : prompts) first.run(test::greedy_request(p, 20));
+  }  // closing writes what the pool still holds
+  Session restarted(f, config);
+  ASSERT_NE(restarted.tier("disk"), nullptr);
+  EXPECT_GE(restarted.tier("disk")->blocks_held, 6u * 3) << "the whole prompt blocks of every request";
+  EXPECT_EQ(restarted.tier("host")->blocks_held, 0u);
+  for (const auto& p : {prompts[0], prompts[5]}) {
+    const test::EngineTrace again = restarted.run(test::greedy_request(p, 20));
+    EXPECT_EQ(again.result.cached_tokens, 48u) << "three whole blocks read back from disk";
+    expect_same_output(again, reference(f, config, test::greedy_request(p, 20)));
+  }
+  EXPECT_EQ(restarted.engine().metrics().prefix_cache_tier_hits_tokens_total, 2u * 48);
+  EXPECT_EQ(restarted.tier("disk")->hits, 6u);
+  restarted.close();
+
+  // fp16 K/V: the same tokens' blocks are another format, under their own directory: nothing to hit.
+  EngineConfig f16 = config;
+  f16.kv_dtype = KvDType::kF16;
+  Session other_format(f, f16);
+  ASSERT_NE(other_format.tier("disk"), nullptr);
+  EXPECT_EQ(other_format.tier("disk")->blocks_held, 0u);
+  const test::EngineTrace t = other_format.run(test::greedy_request(prompts[0], 20));
+  EXPECT_EQ(t.result.cached_tokens, 0u);
+  expect_same_output(t, reference(f, f16, test::greedy_request(prompts[0], 20)));
+}
+
+// Faults on the disk, written and read: the blocks they touch are recomputed, outputs are unchanged.
+TEST(KvTiersEngine, DiskFaultsMeanRecomputeAndTheSameOutput) {
+  Fixture f;
+  const size_t bytes = block_bytes(f);
+  const auto prompts = six_prompts(f);
+  using Fault = FaultyIo::Fault;
+  for (const Fault fault :
+       {Fault::kWriteError, Fault::kDiskFull, Fault::kReadError, Fault::kShortRead, Fault::kFlipBit}) {
+    SCOPED_TRACE("fault " + std::to_string(static_cast<int>(fault)));
+    TempDir dir;
+    test::Logged logged;
+    auto io = std::make_shared<FaultyIo>();
+    const bool on_write = fault == Fault::kWriteError || fault == Fault::kDiskFull;
+    const EngineConfig config{.max_seqs = 1,
+                              .kv_blocks = 12,
+                              .kv_tiers = {.host_bytes = 8 * bytes,
+                                           .disk_directory = dir.file("kv"),
+                                           .disk_bytes = 200 * bytes,
+                                           .disk_io = io,
+                                           .log = logged.sink()}};
+    {
+      if (on_write) io->fault = fault;
+      Session first(f, config);
+      for (const auto& p : prompts) first.run(test::greedy_request(p, 20));
+    }
+    io->fault = Fault::kNone;
+    Session restarted(f, config);  // its scan reads every header: a read fault from here on hits the loads
+    if (!on_write) io->fault = fault;
+    const test::EngineTrace again = restarted.run(test::greedy_request(prompts[0], 20));
+    EXPECT_EQ(again.result.cached_tokens, 0u) << "nothing usable was on disk";
+    expect_same_output(again, reference(f, config, test::greedy_request(prompts[0], 20)));
+    const KvTierMetrics* disk = restarted.tier("disk");
+    ASSERT_NE(disk, nullptr);
+    if (on_write) {
+      EXPECT_EQ(disk->blocks_held, 0u);
+    } else {
+      EXPECT_GT(disk->load_failures, 0u);
+      EXPECT_TRUE(logged.has("failed to load")) << "the dropped block is logged";
+    }
+    io->fault = Fault::kNone;
+    const test::EngineTrace third = restarted.run(test::greedy_request(prompts[0], 20));
+    EXPECT_EQ(third.result.cached_tokens, 59u) << "the recomputed blocks are cached again";
+    expect_same_output(third, again);
+  }
+}
+
+TEST(KvTiersEngine, AForeignDirectoryIsLoggedLeftAloneAndTheHostTierServes) {
+  Fixture f;
+  TempDir dir;
+  const std::string foreign = dir.file("photos");
+  std::filesystem::create_directories(foreign);
+  std::ofstream(foreign + "/holiday.jpg") << "not a KV block";
+  test::Logged logged;
+  const size_t bytes = block_bytes(f);
+  Session session(
+      f, {.max_seqs = 1,
+          .kv_blocks = 12,
+          .kv_tiers = {
+              .host_bytes = 64 * bytes, .disk_directory = foreign, .disk_bytes = 200 * bytes, .log = logged.sink()}});
+  EXPECT_TRUE(logged.has(foreign)) << "the line names the directory";
+  EXPECT_TRUE(logged.has("running without a disk tier"));
+  ASSERT_NE(session.engine().kv_tiers(), nullptr);
+  EXPECT_EQ(session.engine().kv_tiers()->disk(), nullptr);
+  const auto prompts = six_prompts(f);
+  for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
+  EXPECT_EQ(session.run(test::greedy_request(prompts[0], 20)).result.cached_tokens, 48u) << "from the host tier";
+  EXPECT_TRUE(std::filesystem::exists(foreign + "/holiday.jpg")) << "nothing of it is touched";
+}
+
+TEST(KvTiersEngine, TiersNeedThePagedLayoutAndThePrefixCache) {
+  Fixture f;
+  const KvTierConfig tiers{.host_bytes = size_t{1} << 24};
+  auto contiguous =
+      Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_layout = KvLayout::kContiguous, .kv_tiers = tiers});
+  ASSERT_FALSE(contiguous);
+  EXPECT_NE(contiguous.status().message().find("paged"), std::string::npos) << contiguous.status().message();
+  auto no_cache = Engine::create(*f.model, *f.tokenizer, f.pool, {.prefix_caching = false, .kv_tiers = tiers});
+  ASSERT_FALSE(no_cache);
+  EXPECT_NE(no_cache.status().message().find("prefix cache"), std::string::npos) << no_cache.status().message();
+}
+
+// Randomized: requests from four shared system prompts arrive in waves into a tiny pool, a host tier of
+// eight blocks and a small disk tier; invariants hold after every step, and every output equals the
+// request run alone.
+TEST(KvTiersEngine, RandomizedConcurrentRequestsWithTinyPoolAndTierBudgets) {
+  Fixture f;
+  TempDir dir;
+  const size_t bytes = block_bytes(f);
+  const EngineConfig config{
+      .max_batch_tokens = 48,
+      .max_seqs = 3,
+      .kv_blocks = 14,
+      .kv_tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 24 * bytes}};
+  std::mt19937_64 rng(2026);
+  std::vector<std::vector<TokenId>> systems;
+  for (uint64_t s = 0; s < 4; ++s) systems.push_back(f.random_tokens(20 + 17 * s, 40 + s));
+  std::vector<RequestParams> requests;
+  for (uint64_t i = 0; i < 18; ++i) {
+    std::vector<TokenId> prompt = systems[rng() % systems.size()];
+    const auto suffix = f.random_tokens(1 + rng() % 12, 1000 + i);
+    prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+    requests.push_back(test::greedy_request(prompt, 4 + rng() % 16, false));
+  }
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE("restart " + std::to_string(restart));
+    Session session(f, config);
+    std::vector<std::vector<TokenId>> got(requests.size());
+    size_t next = 0;
+    const auto add = [&] {
+      const size_t i = next++;
+      auto id = session.engine().add_request(requests[i], [&, i](const RequestOutput& o) {
+        got[i].insert(got[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+      });
+      ASSERT_TRUE(id) << id.status().message();
+    };
+    for (;;) {
+      if (next < requests.size() && rng() % 3 == 0) add();
+      const bool busy = session.engine().step();
+      session.check();
+      if (::testing::Test::HasFailure()) return;
+      if (!busy && next == requests.size()) break;
+    }
+    const EngineMetrics m = session.engine().metrics();
+    EXPECT_EQ(m.kv_blocks_used, 0u);
+    EXPECT_GT(m.kv_demoted_blocks_total, 0u);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(got[i], reference(f, config, requests[i]).tokens) << "request " << i;
+    }
+    if (restart == 1) {
+      EXPECT_GT(m.prefix_cache_tier_hits_tokens_total, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
