@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -51,25 +52,58 @@ std::vector<TurnResult> run_chat(const ChatConfig& config) {
                                                         std::chrono::duration<double>(config.duration_limit_s));
   std::vector<std::vector<StreamTiming>> by_turn(config.turns);
   std::mutex mutex;
-  std::atomic<size_t> next_conversation{0};
+  // Work items (conversation, turn): a conversation's turns in order; interleaved, turn-major.
+  std::vector<std::pair<size_t, size_t>> items;
+  if (config.interleave) {
+    for (size_t turn = 0; turn < config.turns; ++turn)
+      for (size_t conv = 0; conv < config.conversations; ++conv) items.emplace_back(conv, turn);
+  }
+  std::atomic<size_t> next_item{0}, next_conversation{0};
+  std::vector<std::string> history(config.conversations);
+  std::vector<size_t> turns_done(config.conversations, 0);
+  std::vector<bool> broken(config.conversations, false);  // a failed reply ends its conversation
+  std::condition_variable turn_done;
+  // One turn of `conv`: its history so far plus a new message; returns whether the reply came.
+  const auto run_turn = [&](size_t conv, size_t turn) {
+    std::string prompt;
+    {
+      std::unique_lock lock(mutex);
+      turn_done.wait(lock, [&] { return turns_done[conv] == turn || broken[conv]; });
+      if (Clock::now() >= deadline) broken[conv] = true;  // no new turn after the time limit
+      if (broken[conv]) {
+        turn_done.notify_all();
+        return false;
+      }
+      history[conv] += "User: " + user_message(conv, turn, config.message_words) + "\nAssistant:";
+      prompt = history[conv];
+    }
+    nlohmann::json body = base;
+    body["prompt"] = prompt;
+    StreamTiming timing = stream_completion(config.url, body.dump(), config.api_key, deadline);
+    const bool ok = timing.ok;
+    {
+      std::lock_guard lock(mutex);
+      history[conv] += timing.text + "\n";
+      turns_done[conv] = turn + 1;
+      broken[conv] = broken[conv] || !ok;
+      by_turn[turn].push_back(std::move(timing));
+    }
+    turn_done.notify_all();
+    return ok;
+  };
   std::vector<std::thread> clients;
   for (size_t c = 0; c < config.clients; ++c) {
     clients.emplace_back([&] {
+      if (config.interleave) {
+        // Every item taken runs (or gives up at the time limit): a later turn of its conversation waits for it.
+        for (size_t i = next_item.fetch_add(1); i < items.size(); i = next_item.fetch_add(1))
+          run_turn(items[i].first, items[i].second);
+        return;
+      }
       for (size_t conv = next_conversation.fetch_add(1); conv < config.conversations && Clock::now() < deadline;
            conv = next_conversation.fetch_add(1)) {
-        std::string history;
         for (size_t turn = 0; turn < config.turns && Clock::now() < deadline; ++turn) {
-          history += "User: " + user_message(conv, turn, config.message_words) + "\nAssistant:";
-          nlohmann::json body = base;
-          body["prompt"] = history;
-          StreamTiming timing = stream_completion(config.url, body.dump(), config.api_key, deadline);
-          const bool ok = timing.ok;
-          history += timing.text + "\n";
-          {
-            std::lock_guard lock(mutex);
-            by_turn[turn].push_back(std::move(timing));
-          }
-          if (!ok) break;  // the conversation cannot go on without its reply
+          if (!run_turn(conv, turn)) break;  // the conversation cannot go on without its reply
         }
       }
     });
@@ -88,6 +122,7 @@ std::vector<TurnResult> run_chat(const ChatConfig& config) {
       ++r.requests_ok;
       r.prompt_tokens += t.prompt_tokens;
       r.cached_tokens += t.cached_tokens;
+      r.completion_tokens += t.completion_tokens;
       if (t.ttft_s >= 0) ttft.push_back(t.ttft_s);
     }
     r.ttft_p50_s = percentile(ttft, 0.50);
@@ -109,7 +144,7 @@ std::string format_chat_table(const std::vector<TurnResult>& turns) {
   return out;
 }
 
-nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& turns) {
+nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& turns, double wall_seconds) {
   nlohmann::json out = {{"url", fmt::format("http://{}:{}", config.url.host, config.url.port)},
                         {"workload", "chat"},
                         {"clients", config.clients},
@@ -117,6 +152,8 @@ nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& 
                         {"turns", config.turns},
                         {"max_tokens", config.max_tokens},
                         {"message_words", config.message_words},
+                        {"interleave", config.interleave},
+                        {"wall_seconds", wall_seconds},
                         {"per_turn", nlohmann::json::array()}};
   for (const TurnResult& r : turns) {
     out["per_turn"].push_back({{"turn", r.turn},
@@ -124,6 +161,7 @@ nlohmann::json to_json(const ChatConfig& config, const std::vector<TurnResult>& 
                                {"requests_failed", r.requests_failed},
                                {"prompt_tokens", r.prompt_tokens},
                                {"cached_tokens", r.cached_tokens},
+                               {"completion_tokens", r.completion_tokens},
                                {"ttft_p50_s", r.ttft_p50_s},
                                {"ttft_p99_s", r.ttft_p99_s}});
   }

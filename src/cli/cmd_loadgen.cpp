@@ -1,6 +1,7 @@
 // kvserve loadgen: streaming load against a kvserve on this machine at several concurrency levels;
 // prints a table (throughput, TTFT and inter-token latency percentiles) and optionally writes JSON.
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +26,8 @@ struct LoadgenOptions {
   std::string json_path;
   size_t chat_turns = 0;  // > 0: the multi-turn chat workload
   size_t conversations = 16;
+  size_t message_words = 12;
+  bool interleave = false;
 };
 
 // 1 GiB per probe, as `kvserve bench` uses (a 64 MiB buffer read 1.6x faster on the development VM:
@@ -44,6 +47,8 @@ void loadgen_chat(const LoadgenOptions& options, const bench::LoopbackUrl& url) 
                                  .conversations = options.conversations,
                                  .turns = options.chat_turns,
                                  .max_tokens = options.config.max_tokens,
+                                 .message_words = options.message_words,
+                                 .interleave = options.interleave,
                                  .duration_limit_s = options.config.duration_limit_s,
                                  .api_key = options.config.api_key,
                                  .model = options.config.model};
@@ -51,10 +56,21 @@ void loadgen_chat(const LoadgenOptions& options, const bench::LoopbackUrl& url) 
   if (Status s = bench::probe_server(config.url, config.api_key); !s) throw CommandError(s.message());
   std::fprintf(stderr, "kvserve loadgen: %s, %zu conversations of %zu turns, %zu at a time, %zu tokens a reply\n",
                options.url.c_str(), config.conversations, config.turns, config.clients, config.max_tokens);
+  const auto start = std::chrono::steady_clock::now();
   const auto turns = bench::run_chat(config);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fputs(bench::format_chat_table(turns).c_str(), stdout);
+  uint64_t prompt = 0, cached = 0, generated = 0;
+  for (const bench::TurnResult& t : turns) {
+    prompt += t.prompt_tokens;
+    cached += t.cached_tokens;
+    generated += t.completion_tokens;
+  }
+  std::printf("all turns: %.2f s, %llu prompt tokens (%.1f%% cached), %llu generated, %.1f generated tok/s\n", wall,
+              static_cast<unsigned long long>(prompt), prompt ? 100.0 * double(cached) / double(prompt) : 0.0,
+              static_cast<unsigned long long>(generated), double(generated) / std::max(wall, 1e-9));
   std::fflush(stdout);
-  if (!options.json_path.empty()) write_json(options.json_path, bench::to_json(config, turns));
+  if (!options.json_path.empty()) write_json(options.json_path, bench::to_json(config, turns, wall));
   size_t failed = 0;
   std::string first_error;
   for (const auto& r : turns) {
@@ -148,6 +164,12 @@ void register_loadgen(CLI::App& app) {
                   "so far plus a new message (the first --concurrency level of them at a time)");
   cmd->add_option("--conversations", options->conversations, "Conversations in all (with --chat-turns)")
       ->capture_default_str();
+  cmd->add_option("--message-words", options->message_words, "Words of each user message (with --chat-turns)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_flag("--interleave-turns", options->interleave,
+                "With --chat-turns: every conversation's first turn, then every second one, ... (a conversation "
+                "returns after all the others had a turn) instead of one conversation at a time per client");
   cmd->add_option("--duration-limit", c.duration_limit_s, "Seconds per level before open streams are cut")
       ->capture_default_str();
   cmd->add_option("--temperature", c.temperature, "Sampling temperature of the requests")->capture_default_str();

@@ -132,6 +132,18 @@ TEST(LoadgenServer, ChatTurnsReuseTheConversationSoFar) {
     EXPECT_GT(turns[i].cached_tokens * 10, turns[i - 1].prompt_tokens * 8) << "turn " << turns[i].turn;
   }
   EXPECT_NE(bench::format_chat_table(turns).find("cached"), std::string::npos);
+  EXPECT_EQ(turns[0].completion_tokens, 3u * 6);
+  // Interleaved: the same conversations turn-major; greedy replies, so the same prompts and the same
+  // numbers of tokens.
+  bench::ChatConfig interleaved = config;
+  interleaved.interleave = true;
+  const auto again = bench::run_chat(interleaved);
+  ASSERT_EQ(again.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(again[i].requests_ok, 3u) << again[i].first_error;
+    EXPECT_EQ(again[i].prompt_tokens, turns[i].prompt_tokens) << "turn " << i + 1;
+  }
+  EXPECT_EQ(bench::to_json(interleaved, again, 1.5)["wall_seconds"].get<double>(), 1.5);
   EXPECT_EQ(server.terminate(), 0);
 }
 
