@@ -10,7 +10,10 @@
 #   disk warm   the same directory after the disk-cold server stopped: a restarted server
 # Prints one Markdown row per configuration and round: wall time, generated tok/s, the share of prompt tokens
 # that came from a cache, TTFT p50 of the first and the last turn and over all turns.
-#   bench/kv_tiers.sh     (from the repository root, after make build; on an idle machine)
+# Then preemption: PREEMPT_CLIENTS requests at a time, each a 16-token shared preamble and a 500-token
+# question, 128 tokens generated, into a pool of PREEMPT_BLOCKS blocks (a third of what they need), without
+# a tier (a preempted request recomputes what the pool evicted) and with a host tier (it loads it back).
+#   bench/kv_tiers.sh [chat] [preempt]    (from the repository root, after make build; on an idle machine)
 set -euo pipefail
 bin=${KVSERVE:-build/kvserve}
 dir=/tmp/kvserve-bench
@@ -27,6 +30,9 @@ HOST=${HOST:-2GiB}
 DISK_HOST=${DISK_HOST:-128MiB}  # the host tier beside the disk tier: it stages what the disk reads back
 ROUNDS=${ROUNDS:-2}
 PORT=${PORT:-18431}
+PREEMPT_CLIENTS=${PREEMPT_CLIENTS:-8}
+PREEMPT_BLOCKS=${PREEMPT_BLOCKS:-96}
+parts=${*:-chat preempt}
 tmp=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -36,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_server() {  # flags...
-  "$bin" serve -m "$model" --port "$PORT" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" "$@" >"$tmp/server.log" 2>&1 &
+  "$bin" serve -m "$model" --port "$PORT" "$@" >"$tmp/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 300); do
     grep -q "serving" "$tmp/server.log" && return 0
@@ -72,23 +78,62 @@ print(f"| {label} | {ok} | {j['wall_seconds']:.1f} | {generated / j['wall_second
 EOF
 }
 
+if [[ " $parts " == *" chat "* ]]; then
 echo "$CONVS conversations x $TURNS turns ($MESSAGE-word messages, $REPLY-token replies), $CLIENTS at a time, turn-major;" \
   "a pool of $BLOCKS blocks; model $(basename "$model")"
 echo
 echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) |"
 echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-  start_server
+  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS"
   row "none (round $round)"
   stop_server
-  start_server --kv-host "$HOST"
+  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$HOST"
   row "host $HOST (round $round)"
   stop_server
   rm -rf "$tmp/disk"
-  start_server --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
+  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
   row "$DISK_HOST host + disk, cold (round $round)"
   stop_server
-  start_server --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
+  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
   row "$DISK_HOST host + disk, warm restart (round $round)"
   stop_server
 done
+fi
+
+# The preemption table: loadgen's RAG-like workload; the preemptions and the tokens loaded from the tier
+# come from /metrics.
+preempt_row() {  # label
+  "$bin" loadgen --url "http://127.0.0.1:$PORT" --concurrency "$PREEMPT_CLIENTS" --requests $((2 * PREEMPT_CLIENTS)) \
+    --shared-prefix 16 --question-tokens 500 --max-tokens 128 --duration-limit 1200 --no-probe \
+    --json "$tmp/load.json" >"$tmp/load.txt" 2>&1
+  python3 - "$1" "$tmp/load.json" "http://127.0.0.1:$PORT/metrics" <<'EOF'
+import json, sys, urllib.request
+label, path, url = sys.argv[1:4]
+level = json.load(open(path))["levels"][0]
+metrics = {}
+for line in urllib.request.urlopen(url).read().decode().splitlines():
+    if line and not line.startswith("#") and "{" not in line:
+        name, value = line.split()
+        metrics[name] = float(value)
+print(f"| {label} | {level['requests_ok']} | {level['wall_seconds']:.1f} | {level['tokens_per_second']:.1f} "
+      f"| {int(metrics['kvserve_preemptions_total'])} | {int(metrics.get('kvserve_prefix_cache_tier_hits_tokens_total', 0))} "
+      f"| {1e3 * level['ttft_p50_s']:.0f} | {1e3 * level['ttft_p99_s']:.0f} |")
+EOF
+}
+
+if [[ " $parts " == *" preempt "* ]]; then
+  echo
+  echo "$PREEMPT_CLIENTS requests at a time (16-token shared preamble + 500 tokens of its own, 128 generated), a pool of $PREEMPT_BLOCKS blocks"
+  echo
+  echo "| configuration | requests | wall s | generated tok/s | preemptions | prompt tokens loaded from the tier | TTFT p50 (ms) | TTFT p99 (ms) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for round in $(seq "$ROUNDS"); do
+    start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS"
+    preempt_row "no tier: recompute (round $round)"
+    stop_server
+    start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS" --kv-host "$HOST"
+    preempt_row "host $HOST: load back (round $round)"
+    stop_server
+  done
+fi

@@ -165,7 +165,8 @@ void Engine::prefetch_waiting() {
 void Engine::run_transfers() {
   KvCacheManager& kv = kv_->group(0);
   if (kv.pending_transfers().empty()) return;
-  std::vector<std::byte> bytes(storages_[0].block_bytes());
+  std::vector<std::byte>& bytes = transfer_buffer_;
+  bytes.resize(storages_[0].block_bytes());
   for (const KvBlockTransfer& t : kv.pending_transfers()) {
     if (t.kind == KvBlockTransfer::Kind::kDemote) {
       if (tiers_->holds(t.hash, t.tokens) && tiers_->on_disk(t.hash, t.tokens)) continue;

@@ -119,10 +119,11 @@ class Engine {
   const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
-  KvLayerGroups layers_;                 // which pool each layer's K/V live in
-  std::unique_ptr<KvTierStack> tiers_;   // offload tiers below the pool (none unless configured)
-  std::unique_ptr<HybridKvManager> kv_;  // block accounting, per layer group
-  std::vector<KvStorage> storages_;      // [layer group]: the K/V bytes its blocks index
+  KvLayerGroups layers_;                    // which pool each layer's K/V live in
+  std::unique_ptr<KvTierStack> tiers_;      // offload tiers below the pool (none unless configured)
+  std::vector<std::byte> transfer_buffer_;  // one block's bytes on their way to or from the tiers
+  std::unique_ptr<HybridKvManager> kv_;     // block accounting, per layer group
+  std::vector<KvStorage> storages_;         // [layer group]: the K/V bytes its blocks index
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id
