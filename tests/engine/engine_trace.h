@@ -58,6 +58,42 @@ inline EngineTrace trace_request(const Model& model, const Tokenizer& tokenizer,
   return trace;
 }
 
+// One engine kept across requests (its caches persist); each run is traced like trace_request, then the
+// KV manager's invariants (and its offload tiers', when it has them) are checked.
+class EngineSession {
+ public:
+  EngineSession(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config) {
+    auto e = Engine::create(model, tokenizer, pool, config);
+    EXPECT_TRUE(e) << e.status().message();
+    if (e) engine_ = std::move(e).value();
+  }
+  EngineTrace run(RequestParams params) {
+    EngineTrace trace;
+    params.on_logits = [&](size_t position, std::span<const float> logits) {
+      trace.logits[position].assign(logits.begin(), logits.end());
+    };
+    auto result = generate(*engine_, std::move(params));
+    EXPECT_TRUE(result) << result.status().message();
+    if (!result) return trace;
+    trace.tokens = result->tokens;
+    trace.result = *result;
+    check();
+    return trace;
+  }
+  void check() const {
+    const Status kv = engine_->kv().check_invariants();
+    EXPECT_TRUE(kv.is_ok()) << kv.message();
+    if (engine_->kv_tiers() == nullptr) return;
+    const Status tiers = engine_->kv_tiers()->check_invariants();
+    EXPECT_TRUE(tiers.is_ok()) << tiers.message();
+  }
+  Engine& engine() { return *engine_; }
+  void close() { engine_.reset(); }  // as a server stops: what the engine does as it closes is done
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
 // BOS and then n - 1 ids of a synthetic vocabulary's words (260..509), varied by `salt`.
 inline std::vector<TokenId> varied_prompt(size_t n, size_t salt = 0) {
   std::vector<TokenId> p{1};

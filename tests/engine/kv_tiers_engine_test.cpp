@@ -8,6 +8,7 @@
 // prefix cache hit and keeps its 1e-5 (tests/engine/prefix_cache_engine_test.cpp).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -37,46 +38,20 @@ void expect_same_output(const test::EngineTrace& got, const test::EngineTrace& r
   test::expect_cached_run_matches(got, ref, kLogitBound);
 }
 
-// One engine kept across requests; each run checks the KV manager's and the tiers' invariants.
-class Session {
+// One engine kept across requests (test::EngineSession checks the tiers' invariants after each run), and
+// its tiers' figures.
+class Session : public test::EngineSession {
  public:
-  Session(Fixture& f, const EngineConfig& config) {
-    auto e = Engine::create(*f.model, *f.tokenizer, f.pool, config);
-    EXPECT_TRUE(e) << e.status().message();
-    if (e) engine_ = std::move(e).value();
-  }
-  test::EngineTrace run(RequestParams params) {
-    test::EngineTrace trace;
-    params.on_logits = [&](size_t position, std::span<const float> logits) {
-      trace.logits[position].assign(logits.begin(), logits.end());
-    };
-    auto result = generate(*engine_, std::move(params));
-    EXPECT_TRUE(result) << result.status().message();
-    if (!result) return trace;
-    trace.tokens = result->tokens;
-    trace.result = *result;
-    check();
-    return trace;
-  }
-  void check() const {
-    const Status kv = engine_->kv().check_invariants();
-    EXPECT_TRUE(kv.is_ok()) << kv.message();
-    if (engine_->kv_tiers() == nullptr) return;
-    const Status tiers = engine_->kv_tiers()->check_invariants();
-    EXPECT_TRUE(tiers.is_ok()) << tiers.message();
-  }
-  Engine& engine() { return *engine_; }
-  const KvTierMetrics* tier(std::string_view name) const {
-    tier_metrics_ = engine_->metrics().kv_tiers;
+  Session(Fixture& f, const EngineConfig& config) : EngineSession(*f.model, *f.tokenizer, f.pool, config) {}
+  const KvTierMetrics* tier(std::string_view name) {
+    tier_metrics_ = engine().metrics().kv_tiers;
     for (const KvTierMetrics& t : tier_metrics_)
       if (t.tier == name) return &t;
     return nullptr;
   }
-  void close() { engine_.reset(); }
 
  private:
-  std::unique_ptr<Engine> engine_;
-  mutable std::vector<KvTierMetrics> tier_metrics_;
+  std::vector<KvTierMetrics> tier_metrics_;
 };
 
 // Bytes of one block of the default model's pool in `dtype` (what the tiers hold per block).
@@ -281,6 +256,38 @@ TEST(KvTiersEngine, TiersNeedThePagedLayoutAndThePrefixCache) {
   auto no_cache = Engine::create(*f.model, *f.tokenizer, f.pool, {.prefix_caching = false, .kv_tiers = tiers});
   ASSERT_FALSE(no_cache);
   EXPECT_NE(no_cache.status().message().find("prefix cache"), std::string::npos) << no_cache.status().message();
+}
+
+// Preemption with a host tier: requests preempted for lack of blocks keep their full blocks cached; the
+// pool hands them to others (demoting them to the host tier), and a resumed request loads them back
+// instead of recomputing them (swap by the tiers). Every output equals the request run alone.
+TEST(KvTiersEngine, PreemptedRequestsResumeFromTheHostTier) {
+  Fixture f;
+  std::vector<RequestParams> requests;
+  for (uint64_t i = 0; i < 6; ++i) requests.push_back(test::greedy_request(f.random_tokens(70, 500 + i), 50, false));
+  const EngineConfig config{
+      .max_batch_tokens = 64, .max_seqs = 6, .kv_blocks = 20, .kv_tiers = {.host_bytes = 200 * block_bytes(f)}};
+  Session session(f, config);
+  std::vector<std::vector<TokenId>> got(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto id = session.engine().add_request(requests[i], [&, i](const RequestOutput& o) {
+      got[i].insert(got[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+    });
+    ASSERT_TRUE(id) << id.status().message();
+  }
+  while (session.engine().step()) {
+    session.check();
+    if (::testing::Test::HasFailure()) return;
+  }
+  const EngineMetrics m = session.engine().metrics();
+  std::printf("%llu preemptions, %llu prompt tokens loaded from the host tier\n",
+              static_cast<unsigned long long>(m.preemptions_total),
+              static_cast<unsigned long long>(m.prefix_cache_tier_hits_tokens_total));
+  EXPECT_GT(m.preemptions_total, 0u);
+  EXPECT_GT(m.prefix_cache_tier_hits_tokens_total, 0u) << "a resumed request loaded its blocks from the host tier";
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i], reference(f, config, requests[i]).tokens) << "request " << i;
+  }
 }
 
 // Randomized: requests from four shared system prompts arrive in waves into a tiny pool, a host tier of

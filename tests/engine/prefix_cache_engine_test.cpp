@@ -26,32 +26,10 @@ std::vector<TokenId> concat(std::vector<TokenId> a, std::span<const TokenId> b) 
   return a;
 }
 
-// One engine kept across requests (its cache persists); each request is traced like test::trace_request.
-class Session {
+// One engine kept across requests (its cache persists).
+class Session : public test::EngineSession {
  public:
-  Session(Fixture& f, EngineConfig config) {
-    auto e = Engine::create(*f.model, *f.tokenizer, f.pool, config);
-    EXPECT_TRUE(e) << e.status().message();
-    engine_ = std::move(e).value();
-  }
-  test::EngineTrace run(RequestParams params) {
-    test::EngineTrace trace;
-    params.on_logits = [&](size_t position, std::span<const float> logits) {
-      trace.logits[position].assign(logits.begin(), logits.end());
-    };
-    auto result = generate(*engine_, std::move(params));
-    EXPECT_TRUE(result) << result.status().message();
-    if (!result) return trace;
-    trace.tokens = result->tokens;
-    trace.result = *result;
-    const Status s = engine_->kv().check_invariants();
-    EXPECT_TRUE(s.is_ok()) << s.message();
-    return trace;
-  }
-  Engine& engine() { return *engine_; }
-
- private:
-  std::unique_ptr<Engine> engine_;
+  Session(Fixture& f, const EngineConfig& config) : EngineSession(*f.model, *f.tokenizer, f.pool, config) {}
 };
 
 // The same request on a fresh engine without a prefix cache: the reference.
