@@ -40,6 +40,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
                       .prefix_caching = !options.no_prefix_cache};
   apply_kv_precision(kv, config);
   config.kv_tiers = parse_kv_tier_options(options.tiers);
+  config.kv_preempt = parse_kv_preempt_option(options.tiers);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");

@@ -91,6 +91,7 @@ EngineConfig engine_config(const ServeOptions& options) {
     config.kv_memory_bytes = *budget;
   }
   config.kv_tiers = parse_kv_tier_options(options.tiers);
+  config.kv_preempt = parse_kv_preempt_option(options.tiers);
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   return config;
 }

@@ -16,6 +16,17 @@ void add_kv_tier_options(CLI::App& command, KvTierOptions& options) {
   command.add_option("--kv-disk-size", options.disk_size, "Byte budget of the --kv-disk tier (LRU beyond it)")
       ->needs(disk)
       ->capture_default_str();
+  command
+      .add_option("--kv-preempt", options.preempt,
+                  "A request preempted for lack of KV blocks: swap its blocks to the --kv-host tier and back (swap), "
+                  "let them go and compute what the prefix cache lost again (recompute), or whichever the measured "
+                  "copy bandwidth and prefill rate say is cheaper (auto; recompute without a host tier)")
+      ->check(CLI::IsMember({"auto", "swap", "recompute"}))
+      ->capture_default_str();
+}
+
+KvPreemptMode parse_kv_preempt_option(const KvTierOptions& options) {
+  return *kv_preempt_mode_from_name(options.preempt);  // CLI11 checked the name
 }
 
 KvTierConfig parse_kv_tier_options(const KvTierOptions& options) {

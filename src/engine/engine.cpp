@@ -8,6 +8,9 @@ namespace {
 
 double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
 
+// Steps of at least this many tokens measure the prefill rate (fewer are decode steps, slower per token).
+constexpr size_t kPrefillRateTokens = 32;
+
 // An MLA latent cache (deepseek2) holds every position of a sequence: windows and eviction, which leave holes or move
 // rows, are not implemented for it (the expanded attention form reads every cached slot).
 Status mla_refuses(const std::string& what) {
@@ -21,6 +24,10 @@ Status EngineConfig::validate() const {
   if (max_seqs == 0) return Status::invalid_argument("max seqs must be positive, got 0");
   if (kv_memory_bytes && kv_blocks)
     return Status::invalid_argument("give a KV memory budget or a block count, not both");
+  if (kv_preempt == KvPreemptMode::kSwap && kv_tiers.host_bytes == 0) {
+    return Status::invalid_argument(
+        "--kv-preempt swap keeps a preempted request's KV in the host tier, but there is none: give --kv-host");
+  }
   if (kv_window > 0 && kv_layout == KvLayout::kContiguous) {
     return Status::invalid_argument(
         fmt::format("a KV window ({} tokens) needs the paged layout: a contiguous block is never let go", kv_window));
@@ -167,18 +174,33 @@ void Engine::run_transfers() {
   if (kv.pending_transfers().empty()) return;
   std::vector<std::byte>& bytes = transfer_buffer_;
   bytes.resize(storages_[0].block_bytes());
+  const auto start = std::chrono::steady_clock::now();
+  size_t moved = 0;  // bytes copied between the pool and the host tier
   for (const KvBlockTransfer& t : kv.pending_transfers()) {
-    if (t.kind == KvBlockTransfer::Kind::kDemote) {
-      if (tiers_->holds(t.hash, t.tokens) && tiers_->on_disk(t.hash, t.tokens)) continue;
-      storages_[0].read_block(t.block, bytes);
-      tiers_->demote(t.hash, t.tokens, bytes);
-    } else {
-      const Status loaded = tiers_->load(t.hash, bytes);  // pinned since the lookup: held
-      KVS_ASSERT(loaded.is_ok(), "a pinned host tier block failed to load: {}", loaded.message());
-      storages_[0].write_block(t.block, bytes);
+    const bool held = t.kind != KvBlockTransfer::Kind::kLoad && tiers_->holds(t.hash, t.tokens);
+    switch (t.kind) {
+      case KvBlockTransfer::Kind::kDemote:
+        if (held && (tiers_->disk() == nullptr || tiers_->on_disk(t.hash, t.tokens))) continue;
+        storages_[0].read_block(t.block, bytes);
+        tiers_->demote(t.hash, t.tokens, bytes);
+        break;
+      case KvBlockTransfer::Kind::kKeep:  // a block of a swapped-out sequence: no copy when the tier holds it
+        if (!held) storages_[0].read_block(t.block, bytes);
+        (void)tiers_->keep(t.hash, t.tokens, held ? std::span<const std::byte>() : bytes);  // else recomputed
+        if (held) continue;
+        break;
+      case KvBlockTransfer::Kind::kLoad: {
+        const Status loaded = tiers_->load(t.hash, bytes);  // pinned since the lookup: held
+        KVS_ASSERT(loaded.is_ok(), "a pinned host tier block failed to load: {}", loaded.message());
+        storages_[0].write_block(t.block, bytes);
+        break;
+      }
     }
+    moved += bytes.size();
   }
   kv.transfers_done();
+  scheduler_.preemption_costs().copy_bytes.observe(static_cast<double>(moved),
+                                                   seconds_between(start, std::chrono::steady_clock::now()));
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -188,7 +210,9 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       config_(config),
       layers_(std::move(layout.layers)),
       kv_(std::move(kv)),
-      scheduler_({.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs}, *kv_),
+      scheduler_(
+          {.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs, .preempt = config.kv_preempt},
+          *kv_),
       runner_(model.make_runner(pool, config.mla_form)),
       evictor_(model.config()) {
   storages_.reserve(layout.groups.size());
@@ -478,7 +502,13 @@ bool Engine::step() {
   build_model_input(plan.chunks, *kv_, layers_, input_);
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(input_.logits_for.size() * vocab);
+  const auto forward_start = std::chrono::steady_clock::now();
   runner_->forward(input_.view(), storages_, logits_);
+  // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
+  if (input_.tokens.size() >= kPrefillRateTokens) {
+    scheduler_.preemption_costs().recompute_tokens.observe(
+        static_cast<double>(input_.tokens.size()), seconds_between(forward_start, std::chrono::steady_clock::now()));
+  }
   recorder_.totals().step_tokens.observe(static_cast<double>(input_.tokens.size()));
 
   // Account, sample, stream. Outputs go out after the bookkeeping so a sink sees a consistent engine.
@@ -510,6 +540,11 @@ EngineMetrics Engine::metrics() const {
   m.kv_evicted_tokens_total = kv_->num_evicted_total();
   m.kv_usage_ratio = u.blocks_total ? static_cast<double>(u.blocks_used) / static_cast<double>(u.blocks_total) : 0.0;
   m.preemptions_total = scheduler_.num_preemptions();
+  m.preemptions_swapped_total = scheduler_.num_swapped();
+  m.preempted_tokens_recomputed_total = scheduler_.num_recomputed_tokens();
+  const PreemptionCosts& costs = scheduler_.preemption_costs();
+  m.kv_copy_bytes_per_second = costs.copy_bytes.per_second();
+  m.recompute_tokens_per_second = costs.recompute_tokens.per_second();
   m.kv_blocks_cached_idle = u.blocks_cached_idle;
   const PrefixCacheStats p = kv_->prefix_stats();
   m.prefix_cache_queries_tokens_total = p.queried_tokens;

@@ -45,6 +45,7 @@ struct EngineConfig {
   KvPolicyParams kv_policy = {};      // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
   MlaForm mla_form = MlaForm::kAuto;  // --mla-form: how an MLA model attends (model.h)
   KvTierConfig kv_tiers = {};         // --kv-host, --kv-disk, --kv-disk-size: offload tiers below the pool
+  KvPreemptMode kv_preempt = KvPreemptMode::kAuto;  // --kv-preempt: swap a preempted request or recompute it
 
   Status validate() const;
 };

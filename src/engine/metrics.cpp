@@ -138,8 +138,18 @@ std::string to_prometheus(const EngineMetrics& m) {
   kv_tier_metrics(out, m.kv_tiers);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
   counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
-  counter(out, "preemptions_total", "Requests preempted for lack of KV blocks (recomputed later).",
-          m.preemptions_total);
+  counter(out, "preemptions_total", "Requests preempted for lack of KV blocks.", m.preemptions_total);
+  counter(out, "preemptions_swapped_total",
+          "Of the preemptions, those whose KV was swapped to the host tier (the others are recomputed).",
+          m.preemptions_swapped_total);
+  counter(out, "preempted_tokens_recomputed_total",
+          "Tokens preempted requests had computed and computed again when they resumed.",
+          m.preempted_tokens_recomputed_total);
+  gauge(out, "kv_copy_bytes_per_second",
+        "Measured copy bandwidth between the KV pool and the host tier (what a swap costs; 0: none yet).",
+        m.kv_copy_bytes_per_second);
+  gauge(out, "recompute_tokens_per_second", "Measured prefill rate (what recomputing costs; 0: none yet).",
+        m.recompute_tokens_per_second);
   counter(out, "requests_finished_total", "Requests that finished (stop, length, EOS).", m.requests_finished_total);
   counter(out, "requests_aborted_total", "Requests cancelled by their client.", m.requests_aborted_total);
   histogram(out, "time_to_first_token_seconds", "Time from arrival to the first generated token.",

@@ -58,6 +58,10 @@ struct EngineMetrics {
   uint64_t prompt_tokens_total = 0;
   uint64_t generation_tokens_total = 0;
   uint64_t preemptions_total = 0;
+  uint64_t preemptions_swapped_total = 0;          // of those, swapped to the host tier (the rest recomputed)
+  uint64_t preempted_tokens_recomputed_total = 0;  // tokens resumed requests computed again
+  double kv_copy_bytes_per_second = 0.0;           // measured pool <-> host tier copies (0: none yet)
+  double recompute_tokens_per_second = 0.0;        // measured prefill rate (0: no prefill step yet)
   uint64_t requests_finished_total = 0;
   uint64_t requests_aborted_total = 0;
   Histogram time_to_first_token_seconds;

@@ -104,15 +104,16 @@ struct SequenceState {
   std::vector<TokenId> tokens;  // prompt + generated
   size_t num_prompt_tokens = 0;
   size_t num_preemptions = 0;
-  bool all_logits = false;        // the batch computes logits for each of its tokens, not only a chunk's last
-  bool use_prefix_cache = true;   // look up cached prefixes when admitted
-  uint32_t prefix_namespace = 0;  // the KV manager's namespace of its cache salt
-  size_t kv_window = 0;           // > 0: its own sliding window (RequestParams::kv_window)
-  size_t kv_budget = 0;           // > 0: an eviction policy holds its cache to this many slots
-  SlotMass slot_mass = {};        // where attention adds the mass its slots receive (heavy hitters)
-  size_t num_cached_tokens = 0;   // tokens the prefix cache supplied at its first admission
-  size_t num_forks = 0;           // samples forked from it once its prompt is computed (seats held for them)
-  bool kv_loading = false;        // blocks of its prefix are on their way from disk: not admitted until they are
+  size_t computed_at_preemption = 0;  // tokens it had computed when last preempted, until it resumes
+  bool all_logits = false;            // the batch computes logits for each of its tokens, not only a chunk's last
+  bool use_prefix_cache = true;       // look up cached prefixes when admitted
+  uint32_t prefix_namespace = 0;      // the KV manager's namespace of its cache salt
+  size_t kv_window = 0;               // > 0: its own sliding window (RequestParams::kv_window)
+  size_t kv_budget = 0;               // > 0: an eviction policy holds its cache to this many slots
+  SlotMass slot_mass = {};            // where attention adds the mass its slots receive (heavy hitters)
+  size_t num_cached_tokens = 0;       // tokens the prefix cache supplied at its first admission
+  size_t num_forks = 0;               // samples forked from it once its prompt is computed (seats held for them)
+  bool kv_loading = false;            // blocks of its prefix are on their way from disk: not admitted until they are
 };
 
 struct Request : SequenceState {

@@ -5,7 +5,14 @@
 namespace kvs {
 
 void Scheduler::preempt(SequenceState* victim, SchedulePlan& plan) {
-  kv_.free(victim->id);  // its computed count is now 0
+  const size_t computed = num_computed(*victim);
+  // A swap is found again by the victim's prefix lookup: only a sequence that looks its prefix up swaps.
+  const bool swapped = victim->use_prefix_cache &&
+                       prefer_swap(config_.preempt, costs_, kv_.bytes_held(victim->id), computed) &&
+                       kv_.swap_out(victim->id);
+  if (!swapped) kv_.free(victim->id);  // its computed count is now 0
+  victim->computed_at_preemption = computed;
+  num_swapped_ += swapped;
   ++victim->num_preemptions;
   ++num_preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
@@ -74,6 +81,8 @@ SchedulePlan Scheduler::schedule() {
     const size_t n = std::min({r->num_tokens() - cached, budget, room_in_budget(*r)});
     if (!kv_.begin(r->id, r->tokens, r->prefix_namespace, match, n, r->kv_window, r->kv_budget > 0)) break;
     if (r->num_preemptions == 0) r->num_cached_tokens = cached;
+    num_recomputed_tokens_ += r->computed_at_preemption - std::min(r->computed_at_preemption, cached);
+    r->computed_at_preemption = 0;
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(r);
     seats += 1 + r->num_forks;

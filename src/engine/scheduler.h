@@ -1,7 +1,9 @@
 // Iteration-level scheduling (continuous batching with chunked prefill). Each step:
 //   1. running sequences, oldest admission first, get min(uncomputed, budget) tokens; when the KV
-//      pool cannot hold them, the most recently admitted running sequence is preempted (its blocks
-//      freed, so its computed count is 0; it is recomputed when resumed);
+//      pool cannot hold them, the most recently admitted running sequence is preempted: its blocks are
+//      freed (its computed count is 0), after a swap to the host tier where SchedulerConfig::preempt
+//      chooses it (engine/preemption.h); when it resumes, its prefix match finds what was kept and the
+//      rest is recomputed;
 //   2. waiting sequences are admitted in arrival order while the token budget, max_seqs (counting
 //      the samples a sequence will fork, unless it would run alone) and the KV pool allow (a long prompt takes several
 //      steps: chunked prefill). A waiting sequence holds no blocks; it begins from the longest cached prefix of its
@@ -18,14 +20,16 @@
 #include <deque>
 #include <vector>
 
+#include "engine/preemption.h"
 #include "engine/request.h"
 #include "kv/hybrid_kv_manager.h"
 
 namespace kvs {
 
 struct SchedulerConfig {
-  size_t max_batch_tokens = 512;  // tokens per step, all sequences together
-  size_t max_seqs = 32;           // running sequences at once
+  size_t max_batch_tokens = 512;                 // tokens per step, all sequences together
+  size_t max_seqs = 32;                          // running sequences at once
+  KvPreemptMode preempt = KvPreemptMode::kAuto;  // swap or recompute a victim (swap needs offload tiers)
 };
 
 struct ScheduledChunk {
@@ -62,6 +66,12 @@ class Scheduler {
   const std::vector<SequenceState*>& running() const { return running_; }
   const std::deque<SequenceState*>& waiting() const { return waiting_; }
   size_t num_preemptions() const { return num_preemptions_; }
+  size_t num_swapped() const { return num_swapped_; }  // of the preemptions, those swapped to the host tier
+  // Tokens resumed sequences computed again: what they had computed when preempted and their match lacked.
+  uint64_t num_recomputed_tokens() const { return num_recomputed_tokens_; }
+  // The measured rates KvPreemptMode::kAuto chooses by (the engine observes into them).
+  PreemptionCosts& preemption_costs() { return costs_; }
+  const PreemptionCosts& preemption_costs() const { return costs_; }
 
  private:
   void preempt(SequenceState* victim, SchedulePlan& plan);
@@ -76,6 +86,9 @@ class Scheduler {
   std::vector<SequenceState*> running_;  // admission order: the back is preempted first
   std::deque<SequenceState*> waiting_;
   size_t num_preemptions_ = 0;
+  size_t num_swapped_ = 0;
+  uint64_t num_recomputed_tokens_ = 0;
+  PreemptionCosts costs_;
 };
 
 }  // namespace kvs

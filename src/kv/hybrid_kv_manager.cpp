@@ -19,6 +19,7 @@ PrefixMatch truncate_match(const PrefixMatch& match, size_t num_tokens, size_t b
   if (rest > 0) {
     m.partial_source = full < match.blocks.size() ? match.blocks[full] : match.partial_source;
     m.partial_tokens = rest;
+    m.partial_hash = match.partial_hash;  // a kept partial block in the host tier, loaded whole
   }
   return m;
 }
@@ -124,6 +125,8 @@ void HybridKvManager::commit(SeqId seq, std::span<const TokenId> tokens) {
 void HybridKvManager::free(SeqId seq) {
   for (const auto& group : groups_) group->free(seq);
 }
+
+bool HybridKvManager::swap_out(SeqId seq) { return groups_.size() == 1 && groups_[0]->swap_out(seq); }
 
 size_t HybridKvManager::blocks_held_in(size_t g, SeqId seq) const {
   if (!contains(seq)) return 0;

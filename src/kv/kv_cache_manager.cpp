@@ -94,7 +94,25 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
     parent_hash = hash;
   }
   if (m.tier_hashes.empty()) add_partial_match(m, tokens, parent, limit);
+  if (tiers_ != nullptr) add_tier_partial_match(m, tokens, parent_hash, limit);
   return m;
+}
+
+void KvCacheManager::add_tier_partial_match(PrefixMatch& m, std::span<const TokenId> tokens,
+                                            const BlockHash& parent_hash, size_t limit) const {
+  const size_t bs = block_size(), next = (m.blocks.size() + m.tier_hashes.size()) * bs, unit = partial_copy_unit();
+  if (next >= limit) return;
+  // A kept partial block holds the whole copy units its sequence had computed: try each length, longest first.
+  for (size_t n = std::min(bs - 1, limit - next) / unit * unit; n > m.partial_tokens; n -= unit) {
+    const std::span<const TokenId> partial = tokens.subspan(next, n);
+    const BlockHash hash = config_.hasher(parent_hash, partial);
+    if (tiers_->holds(hash, partial)) {
+      m.partial_source = kNullBlock;
+      m.partial_tokens = n;
+      m.partial_hash = hash;
+      return;
+    }
+  }
 }
 
 void KvCacheManager::add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent,
@@ -155,7 +173,8 @@ bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t window
   // Blocks the match takes off the free list are not free for the new ones.
   size_t taken_idle = 0;
   for (BlockId b : blocks_taken(match, window)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
-  if (match.partial_tokens > 0) taken_idle += pool_.meta(match.partial_source).ref_count == 0;
+  if (match.partial_tokens > 0 && !match.partial_in_tier())
+    taken_idle += pool_.meta(match.partial_source).ref_count == 0;
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   if (fresh_blocks + taken_idle > pool_.num_free_blocks()) return false;
   return !tail_block(cached + n) || tails_.num_free() > 0;
@@ -176,28 +195,34 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
-  KVS_ASSERT(match.tier_hashes.empty() || (tiers_ != nullptr && match.partial_tokens == 0 && window == 0 && !evicts),
-             "a match of {} tier blocks with a partial block, a window or no tiers", match.tier_hashes.size());
+  const bool from_tier = !match.tier_hashes.empty() || match.partial_in_tier();
+  KVS_ASSERT(!from_tier || (tiers_ != nullptr && window == 0 && !evicts &&
+                            (match.tier_hashes.empty() || match.partial_source == kNullBlock)),
+             "a match of {} tier blocks with a partial block in the pool, a window or no tiers",
+             match.tier_hashes.size());
   const std::optional<size_t> tail = tail_block(cached + n);  // a fresh block: the match's are whole groups
 
   PinnedBlocks shared = PinnedBlocks::retain(pool_, taken);
   // The copy's source is pinned before the allocation, which could otherwise evict it.
-  if (match.partial_tokens > 0) copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1)));
+  const bool pool_partial = match.partial_tokens > 0 && !match.partial_in_tier();
+  if (pool_partial) copy_sources_.append(PinnedBlocks::retain(pool_, std::span(&match.partial_source, 1)));
   std::optional<PinnedBlocks> fresh = allocate(fresh_blocks);
   KVS_ASSERT(fresh.has_value(), "{} blocks were free but allocation failed", fresh_blocks);
-  if (match.partial_tokens > 0) {
+  if (pool_partial) {
     pending_copies_.push_back(
         {.source = match.partial_source, .destination = fresh->blocks()[0], .num_slots = match.partial_tokens});
   }
-  for (size_t i = 0; i < match.tier_hashes.size(); ++i) {  // the first fresh blocks take the tier's bytes
-    const BlockHash& hash = match.tier_hashes[i];
+  // The first fresh blocks take the tier's bytes: its full blocks, then a kept partial block.
+  const auto load = [&](size_t i, const BlockHash& hash, size_t num_tokens) {
     KVS_ASSERT(tiers_->pin(hash), "a block the host tier held at the lookup is gone");
-    const std::span<const TokenId> block_tokens = tokens.subspan((match.blocks.size() + i) * bs, bs);
+    const std::span<const TokenId> block_tokens = tokens.subspan((match.blocks.size() + i) * bs, num_tokens);
     pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kLoad,
                                   .block = fresh->blocks()[i],
                                   .hash = hash,
                                   .tokens = {block_tokens.begin(), block_tokens.end()}});
-  }
+  };
+  for (size_t i = 0; i < match.tier_hashes.size(); ++i) load(i, match.tier_hashes[i], bs);
+  if (match.partial_in_tier()) load(match.tier_hashes.size(), match.partial_hash, match.partial_tokens);
   BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window, evicts)).first->second;
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
@@ -211,9 +236,10 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   if (config_.prefix_caching) {
     stats_.queried_tokens += tokens.size();
     stats_.hit_tokens += cached;
-    stats_.copied_tokens += match.partial_tokens;
-    stats_.tier_hit_tokens += match.tier_hashes.size() * bs;
+    stats_.copied_tokens += pool_partial ? match.partial_tokens : 0;
+    stats_.tier_hit_tokens += match.tier_hashes.size() * bs + (match.partial_in_tier() ? match.partial_tokens : 0);
   }
+  release_kept(seq);  // what a swap kept of it was just found (or, where the host tier dropped it, is recomputed)
   return true;
 }
 
@@ -341,7 +367,55 @@ void KvCacheManager::drop_blocks_before_window(BlockTable& t) {
   }
 }
 
+void KvCacheManager::release_kept(SeqId seq) {
+  auto it = kept_.find(seq.value);
+  if (it == kept_.end()) return;
+  for (const BlockHash& hash : it->second) tiers_->release_kept(hash);
+  kept_.erase(it);
+}
+
+size_t KvCacheManager::blocks_to_keep(SeqId seq) const {
+  auto it = tables_.find(seq.value);
+  if (tiers_ == nullptr || it == tables_.end() || it->second.evicts()) return 0;
+  const size_t n = it->second.num_tokens();
+  return n / block_size() + (n % block_size() >= partial_copy_unit());
+}
+
+bool KvCacheManager::swap_out(SeqId seq) {
+  const size_t keep = blocks_to_keep(seq);
+  if (keep == 0) return false;
+  // Blocks pinned now, and those other swaps of this step will pin when their transfers run.
+  const size_t pending = static_cast<size_t>(std::ranges::count_if(
+      pending_transfers_, [](const KvBlockTransfer& t) { return t.kind == KvBlockTransfer::Kind::kKeep; }));
+  if (keep + pending > tiers_->room_to_keep()) return false;
+  release_kept(seq);
+  const BlockTable& t = table(seq);
+  const size_t bs = block_size(), full = t.num_tokens() / bs;
+  KVS_ASSERT(t.num_hashed() >= full, "sequence {} has {} full blocks but {} hashes", seq.value, full, t.num_hashed());
+  std::vector<BlockHash>& kept = kept_[seq.value];
+  const auto keep_block = [&](size_t i, size_t num_tokens, const BlockHash& hash) {
+    const std::span<const TokenId> block_tokens = t.tokens().subspan(i * bs, num_tokens);
+    pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kKeep,
+                                  .block = t.blocks()[i],
+                                  .hash = hash,
+                                  .tokens = {block_tokens.begin(), block_tokens.end()}});
+    kept.push_back(hash);
+  };
+  for (size_t i = 0; i < full; ++i) keep_block(i, bs, t.hash(i));
+  if (keep > full) {  // the partial last block, in whole copy units (a filling key group is recomputed)
+    const size_t n = t.num_tokens() % bs / partial_copy_unit() * partial_copy_unit();
+    keep_block(full, n, config_.hasher(parent_hash(t, full), t.tokens().subspan(full * bs, n)));
+  }
+  release_table(seq);
+  return true;
+}
+
 void KvCacheManager::free(SeqId seq) {
+  release_kept(seq);
+  release_table(seq);
+}
+
+void KvCacheManager::release_table(SeqId seq) {
   auto it = tables_.find(seq.value);
   if (it == tables_.end()) return;
   const BlockTable& t = it->second;

@@ -96,8 +96,12 @@ struct PrefixMatch {
   std::vector<BlockId> blocks = {};         // cached full blocks, in order: the sequence shares them
   std::vector<BlockHash> hashes = {};       // their chained hashes
   std::vector<BlockHash> tier_hashes = {};  // then full blocks the host tier holds: loaded into new blocks
-  BlockId partial_source = kNullBlock;  // a cached block whose first partial_tokens slots match next (no tier blocks)
+  // Then partial_tokens more: the first slots of partial_source, a cached block (when no tier blocks came
+  // before), or of a partial block a swap kept in the host tier (partial_source null), under partial_hash.
+  BlockId partial_source = kNullBlock;
   size_t partial_tokens = 0;
+  BlockHash partial_hash = {};
+  bool partial_in_tier() const { return partial_tokens > 0 && partial_source == kNullBlock; }
   size_t num_tokens(size_t block_size) const {
     return (blocks.size() + tier_hashes.size()) * block_size + partial_tokens;
   }
@@ -105,11 +109,13 @@ struct PrefixMatch {
 
 // A block's bytes moving between the pool and its offload tiers (kv/tiers/kv_tier_stack.h), for the
 // engine to perform in order before the next forward pass: a demotion reads a block the pool just took
-// for new content (its old content, under `hash`) into the tiers; a load writes a block the host tier
-// holds into a block a sequence begun from it (pinned in the host tier until transfers_done()). In order,
-// because a block can be demoted, loaded and demoted again within one step.
+// for new content (its old content, under `hash`) into the tiers; a keep reads a block of a sequence
+// swapped out (its full blocks, and its partial last one with the tokens it holds) into the host tier,
+// pinned there until the sequence begins again or is freed; a load writes a block the host tier holds into
+// a block a sequence begun from it (pinned in the host tier until transfers_done()). In order, because a
+// block can be demoted, loaded and demoted again within one step.
 struct KvBlockTransfer {
-  enum class Kind { kDemote, kLoad } kind = Kind::kDemote;
+  enum class Kind { kDemote, kKeep, kLoad } kind = Kind::kDemote;
   BlockId block = kNullBlock;
   BlockHash hash = {};
   std::vector<TokenId> tokens = {};
@@ -163,8 +169,15 @@ class KvCacheManager {
   // Records that `tokens` were written as the next positions of `seq`; blocks they fill are indexed.
   void commit(SeqId seq, std::span<const TokenId> tokens);
   // Releases every block of `seq` at once, the last block first, and forgets it (a partial last block
-  // stays findable for partial matches until evicted). Unknown ids are ignored.
+  // stays findable for partial matches until evicted), and what a swap kept of it. Unknown ids are ignored.
   void free(SeqId seq);
+  // Swap preemption (engine/preemption.h): free(seq), after asking for its blocks to be kept in the host tier
+  // (kKeep transfers: its full blocks and its partial last one, in whole copy units), pinned until it begins
+  // again (its prefix match then finds them) or is freed. False, with nothing done, without tiers, under an
+  // eviction policy, with no token computed, or when the host tier cannot pin that many more blocks.
+  [[nodiscard]] bool swap_out(SeqId seq);
+  // Blocks swap_out(seq) would keep.
+  size_t blocks_to_keep(SeqId seq) const;
 
   // Eviction (a sequence begun with evicts): its caller has compacted the K/V it keeps into its first
   // num_slots() - count slots (attention/compact_kv.h); the sequence now holds that many, and its blocks past
@@ -248,6 +261,14 @@ class KvCacheManager {
   }
   // match_prefix under a window: `limit` tokens at most.
   PrefixMatch match_windowed(std::span<const TokenId> tokens, uint32_t name_space, size_t limit);
+  // A partial block a swap kept in the host tier, continuing the match's whole blocks (whose last hash is
+  // `parent_hash`), if longer than the match's partial tokens.
+  void add_tier_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, const BlockHash& parent_hash,
+                              size_t limit) const;
+  // Lets go of what swap_out() kept of `seq`.
+  void release_kept(SeqId seq);
+  // free() without release_kept().
+  void release_table(SeqId seq);
   // The best partial match after `full` whole blocks whose last is `parent` (a root for 0), of at most
   // limit - full * block_size tokens, in whole copy units.
   void add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent, size_t limit);
@@ -276,6 +297,8 @@ class KvCacheManager {
   uint64_t num_copy_on_write_ = 0;
   uint64_t stats_evicted_tokens_ = 0;
   std::unordered_map<uint64_t, BlockTable> tables_;
+  std::unordered_map<uint64_t, std::vector<BlockHash>>
+      kept_;  // swapped-out sequence -> its blocks kept in the host tier
 };
 
 }  // namespace kvs

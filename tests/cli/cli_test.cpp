@@ -385,7 +385,10 @@ TEST(CliKv, ADiskTierCarriesAPromptAcrossProcessesAndCalcSizesItsFiles) {
            {{"--kv-disk-size", "1GiB"}, "--kv-disk-size requires --kv-disk"},
            {{"--kv-host", "12XB"}, "--kv-host 12XB: unknown unit 'XB'"},
            {{"--kv-host", "1KiB"}, "holds no block of 20480 bytes"},
-           {{"--kv-host", "1MiB", "--no-prefix-cache"}, "need the prefix cache on"}}) {
+           {{"--kv-host", "1MiB", "--no-prefix-cache"}, "need the prefix cache on"},
+           {{"--kv-preempt", "swap"}, "--kv-preempt swap keeps a preempted request's KV in the host tier"},
+           {{"--kv-preempt", "sideways", "--kv-host", "1MiB"},
+            "--kv-preempt: sideways not in {auto,swap,recompute}"}}) {
     std::vector<std::string> bad_args = {"run", "-p", "x", "-n", "4"};
     bad_args.insert(bad_args.end(), flags.begin(), flags.end());
     expect_clean_error(run_kvserve(bad_args, dir), says);

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include "default_model.h"
 #include "engine_trace.h"
@@ -30,6 +32,7 @@ using test::FaultyIo;
 test::EngineTrace reference(Fixture& f, EngineConfig config, RequestParams params) {
   config.prefix_caching = false;
   config.kv_tiers = {};
+  config.kv_preempt = KvPreemptMode::kAuto;
   config.kv_blocks = 0;
   return test::trace_request(*f.model, *f.tokenizer, f.pool, config, std::move(params));
 }
@@ -258,35 +261,157 @@ TEST(KvTiersEngine, TiersNeedThePagedLayoutAndThePrefixCache) {
   EXPECT_NE(no_cache.status().message().find("prefix cache"), std::string::npos) << no_cache.status().message();
 }
 
-// Preemption with a host tier: requests preempted for lack of blocks keep their full blocks cached; the
-// pool hands them to others (demoting them to the host tier), and a resumed request loads them back
-// instead of recomputing them (swap by the tiers). Every output equals the request run alone.
-TEST(KvTiersEngine, PreemptedRequestsResumeFromTheHostTier) {
-  Fixture f;
+// Preemption with a host tier (engine/preemption.h): six requests of 70 + 50 tokens, 64 tokens a step,
+// through a pool of 20 blocks. What one run of them gives: each request's generated ids, the engine's
+// figures, and the host tier's pins left at the end.
+struct PreemptionRun {
+  std::vector<std::vector<TokenId>> tokens;
+  EngineMetrics metrics;
+  size_t pinned_after = 0;
+};
+
+std::vector<RequestParams> preempted_requests(Fixture& f) {
   std::vector<RequestParams> requests;
   for (uint64_t i = 0; i < 6; ++i) requests.push_back(test::greedy_request(f.random_tokens(70, 500 + i), 50, false));
-  const EngineConfig config{
-      .max_batch_tokens = 64, .max_seqs = 6, .kv_blocks = 20, .kv_tiers = {.host_bytes = 200 * block_bytes(f)}};
+  return requests;
+}
+
+EngineConfig preemption_config(Fixture& f, KvPreemptMode mode, size_t host_blocks = 200,
+                               KvDTypes dtype = KvDType::kF32) {
+  return {.max_batch_tokens = 64,
+          .max_seqs = 6,
+          .kv_blocks = 20,
+          .kv_dtype = dtype,
+          .kv_tiers = {.host_bytes = host_blocks * block_bytes(f, dtype)},
+          .kv_preempt = mode};
+}
+
+// Runs the requests at once (invariants after every step); `on_step` may act between steps.
+PreemptionRun run_preempted(Fixture& f, const EngineConfig& config, const std::vector<RequestParams>& requests,
+                            const std::function<void(Engine&, const PreemptionRun&)>& on_step = {}) {
   Session session(f, config);
-  std::vector<std::vector<TokenId>> got(requests.size());
+  PreemptionRun run;
+  run.tokens.resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto id = session.engine().add_request(requests[i], [&, i](const RequestOutput& o) {
-      got[i].insert(got[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+    auto id = session.engine().add_request(requests[i], [&run, i](const RequestOutput& o) {
+      run.tokens[i].insert(run.tokens[i].end(), o.new_tokens.begin(), o.new_tokens.end());
     });
-    ASSERT_TRUE(id) << id.status().message();
+    EXPECT_TRUE(id) << id.status().message();
   }
   while (session.engine().step()) {
     session.check();
-    if (::testing::Test::HasFailure()) return;
+    if (::testing::Test::HasFailure()) return run;
+    if (on_step) on_step(session.engine(), run);
   }
-  const EngineMetrics m = session.engine().metrics();
-  std::printf("%llu preemptions, %llu prompt tokens loaded from the host tier\n",
+  run.metrics = session.engine().metrics();
+  run.pinned_after = session.engine().kv_tiers()->host().num_pinned();
+  const EngineMetrics& m = run.metrics;
+  std::printf("%s: %llu preemptions, %llu swapped, %llu tokens recomputed, %llu loaded from the host tier\n",
+              std::string(kv_preempt_mode_name(config.kv_preempt)).c_str(),
               static_cast<unsigned long long>(m.preemptions_total),
+              static_cast<unsigned long long>(m.preemptions_swapped_total),
+              static_cast<unsigned long long>(m.preempted_tokens_recomputed_total),
               static_cast<unsigned long long>(m.prefix_cache_tier_hits_tokens_total));
-  EXPECT_GT(m.preemptions_total, 0u);
-  EXPECT_GT(m.prefix_cache_tier_hits_tokens_total, 0u) << "a resumed request loaded its blocks from the host tier";
+  return run;
+}
+
+void expect_outputs_alone(Fixture& f, const EngineConfig& config, const std::vector<RequestParams>& requests,
+                          const PreemptionRun& run) {
+  EXPECT_GT(run.metrics.preemptions_total, 0u) << "the pool should force preemptions";
+  for (size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(run.tokens[i], reference(f, config, requests[i]).tokens) << "request " << i;
+  EXPECT_EQ(run.pinned_after, 0u) << "every swap's pins were released";
+}
+
+// Swap: every preempted request's blocks, its partial last one too, are kept in the host tier and loaded
+// back: nothing it had computed is computed again.
+TEST(KvTiersEngine, SwapPreemptionResumesWithNothingRecomputed) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  EXPECT_EQ(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
+  EXPECT_EQ(run.metrics.preempted_tokens_recomputed_total, 0u);
+  EXPECT_GT(run.metrics.prefix_cache_tier_hits_tokens_total, 0u);
+}
+
+// Recompute: nothing is copied at preemption; the pool's cache (and what it demotes) keeps what it can and
+// the partial blocks others took are computed again.
+TEST(KvTiersEngine, RecomputePreemptionComputesWhatThePoolLostAgain) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kRecompute);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  EXPECT_EQ(run.metrics.preemptions_swapped_total, 0u);
+  EXPECT_GT(run.metrics.preempted_tokens_recomputed_total, 0u);
+}
+
+// Keys quantized per channel, in groups of rows: a swap keeps the partial block's whole groups (the bits a
+// miss computes), and the filling group's rows, which wait in a key tail, are computed again.
+TEST(KvTiersEngine, SwapPreemptionOfInt8KeysRecomputesAtMostTheFillingGroup) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap, 200, KvDType::kInt8);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  const KvTensorFormat keys = kv_format(engine_kv_spec(*f.model, config)).k;
+  ASSERT_EQ(keys.scale_axis, KvScaleAxis::kPerChannel);
+  EXPECT_EQ(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
+  EXPECT_LE(run.metrics.preempted_tokens_recomputed_total, run.metrics.preemptions_total * (keys.group_size - 1));
+}
+
+// Auto measures both costs as it runs (copies between the pool and the host tier, prefill steps) and
+// chooses by them; either way the outputs are the requests' alone.
+TEST(KvTiersEngine, AutoPreemptionMeasuresBothCosts) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kAuto);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  EXPECT_GT(run.metrics.kv_copy_bytes_per_second, 0.0);
+  EXPECT_GT(run.metrics.recompute_tokens_per_second, 0.0);
+  EXPECT_LE(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
+}
+
+// A host tier of 4 blocks cannot pin a victim's 5 or more: swap falls back to recompute.
+TEST(KvTiersEngine, SwapFallsBackToRecomputeWhenTheHostTierCannotPinTheBlocks) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap, 4);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  EXPECT_LT(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
+  EXPECT_GT(run.metrics.preempted_tokens_recomputed_total, 0u);
+}
+
+// A request aborted while swapped out lets its pins go; the others finish as alone.
+TEST(KvTiersEngine, AbortingASwappedRequestReleasesItsPins) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap);
+  std::optional<SeqId> aborted;
+  size_t pinned_before = 0, pinned_after = 0;
+  const PreemptionRun run = run_preempted(f, config, requests, [&](Engine& engine, const PreemptionRun& so_far) {
+    if (aborted) return;
+    for (uint64_t id = 1; id <= requests.size(); ++id) {
+      // Waiting after it generated: preempted, and swapped out.
+      if (!engine.kv().contains(SeqId{id}) && !so_far.tokens[id - 1].empty()) {
+        aborted = SeqId{id};
+        pinned_before = engine.kv_tiers()->host().num_pinned();
+        engine.abort(*aborted);
+        pinned_after = engine.kv_tiers()->host().num_pinned();
+        return;
+      }
+    }
+  });
+  ASSERT_TRUE(aborted.has_value()) << "no request was preempted after it generated";
+  EXPECT_GT(pinned_before, pinned_after) << "its kept blocks were pinned, and are no longer";
+  EXPECT_EQ(run.pinned_after, 0u);
   for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(got[i], reference(f, config, requests[i]).tokens) << "request " << i;
+    if (i + 1 == aborted->value) continue;
+    EXPECT_EQ(run.tokens[i], reference(f, config, requests[i]).tokens) << "request " << i;
   }
 }
 

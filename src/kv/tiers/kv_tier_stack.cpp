@@ -53,6 +53,26 @@ void KvTierStack::persist(const BlockHash& hash, std::span<const TokenId> tokens
   if (disk_ && !disk_->contains(key(hash), tokens)) (void)disk_->store(key(hash), tokens, bytes);
 }
 
+bool KvTierStack::keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+  const TierBlockKey k = key(hash);
+  if (!host_->contains(k, tokens) && (bytes.empty() || !host_->store(k, tokens, bytes))) return false;
+  KVS_ASSERT(host_->pin(k), "a block just stored in the host tier is gone");
+  ++kept_[k];
+  return true;
+}
+
+void KvTierStack::release_kept(const BlockHash& hash) {
+  auto it = kept_.find(key(hash));
+  if (it == kept_.end()) return;
+  host_->unpin(it->first);
+  if (--it->second == 0) kept_.erase(it);
+}
+
+size_t KvTierStack::room_to_keep() const {
+  const size_t capacity = host_->stats().capacity_bytes / format_.block_bytes, pinned = host_->num_pinned();
+  return capacity > pinned ? capacity - pinned : 0;
+}
+
 bool KvTierStack::prefetch(const BlockHash& hash, std::span<const TokenId> tokens) {
   const TierBlockKey k = key(hash);
   if (prefetching_.contains(k)) return true;

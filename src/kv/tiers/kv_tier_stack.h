@@ -5,6 +5,8 @@
 //            so that the disk holds every demoted block across restarts;
 //   load     a block a sequence begins from is copied from the host tier into its pool block; the
 //            host entry is pinned from the lookup until the copy (pin/unpin), so nothing drops it;
+//   keep     swap preemption (engine/preemption.h): a preempted sequence's block (its partial last one too) goes
+//            into the host tier only, pinned until the sequence resumes or ends (release_kept);
 //   prefetch a block only the disk holds is read on the disk tier's thread and put into the host tier
 //            when done (poll), so a sequence waits for its prefix's reads while others compute.
 // Engine thread only (the disk tier's own thread is internal to it).
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "kv/tiers/disk_tier.h"
@@ -60,6 +63,13 @@ class KvTierStack {
   Status load(const BlockHash& hash, std::span<std::byte> out);
   // A block evicted from the pool: kept in the host tier, and written to the disk tier.
   void demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
+  // Swap: keeps a block in the host tier, pinned until release_kept(); `bytes` are stored unless it holds the
+  // block already (then they may be empty). False when it cannot (no room beside the pinned blocks).
+  bool keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
+  // Lets a kept block go (back to LRU order); a block whose keep() failed is ignored.
+  void release_kept(const BlockHash& hash);
+  // Blocks the host tier could still keep pinned: its capacity less the blocks pinned now.
+  size_t room_to_keep() const;
   // Writes a block to the disk tier unless it holds it (a pool block kept across a restart).
   void persist(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
   // Starts reading a block that only the disk tier holds; true while it is on the way (now or before).
@@ -85,7 +95,8 @@ class KvTierStack {
   TierFormat format_;
   std::unique_ptr<HostTier> host_;
   std::unique_ptr<DiskTier> disk_;
-  std::unordered_set<TierBlockKey, TierBlockKeyHash> prefetching_;  // reads on the way
+  std::unordered_set<TierBlockKey, TierBlockKeyHash> prefetching_;   // reads on the way
+  std::unordered_map<TierBlockKey, size_t, TierBlockKeyHash> kept_;  // swap pins held, by block
 };
 
 }  // namespace kvs
