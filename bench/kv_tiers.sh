@@ -11,8 +11,13 @@
 # Prints one Markdown row per configuration and round: wall time, generated tok/s, the share of prompt tokens
 # that came from a cache, TTFT p50 of the first and the last turn and over all turns.
 # Then preemption: PREEMPT_CLIENTS requests at a time, each a 16-token shared preamble and a 500-token
-# question, 128 tokens generated, into a pool of PREEMPT_BLOCKS blocks (a third of what they need), without
-# a tier (a preempted request recomputes what the pool evicted) and with a host tier (it loads it back).
+# question, PREEMPT_TOKENS tokens generated, into a pool of PREEMPT_BLOCKS blocks (a fraction of what they
+# need), so requests are preempted and the others grow into their blocks; the configurations alternate:
+#   no tier            recompute what the pool lost
+#   host, recompute    --kv-preempt recompute: what the pool evicted was demoted to the host tier and comes back
+#   host, swap         --kv-preempt swap: a victim's blocks (its partial last one too) are copied to the host tier
+#                      at once, pinned, and loaded back: nothing is recomputed
+#   host, auto         --kv-preempt auto: swap or recompute by the measured copy bandwidth and prefill rate
 #   bench/kv_tiers.sh [chat] [preempt]    (from the repository root, after make build; on an idle machine)
 set -euo pipefail
 bin=${KVSERVE:-build/kvserve}
@@ -32,6 +37,8 @@ ROUNDS=${ROUNDS:-2}
 PORT=${PORT:-18431}
 PREEMPT_CLIENTS=${PREEMPT_CLIENTS:-8}
 PREEMPT_BLOCKS=${PREEMPT_BLOCKS:-96}
+PREEMPT_TOKENS=${PREEMPT_TOKENS:-400}
+PREEMPT_PROMPT=${PREEMPT_PROMPT:-100}
 parts=${*:-chat preempt}
 tmp=$(mktemp -d)
 server_pid=
@@ -101,11 +108,11 @@ for round in $(seq "$ROUNDS"); do
 done
 fi
 
-# The preemption table: loadgen's RAG-like workload; the preemptions and the tokens loaded from the tier
-# come from /metrics.
+# The preemption table: loadgen's RAG-like workload; preemptions, swaps, recomputed tokens, tokens loaded from
+# the tier and the rates auto chooses by come from /metrics.
 preempt_row() {  # label
-  "$bin" loadgen --url "http://127.0.0.1:$PORT" --concurrency "$PREEMPT_CLIENTS" --requests $((2 * PREEMPT_CLIENTS)) \
-    --shared-prefix 16 --question-tokens 500 --max-tokens 128 --duration-limit 1200 --no-probe \
+  "$bin" loadgen --url "http://127.0.0.1:$PORT" --concurrency "$PREEMPT_CLIENTS" --requests "$PREEMPT_CLIENTS" \
+    --shared-prefix 16 --question-tokens "$PREEMPT_PROMPT" --max-tokens "$PREEMPT_TOKENS" --duration-limit 1200 --no-probe \
     --json "$tmp/load.json" >"$tmp/load.txt" 2>&1
   python3 - "$1" "$tmp/load.json" "http://127.0.0.1:$PORT/metrics" <<'EOF'
 import json, sys, urllib.request
@@ -113,27 +120,39 @@ label, path, url = sys.argv[1:4]
 level = json.load(open(path))["levels"][0]
 metrics = {}
 for line in urllib.request.urlopen(url).read().decode().splitlines():
-    if line and not line.startswith("#") and "{" not in line:
-        name, value = line.split()
+    if line and not line.startswith("#"):
+        name, value = line.rsplit(" ", 1)
         metrics[name] = float(value)
-print(f"| {label} | {level['requests_ok']} | {level['wall_seconds']:.1f} | {level['tokens_per_second']:.1f} "
-      f"| {int(metrics['kvserve_preemptions_total'])} | {int(metrics.get('kvserve_prefix_cache_tier_hits_tokens_total', 0))} "
+m = lambda name: metrics.get("kvserve_" + name, 0)
+# What each way cost, at the rates the engine measured: bytes copied between the pool and the host tier (in and
+# out) over the copy bandwidth; tokens computed again over the prefill rate.
+copied = m('kv_tier_bytes_in_total{tier="host"}') + m('kv_tier_bytes_out_total{tier="host"}')
+copy_rate, prefill = m("kv_copy_bytes_per_second"), m("recompute_tokens_per_second")
+recomputed = m("preempted_tokens_recomputed_total")
+copy_s = f"{1e3 * copied / copy_rate:.0f}" if copy_rate else "-"
+print(f"| {label} | {level['wall_seconds']:.1f} | {level['tokens_per_second']:.1f} "
+      f"| {int(m('preemptions_total'))} | {int(m('preemptions_swapped_total'))} | {int(recomputed)} "
+      f"| {int(m('prefix_cache_tier_hits_tokens_total'))} | {copied / 2**20:.0f} "
+      f"| {f'{copy_rate / 1e9:.1f}' if copy_rate else '-'} | {prefill:.0f} | {copy_s} | {1e3 * recomputed / prefill:.0f} "
       f"| {1e3 * level['ttft_p50_s']:.0f} | {1e3 * level['ttft_p99_s']:.0f} |")
 EOF
 }
 
 if [[ " $parts " == *" preempt "* ]]; then
   echo
-  echo "$PREEMPT_CLIENTS requests at a time (16-token shared preamble + 500 tokens of its own, 128 generated), a pool of $PREEMPT_BLOCKS blocks"
+  echo "$PREEMPT_CLIENTS requests at a time (16-token shared preamble + $PREEMPT_PROMPT tokens of its own, $PREEMPT_TOKENS generated)," \
+    "a pool of $PREEMPT_BLOCKS blocks"
   echo
-  echo "| configuration | requests | wall s | generated tok/s | preemptions | prompt tokens loaded from the tier | TTFT p50 (ms) | TTFT p99 (ms) |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| configuration | wall s | generated tok/s | preemptions | swapped | tokens recomputed | tokens loaded from the tier | MiB copied to/from the host tier | copy GB/s | prefill tok/s | copies (ms) | recomputing (ms) | TTFT p50 (ms) | TTFT p99 (ms) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for round in $(seq "$ROUNDS"); do
     start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS"
-    preempt_row "no tier: recompute (round $round)"
+    preempt_row "no tier (round $round)"
     stop_server
-    start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS" --kv-host "$HOST"
-    preempt_row "host $HOST: load back (round $round)"
-    stop_server
+    for mode in recompute swap auto; do
+      start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS" --kv-host "$HOST" --kv-preempt "$mode"
+      preempt_row "host $HOST, $mode (round $round)"
+      stop_server
+    done
   done
 fi
