@@ -422,9 +422,9 @@ TEST(KvTiersEngine, RandomizedConcurrentRequestsWithTinyPoolAndTierBudgets) {
   Fixture f;
   TempDir dir;
   const size_t bytes = block_bytes(f);
-  const EngineConfig config{
+  EngineConfig config{
       .max_batch_tokens = 48,
-      .max_seqs = 3,
+      .max_seqs = 4,
       .kv_blocks = 14,
       .kv_tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 24 * bytes}};
   std::mt19937_64 rng(2026);
@@ -435,10 +435,12 @@ TEST(KvTiersEngine, RandomizedConcurrentRequestsWithTinyPoolAndTierBudgets) {
     std::vector<TokenId> prompt = systems[rng() % systems.size()];
     const auto suffix = f.random_tokens(1 + rng() % 12, 1000 + i);
     prompt.insert(prompt.end(), suffix.begin(), suffix.end());
-    requests.push_back(test::greedy_request(prompt, 4 + rng() % 16, false));
+    requests.push_back(test::greedy_request(prompt, 4 + rng() % 32, false));
   }
+  // Preemptions swap in the first run and recompute after the restart.
   for (int restart = 0; restart < 2; ++restart) {
     SCOPED_TRACE("restart " + std::to_string(restart));
+    config.kv_preempt = restart == 0 ? KvPreemptMode::kSwap : KvPreemptMode::kRecompute;
     Session session(f, config);
     std::vector<std::vector<TokenId>> got(requests.size());
     size_t next = 0;
@@ -457,8 +459,13 @@ TEST(KvTiersEngine, RandomizedConcurrentRequestsWithTinyPoolAndTierBudgets) {
       if (!busy && next == requests.size()) break;
     }
     const EngineMetrics m = session.engine().metrics();
+    std::printf("%llu preemptions, %llu swapped\n", static_cast<unsigned long long>(m.preemptions_total),
+                static_cast<unsigned long long>(m.preemptions_swapped_total));
     EXPECT_EQ(m.kv_blocks_used, 0u);
     EXPECT_GT(m.kv_demoted_blocks_total, 0u);
+    EXPECT_GT(m.preemptions_total, 0u);
+    EXPECT_EQ(m.preemptions_swapped_total > 0, restart == 0);
+    EXPECT_EQ(session.engine().kv_tiers()->host().num_pinned(), 0u);
     for (size_t i = 0; i < requests.size(); ++i) {
       EXPECT_EQ(got[i], reference(f, config, requests[i]).tokens) << "request " << i;
     }
