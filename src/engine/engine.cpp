@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/tensor_parallel.h"
+
 namespace kvs {
 namespace {
 
@@ -117,6 +119,23 @@ Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                  const EngineConfig& config) {
+  auto engine = create_local(model, tokenizer, pool, config);
+  Communicator* comm = model.communicator();
+  if (!comm) return engine;
+  // Tensor parallelism: whatever happened here, the workers are waiting to hear it.
+  Status mine = engine ? Status::ok() : engine.status();
+  if (mine.is_ok() && config.kv_tiers.enabled()) {
+    mine = Status::unimplemented(
+        fmt::format("KV offload tiers with tensor parallelism (--tp {}) are not supported yet", comm->size()));
+  }
+  auto driver = TensorParallelDriver::start(*comm, mine.is_ok() ? &(*engine)->kv_groups_ : nullptr, mine);
+  if (!driver) return driver.status();
+  (*engine)->tp_ = std::move(driver).value();
+  return engine;
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                                       const EngineConfig& config) {
   auto layout = engine_kv_layout(model, config);
   if (!layout) return layout.status();
   auto kv = HybridKvManager::create(layout->groups);
@@ -124,7 +143,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
   KVS_RETURN_IF_ERROR(engine->check_policy(config.kv_policy.resolved(engine->kv_->block_size())));
-  if (config.kv_tiers.enabled()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
+  if (config.kv_tiers.enabled() && !model.communicator()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
   return engine;
 }
 
@@ -151,6 +170,7 @@ Status Engine::attach_tiers() {
 }
 
 Engine::~Engine() {
+  if (tp_) tp_->stop();  // the workers return
   if (!tiers_ || !tiers_->disk()) return;
   std::vector<std::byte> bytes(storages_[0].block_bytes());
   kv_->group(0).for_each_cached_full_block([&](BlockId block, const BlockHash& hash, std::span<const TokenId> tokens) {
@@ -217,11 +237,18 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       evictor_(model.config()) {
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+  kv_groups_ = layout.groups;
 }
 
 Status Engine::check_policy(const KvPolicyParams& policy) const {
   if (!policy.evicts()) return Status::ok();
   const std::string what = policy.describe();
+  if (model_.tensor_parallel_size() > 1 && make_kv_eviction_policy(policy)->needs_scores()) {
+    return Status::unimplemented(fmt::format(
+        "the KV policy {} ranks tokens by attention scores, which are not gathered across tensor-parallel ranks (--tp "
+        "{}) yet",
+        what, model_.tensor_parallel_size()));
+  }
   if (model_.config().is_mla()) return mla_refuses(fmt::format("the KV policy {}", what));
   if (config_.kv_layout != KvLayout::kPaged)
     return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
@@ -469,7 +496,8 @@ bool Engine::step() {
   if (requests_.empty()) return false;
   // Caches at their budget make room first: the blocks they free are free for this step.
   for (SequenceState* seq : scheduler_.running()) {
-    if (evictor_.evict_if_full(as_request(seq), *kv_, storages_) > 0) ++recorder_.totals().kv_evictions_total;
+    if (evictor_.evict_if_full(as_request(seq), *kv_, storages_, tp_.get()) > 0)
+      ++recorder_.totals().kv_evictions_total;
   }
   if (tiers_) prefetch_waiting();
   SchedulePlan plan = scheduler_.schedule();
@@ -492,6 +520,7 @@ bool Engine::step() {
     for (const KvBlockCopy& c : kv_->group(g).pending_copies()) {
       storages_[g].copy_slots(c.source, c.destination, c.num_slots);
       if (c.source_tail != kNoKeyTail) storages_[g].copy_key_tail(c.source_tail, c.destination_tail);
+      if (tp_) tp_->copy(g, c);
     }
     kv_->group(g).copies_done();
   }
@@ -503,7 +532,9 @@ bool Engine::step() {
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(input_.logits_for.size() * vocab);
   const auto forward_start = std::chrono::steady_clock::now();
-  runner_->forward(input_.view(), storages_, logits_);
+  const ForwardBatch batch = input_.view();
+  if (tp_) tp_->forward(batch);  // the other ranks run their shards with this one
+  runner_->forward(batch, storages_, logits_);
   // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
   if (input_.tokens.size() >= kPrefillRateTokens) {
     scheduler_.preemption_costs().recompute_tokens.observe(

@@ -65,6 +65,8 @@ struct EngineKvLayout {
 };
 Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config);
 
+class TensorParallelDriver;
+
 class Engine {
  public:
   static Expected<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
@@ -108,6 +110,9 @@ class Engine {
   Status check_policy(const KvPolicyParams& policy) const;
   // Gives `r` its resolved policy (and scores), or says why it cannot have it.
   Status attach_policy(Request& r, const KvPolicyParams& policy) const;
+  // Engine::create without the tensor-parallel start.
+  static Expected<std::unique_ptr<Engine>> create_local(const Model& model, const Tokenizer& tokenizer,
+                                                        ThreadPool& pool, const EngineConfig& config);
   // Sets up config_.kv_tiers below the pool; a disk directory that cannot be used is logged and left out.
   Status attach_tiers();
   // Starts disk reads for the prefixes of waiting requests; marks those that wait for them.
@@ -120,11 +125,13 @@ class Engine {
   const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
-  KvLayerGroups layers_;                    // which pool each layer's K/V live in
-  std::unique_ptr<KvTierStack> tiers_;      // offload tiers below the pool (none unless configured)
-  std::vector<std::byte> transfer_buffer_;  // one block's bytes on their way to or from the tiers
-  std::unique_ptr<HybridKvManager> kv_;     // block accounting, per layer group
-  std::vector<KvStorage> storages_;         // [layer group]: the K/V bytes its blocks index
+  KvLayerGroups layers_;                      // which pool each layer's K/V live in
+  std::unique_ptr<KvTierStack> tiers_;        // offload tiers below the pool (none unless configured)
+  std::vector<std::byte> transfer_buffer_;    // one block's bytes on their way to or from the tiers
+  std::unique_ptr<HybridKvManager> kv_;       // block accounting, per layer group
+  std::unique_ptr<TensorParallelDriver> tp_;  // a model split over ranks: what rank 0 sends the others
+  std::vector<KvStorage> storages_;           // [layer group]: the K/V bytes its blocks index
+  std::vector<KvCacheConfig> kv_groups_;      // [layer group]: what its pool was made of
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id

@@ -1,5 +1,6 @@
 #include "engine/kv_evictor.h"
 
+#include "engine/tensor_parallel.h"
 #include "tensor/ops.h"
 
 namespace kvs {
@@ -8,7 +9,8 @@ KvEvictor::KvEvictor(const ModelConfig& config)
     : rotation_{.inv_freq = config.rope_frequencies(), .neox = config.rope_style == RopeStyle::kNeox},
       num_rows_(config.num_layers * config.num_kv_heads) {}
 
-size_t KvEvictor::evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages) {
+size_t KvEvictor::evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages,
+                                TensorParallelDriver* tp) {
   if (!r.kv_policy || !kv.contains(r.id)) return 0;
   const KvPolicyParams& p = r.kv_policy->params();
   const size_t slots = kv.num_slots(r.id), computed = kv.num_tokens(r.id);
@@ -22,7 +24,10 @@ size_t KvEvictor::evict_if_full(Request& r, HybridKvManager& kv, std::span<KvSto
     policy.select(slots, policy.needs_scores() ? std::span<const double>(scores_) : std::span<const double>(),
                   kept_[row]);
   }
-  for (size_t g = 0; g < storages.size(); ++g) compact_kv(storages[g], kv.group(g).block_table(r.id), kept_, rotation_);
+  for (size_t g = 0; g < storages.size(); ++g) {
+    compact_kv(storages[g], kv.group(g).block_table(r.id), kept_, rotation_);
+    if (tp) tp->compact(g, kv.group(g).block_table(r.id), kept_);
+  }
   if (r.kv_scores) r.kv_scores->compact(kept_);
   const size_t evicted = slots - p.keep();
   if (r.params.on_eviction) r.params.on_eviction({.num_tokens = computed, .num_slots = slots, .kept = kept_});

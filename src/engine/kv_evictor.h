@@ -16,12 +16,16 @@
 
 namespace kvs {
 
+class TensorParallelDriver;
+
 class KvEvictor {
  public:
   explicit KvEvictor(const ModelConfig& config);
 
-  // Evicts from `r`'s cache if it is full; returns the tokens evicted (0: none).
-  size_t evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages);
+  // Evicts from `r`'s cache if it is full; returns the tokens evicted (0: none). `tp`: the compactions are also
+  // sent to the other tensor-parallel ranks (their storages hold the other KV heads).
+  size_t evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages,
+                       TensorParallelDriver* tp = nullptr);
 
  private:
   KeyRotation rotation_;  // the model's RoPE, to move keys to their new positions

@@ -8,10 +8,12 @@
 
 namespace kvs {
 
-DecoderForward::DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool)
+DecoderForward::DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool,
+                               Communicator* tp)
     : config_(config),
       weights_(weights),
       pool_(pool),
+      tp_(tp != nullptr && tp->size() > 1 ? tp : nullptr),
       attention_(pool,
                  {.num_heads = config.num_heads, .num_kv_heads = config.num_kv_heads, .head_dim = config.head_dim}) {}
 
@@ -23,8 +25,8 @@ size_t DecoderForward::begin(const ForwardBatch& batch, std::span<const KvStorag
              "{} KV storages and {} group batches for a layout of {} groups", kv.size(), batch.kv.size(),
              batch.layers ? batch.layers->groups.size() : 0);
   KVS_ASSERT(batch.positions.size() == n, "batch arrays disagree: {} tokens, {} positions", n, batch.positions.size());
-  KVS_ASSERT(logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}", logits.size(),
-             batch.logits_for.size(), c.vocab_size);
+  KVS_ASSERT(!is_root() || logits.size() >= batch.logits_for.size() * c.vocab_size, "logits buffer {} < {} x {}",
+             logits.size(), batch.logits_for.size(), c.vocab_size);  // only rank 0 gets logits
   write_runs_.resize(kv.size());
   for (size_t g = 0; g < kv.size(); ++g) {
     const KvGroupBatch& group = batch.kv[g];
@@ -129,6 +131,10 @@ void DecoderForward::add_to_residual(std::span<const float> y, size_t n) {
   for (size_t i = 0; i < n * config_.dim; ++i) x_[i] += y[i];
 }
 
+void DecoderForward::sum_over_ranks(std::span<float> y, size_t n) {
+  if (tp_) tp_->all_reduce_sum(y.first(n * config_.dim));
+}
+
 void DecoderForward::rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight,
                                   size_t n) const {
   const size_t d = config_.dim;
@@ -145,7 +151,22 @@ void DecoderForward::compute_logits(const ForwardBatch& batch, std::span<float> 
     KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
     rmsnorm({&final_[i * c.dim], c.dim}, {&x_[t * c.dim], c.dim}, weights_.output_norm, c.rms_eps);
   }
-  matmul(weights_.output, final_, m, logits, pool_, scratch_);
+  if (tp_) {
+    // This rank's vocabulary slice (rows [V r / N, V (r + 1) / N) of the output matrix), gathered to rank 0 and
+    // put in place: rank after rank, each [m][its slice].
+    const size_t vocab = weights_.output.rows, ranks = tp_->size(), v = c.vocab_size;
+    local_logits_.resize(m * vocab);
+    matmul(weights_.output, final_, m, local_logits_, pool_, scratch_);
+    if (is_root()) gathered_logits_.resize(m * v);
+    tp_->gather(local_logits_, is_root() ? std::span<float>(gathered_logits_) : std::span<float>(), 0);
+    if (!is_root()) return;
+    for (size_t r = 0, at = 0; r < ranks; ++r) {
+      const size_t first = v * r / ranks, width = v * (r + 1) / ranks - first;
+      for (size_t i = 0; i < m; ++i, at += width) std::copy_n(&gathered_logits_[at], width, &logits[i * v + first]);
+    }
+  } else {
+    matmul(weights_.output, final_, m, logits, pool_, scratch_);
+  }
   if (const float cap = c.final_logit_softcap; cap > 0.0f) {
     for (float& l : logits.first(m * c.vocab_size)) l = cap * std::tanh(l / cap);
   }

@@ -11,6 +11,7 @@
 #include "attention/batch_attention.h"
 #include "attention/write_kv.h"
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "kv/kv_storage.h"
 #include "model/decoder_weights.h"
 #include "model/forward_batch.h"
@@ -22,7 +23,10 @@ namespace kvs {
 
 class DecoderForward : public ModelRunner {
  protected:
-  DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool);
+  // config: what this rank computes (model/tensor_shard.h shard_config; the model's own without tensor
+  // parallelism); tp: the ranks' communicator, or null for a whole model.
+  DecoderForward(const ModelConfig& config, const DecoderWeights& weights, ThreadPool& pool,
+                 Communicator* tp = nullptr);
 
   // Checks the batch against the model and the storage, sizes the activations for its n tokens, and fills
   // x with their embedding rows (times the config's embedding scale). Returns n.
@@ -67,11 +71,16 @@ class DecoderForward : public ModelRunner {
   void compute_logits(const ForwardBatch& batch, std::span<float> logits);
   // x += y over the batch's n rows of dim.
   void add_to_residual(std::span<const float> y, size_t n);
+  // Tensor parallelism: y's n rows of dim <- their sum over every rank (a row-parallel projection's partial
+  // products). Nothing without it.
+  void sum_over_ranks(std::span<float> y, size_t n);
+  bool is_root() const { return tp_ == nullptr || tp_->rank() == 0; }
   void rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight, size_t n) const;
 
   const ModelConfig& config_;
   const DecoderWeights& weights_;
   ThreadPool& pool_;
+  Communicator* tp_;  // null: not tensor-parallel
   BatchAttention attention_;
   // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
   std::vector<float> x_;                             // residual stream [n][dim]
@@ -85,6 +94,8 @@ class DecoderForward : public ModelRunner {
   std::vector<float> gate_;                          // [n][ffn]
   std::vector<float> up_;                            // [n][ffn]
   std::vector<float> final_;                         // normed rows whose logits are wanted [m][dim]
+  std::vector<float> local_logits_;                  // tensor parallelism: this rank's vocabulary slice [m][v_r]
+  std::vector<float> gathered_logits_;               // at rank 0: every rank's slice, rank after rank
   MatmulScratch scratch_;                            // converted activations, reused across calls
   QuantizedActivations xq_;                          // x quantized once for several Q8_0/Q4_0 matrices
 };

@@ -7,20 +7,24 @@
 
 namespace kvs {
 
-Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing) {
+Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& path, WeightPacking packing,
+                                                           Communicator* tp) {
   auto file = gguf::File::open(path);
   if (!file) return file.status();
   auto config = ModelConfig::from_gguf(*file);
   if (!config) return config.status();
-  auto weights = DecoderWeights::from_gguf(*file, *config, packing);
+  const TensorShard shard{.rank = tp ? tp->rank() : 0, .size = tp ? tp->size() : 1};
+  auto ranges = kvs::shard_ranges(*config, shard);
+  if (!ranges) return ranges.status();
+  auto weights = DecoderWeights::from_gguf(*file, *config, packing, shard.sharded() ? &*ranges : nullptr);
   if (!weights) return weights.status();
   // The weight views point into the mapping, which stays put when the File is moved.
-  return std::unique_ptr<DecoderModel>(
-      new DecoderModel(std::move(file).value(), std::move(config).value(), std::move(weights).value()));
+  return std::unique_ptr<DecoderModel>(new DecoderModel(std::move(file).value(), std::move(config).value(),
+                                                        std::move(weights).value(), shard, *ranges, tp));
 }
 
 KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {
-  return model_kv_spec(config_, dtype, block_size);
+  return model_kv_spec(shard_config_, dtype, block_size);
 }
 
 std::unique_ptr<ModelRunner> DecoderModel::make_runner(ThreadPool& pool, MlaForm mla_form) const {

@@ -31,8 +31,36 @@ std::vector<WeightView*> packable_matrices(DecoderLayerWeights& l) {
   return out;
 }
 
-Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const ModelConfig& c,
-                                                   WeightPacking packing) {
+namespace {
+
+// Keeps only a tensor-parallel rank's part of a Llama-family layer (model/tensor_shard.h).
+Status shard_layer(DecoderLayerWeights& lw, const ModelConfig& c, const ShardRanges& g, size_t layer,
+                   std::vector<std::vector<std::byte>>& sliced) {
+  const size_t hd = c.head_dim;
+  const auto part = [](std::vector<float>& v, size_t first, size_t count) {
+    if (!v.empty())
+      v = std::vector<float>(v.begin() + static_cast<ptrdiff_t>(first),
+                             v.begin() + static_cast<ptrdiff_t>(first + count));
+  };
+  lw.wq = slice_rows(lw.wq, g.q_first * hd, g.q_heads * hd);
+  lw.wk = slice_rows(lw.wk, g.kv_first * hd, g.kv_heads * hd);
+  lw.wv = slice_rows(lw.wv, g.kv_first * hd, g.kv_heads * hd);
+  part(lw.bq, g.q_first * hd, g.q_heads * hd);
+  part(lw.bk, g.kv_first * hd, g.kv_heads * hd);
+  part(lw.bv, g.kv_first * hd, g.kv_heads * hd);
+  const std::string p = fmt::format("blk.{}.", layer);
+  KVS_TRY_ASSIGN(lw.wo,
+                 slice_columns(lw.wo, p + "attn_output.weight", g.q_first * hd, g.q_heads * hd, sliced.emplace_back()));
+  lw.w_gate = slice_rows(lw.w_gate, g.ffn_first, g.ffn);
+  lw.w_up = slice_rows(lw.w_up, g.ffn_first, g.ffn);
+  KVS_TRY_ASSIGN(lw.w_down, slice_columns(lw.w_down, p + "ffn_down.weight", g.ffn_first, g.ffn, sliced.emplace_back()));
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const ModelConfig& c, WeightPacking packing,
+                                                   const ShardRanges* shard) {
   DecoderWeights w;
   w.experts_used = c.moe.experts_used;
   KVS_TRY_ASSIGN(w.token_embedding, load_matrix(file, "token_embd.weight", c.vocab_size, c.dim));
@@ -64,6 +92,7 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
       KVS_TRY_ASSIGN(lw.post_attention_norm, load_vector(file, p + "post_attention_norm.weight", c.dim));
       KVS_TRY_ASSIGN(lw.post_ffw_norm, load_vector(file, p + "post_ffw_norm.weight", c.dim));
     }
+    if (shard) KVS_RETURN_IF_ERROR(shard_layer(lw, c, *shard, l, w.sliced));
   }
   KVS_TRY_ASSIGN(w.output_norm, load_vector(file, "output_norm.weight", c.dim));
   if (c.tied_output) {
@@ -71,6 +100,7 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
   } else {
     KVS_TRY_ASSIGN(w.output, load_matrix(file, "output.weight", c.vocab_size, c.dim));
   }
+  if (shard) w.output = slice_rows(w.output, shard->vocab_first, shard->vocab);  // the embedding stays whole
   if (packing == WeightPacking::kForCpu) {
     // The embedding stays row-major (rows are looked up one token at a time); a tied output gets a copy.
     // The views point into each PackedMatrix's heap buffer, which stays put when the vector grows. Loading packs
@@ -80,6 +110,12 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
       for (WeightView* m : packable_matrices(lw)) pack_for_cpu(*m, w.packed, file, true, pool);
     }
     pack_for_cpu(w.output, w.packed, file, !c.tied_output, pool);  // tied: the embedding's rows are still looked up
+    // Column slices now packed: the unpacked copies no view points into go (moving a buffer keeps its bytes).
+    std::erase_if(w.sliced, [&](const std::vector<std::byte>& buffer) {
+      return std::ranges::none_of(w.layers, [&](const DecoderLayerWeights& lw) {
+        return lw.wo.data == buffer.data() || lw.w_down.data == buffer.data();
+      });
+    });
   }
   return w;
 }

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
+#include "model/tensor_shard.h"
 #include "tensor/packed_weights.h"
 #include "tensor/weight_view.h"
 
@@ -89,10 +90,14 @@ struct DecoderWeights {
   std::vector<float> output_norm;    // [dim]
   WeightView output;                 // [vocab][dim]; the embedding when tied (packed: a packed copy)
   std::vector<PackedMatrix> packed;  // owns the packed matrices the views above point into
-  size_t experts_used = 0;           // MoE: routed experts per token (for matrix_bytes)
+  // A tensor-parallel rank's column slices of row-parallel matrices (attention output, down), unless packed.
+  std::vector<std::vector<std::byte>> sliced;
+  size_t experts_used = 0;  // MoE: routed experts per token (for matrix_bytes)
 
+  // `shard` (tensor parallelism): only that rank's rows and columns (model/tensor_shard.h); null: every weight.
   static Expected<DecoderWeights> from_gguf(const gguf::File& file, const ModelConfig& config,
-                                            WeightPacking packing = WeightPacking::kForCpu);
+                                            WeightPacking packing = WeightPacking::kForCpu,
+                                            const ShardRanges* shard = nullptr);
   // Bytes of every matrix read per decoded token (incl. output; of a MoE layer its router, shared experts and as many
   // routed experts as a token uses, at their mean size).
   size_t matrix_bytes() const;

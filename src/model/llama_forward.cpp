@@ -12,7 +12,7 @@ void add_bias(std::span<float> y, std::span<const float> bias) {
 }  // namespace
 
 LlamaForward::LlamaForward(const DecoderModel& model, ThreadPool& pool)
-    : DecoderForward(model.config(), model.weights(), pool),
+    : DecoderForward(model.shard_config(), model.weights(), pool, model.communicator()),
       rope_{.inv_freq = config_.rope_frequencies(), .cos = {}, .sin = {}} {}
 
 void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
@@ -39,6 +39,7 @@ void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, s
     store_kv(batch, kv, l);
     attend(batch, kv, l);
     matmul(w.wo, att_, n, proj_, pool_, scratch_);
+    sum_over_ranks(proj_, n);  // tensor parallelism: each rank's heads' share
     add_to_residual(proj_, n);
 
     // Feed-forward block: x += W_down (silu(xb W_gate) * xb W_up).
@@ -46,6 +47,7 @@ void LlamaForward::forward(const ForwardBatch& batch, std::span<KvStorage> kv, s
     project(xb_, n, {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}});
     gate_activation(n, [](std::span<float> gate, std::span<const float> up) { swiglu(gate, up); });
     matmul(w.w_down, gate_, n, proj_, pool_, scratch_);
+    sum_over_ranks(proj_, n);  // each rank's FFN columns' share
     add_to_residual(proj_, n);
   }
   compute_logits(batch, logits);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "kv/kv_cache_spec.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
@@ -47,6 +48,10 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   // The KV cache this model needs, in `dtype` elements (K and V each) and blocks of `block_size` tokens.
   virtual KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const = 0;
+  // Ranks the model is split over (tensor parallelism; model/tensor_shard.h): 1 for a whole model.
+  virtual size_t tensor_parallel_size() const { return 1; }
+  // The ranks' communicator when split (tensor_parallel_size() > 1), else null.
+  virtual Communicator* communicator() const { return nullptr; }
   // A runner over `pool`; the model must outlive it.
   virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const = 0;
 };

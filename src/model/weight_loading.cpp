@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "tensor/convert.h"
 
 namespace kvs {
@@ -92,6 +94,32 @@ Expected<std::vector<WeightView>> load_matrices(const gguf::File& file, const st
     views[e] = WeightView{.type = info.type, .data = info.data.data() + e * matrix_bytes, .rows = rows, .cols = cols};
   }
   return views;
+}
+
+}  // namespace kvs
+
+namespace kvs {
+
+WeightView slice_rows(const WeightView& m, size_t first, size_t count) {
+  KVS_ASSERT(m.layout == WeightLayout::kRows && first + count <= m.rows, "rows {}+{} of a matrix of {}", first, count,
+             m.rows);
+  return {.type = m.type, .data = m.row(first), .rows = count, .cols = m.cols};
+}
+
+Expected<WeightView> slice_columns(const WeightView& m, const std::string& name, size_t first, size_t count,
+                                   std::vector<std::byte>& owned) {
+  KVS_ASSERT(m.layout == WeightLayout::kRows && first + count <= m.cols, "columns {}+{} of a matrix of {}", first,
+             count, m.cols);
+  const size_t block = dtype_block_elements(m.type);
+  if (first % block != 0 || count % block != 0) {
+    return Status::invalid_argument(
+        fmt::format("tensor '{}' ({}, blocks of {} values) cannot be split at columns {}-{}: the range cuts a block",
+                    name, dtype_name(m.type), block, first, first + count - 1));
+  }
+  const size_t row_bytes = dtype_row_bytes(m.type, count), skip = dtype_row_bytes(m.type, first);
+  owned.resize(m.rows * row_bytes);
+  for (size_t r = 0; r < m.rows; ++r) std::memcpy(owned.data() + r * row_bytes, m.row(r) + skip, row_bytes);
+  return WeightView{.type = m.type, .data = owned.data(), .rows = m.rows, .cols = count};
 }
 
 }  // namespace kvs

@@ -28,6 +28,12 @@ Expected<WeightView> load_matrix(const gguf::File& file, const std::string& name
 // each.
 Expected<std::vector<WeightView>> load_matrices(const gguf::File& file, const std::string& name, size_t count,
                                                 size_t rows, size_t cols);
+// Rows [first, first + count) of a row-major matrix: a view of the same bytes.
+WeightView slice_rows(const WeightView& matrix, size_t first, size_t count);
+// Columns [first, first + count) of a row-major matrix, copied into `owned` (resized to them); the view points there.
+// A range that cuts a quantization block is an error naming the matrix `name`, the range and the block.
+Expected<WeightView> slice_columns(const WeightView& matrix, const std::string& name, size_t first, size_t count,
+                                   std::vector<std::byte>& owned);
 // A vector of n values (norm weights, biases), converted to fp32.
 Expected<std::vector<float>> load_vector(const gguf::File& file, const std::string& name, size_t n);
 

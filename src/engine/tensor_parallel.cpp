@@ -1,0 +1,203 @@
+#include "engine/tensor_parallel.h"
+
+#include <fmt/format.h>
+
+#include "attention/compact_kv.h"
+#include "dist/byte_stream.h"
+
+namespace kvs {
+namespace {
+
+enum class Message : uint8_t { kStep = 1, kStop = 2 };
+enum class Op : uint8_t { kCopy = 1, kCompact = 2 };
+
+// What a layout must agree on across ranks: per group, its blocks and key tails.
+std::vector<uint64_t> layout_summary(std::span<const KvCacheConfig> groups) {
+  std::vector<uint64_t> s;
+  for (const KvCacheConfig& g : groups) {
+    s.push_back(g.num_blocks);
+    s.push_back(g.num_key_tails);
+    s.push_back(g.spec.block_size);
+    s.push_back(g.spec.num_layers);
+  }
+  return s;
+}
+
+// A worker's copy of one step's batch: the arrays a ForwardBatch views.
+struct DecodedBatch {
+  std::vector<TokenId> tokens;
+  std::vector<uint32_t> positions, sequence_of_token, visible_slots, logits_for;
+  struct Group {
+    std::vector<KvSlot> slots;
+    std::vector<std::vector<BlockId>> blocks;  // [sequence]
+    std::vector<SequenceAttention> sequences;
+    std::vector<uint32_t> key_tails;
+  };
+  std::vector<Group> groups;
+  std::vector<KvGroupBatch> group_batches;
+
+  ForwardBatch read(ByteReader& in, const KvLayerGroups& layers) {
+    in.get_array(tokens);
+    in.get_array(positions);
+    in.get_array(sequence_of_token);
+    in.get_array(visible_slots);
+    in.get_array(logits_for);
+    groups.resize(in.get<uint64_t>());
+    group_batches.clear();
+    for (Group& g : groups) {
+      in.get_array(g.slots);
+      g.blocks.resize(in.get<uint64_t>());
+      g.sequences.resize(g.blocks.size());
+      for (size_t s = 0; s < g.blocks.size(); ++s) {
+        in.get_array(g.blocks[s]);
+        g.sequences[s] = {.blocks = g.blocks[s], .num_cached = in.get<uint32_t>(), .window = in.get<uint32_t>()};
+      }
+      in.get_array(g.key_tails);
+      group_batches.push_back({.kv_slots = g.slots,
+                               .attention = {.sequences = g.sequences,
+                                             .sequence_of_token = sequence_of_token,
+                                             .visible_slots = visible_slots,
+                                             .key_tails = g.key_tails}});
+    }
+    return {.tokens = tokens, .positions = positions, .kv = group_batches, .layers = &layers, .logits_for = logits_for};
+  }
+};
+
+void write_batch(ByteWriter& out, const ForwardBatch& b) {
+  out.put_array(b.tokens);
+  out.put_array(b.positions);
+  KVS_ASSERT(!b.kv.empty(), "a forward batch without KV groups");
+  out.put_array(b.kv[0].attention.sequence_of_token);
+  out.put_array(b.kv[0].attention.visible_slots);
+  out.put_array(b.logits_for);
+  out.put<uint64_t>(b.kv.size());
+  for (const KvGroupBatch& g : b.kv) {
+    out.put_array(g.kv_slots);
+    out.put<uint64_t>(g.attention.sequences.size());
+    for (const SequenceAttention& s : g.attention.sequences) {
+      KVS_ASSERT(!s.slot_mass, "attention scores are not gathered across tensor-parallel ranks");
+      out.put_array(s.blocks);
+      out.put<uint32_t>(s.num_cached);
+      out.put<uint32_t>(s.window);
+    }
+    out.put_array(g.attention.key_tails);
+  }
+}
+
+// The evictor's rotation of moved keys: the model's RoPE (every rank's heads have the same).
+KeyRotation key_rotation(const ModelConfig& c) {
+  return {.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox};
+}
+
+}  // namespace
+
+Status agree_across_ranks(Communicator& comm, const Status& mine, std::string_view what) {
+  std::vector<float> failed(comm.size(), 0.0f);
+  failed[comm.rank()] = mine.is_ok() ? 0.0f : 1.0f;
+  comm.all_reduce_sum(failed);
+  std::string ranks;
+  for (size_t r = 0; r < failed.size(); ++r)
+    if (failed[r] != 0.0f) ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+  if (ranks.empty()) return Status::ok();
+  const std::string local = mine.is_ok() ? "" : fmt::format(": {}", mine.message());
+  return Status::unavailable(fmt::format("{}: rank {} failed{}", what, ranks, local));
+}
+
+Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Communicator& comm,
+                                                                            const std::vector<KvCacheConfig>* groups,
+                                                                            const Status& mine) {
+  std::vector<std::byte> message;
+  ByteWriter out(message);
+  out.put_array(std::span<const uint64_t>(groups ? layout_summary(*groups) : std::vector<uint64_t>()));
+  comm.broadcast(message, 0);
+  KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
+  return std::unique_ptr<TensorParallelDriver>(new TensorParallelDriver(comm));
+}
+
+void TensorParallelDriver::copy(size_t group, const KvBlockCopy& c) {
+  ByteWriter out(ops_);
+  out.put(Op::kCopy);
+  out.put<uint64_t>(group);
+  out.put(c);
+  ++num_ops_;
+}
+
+void TensorParallelDriver::compact(size_t group, std::span<const BlockId> blocks,
+                                   std::span<const std::vector<uint32_t>> kept) {
+  ByteWriter out(ops_);
+  out.put(Op::kCompact);
+  out.put<uint64_t>(group);
+  out.put_array(blocks);
+  out.put<uint64_t>(kept.size());
+  for (const std::vector<uint32_t>& row : kept) out.put_array(std::span<const uint32_t>(row));
+  ++num_ops_;
+}
+
+void TensorParallelDriver::forward(const ForwardBatch& batch) {
+  message_.clear();
+  ByteWriter out(message_);
+  out.put(Message::kStep);
+  out.put<uint32_t>(num_ops_);
+  message_.insert(message_.end(), ops_.begin(), ops_.end());
+  write_batch(out, batch);
+  comm_.broadcast(message_, 0);
+  ops_.clear();
+  num_ops_ = 0;
+}
+
+void TensorParallelDriver::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  message_.clear();
+  ByteWriter(message_).put(Message::kStop);
+  comm_.broadcast(message_, 0);
+}
+
+Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, const EngineConfig& config,
+                                  Communicator& comm) {
+  auto layout = engine_kv_layout(shard, config);
+  std::vector<std::byte> message;
+  comm.broadcast(message, 0);
+  Status mine = layout ? Status::ok() : layout.status();
+  if (mine.is_ok()) {
+    ByteReader in(message);
+    std::vector<uint64_t> root;
+    in.get_array(root);
+    if (!root.empty() && root != layout_summary(layout->groups)) {  // empty: rank 0 failed (it says why)
+      mine = Status::invalid_argument(
+          fmt::format("rank {}'s KV layout differs from rank 0's (its model file or flags differ)", comm.rank()));
+    }
+  }
+  KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
+
+  std::vector<KvStorage> storages;
+  for (const KvCacheConfig& g : layout->groups) storages.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+  std::unique_ptr<ModelRunner> runner = shard.make_runner(pool, config.mla_form);
+  const KeyRotation rotation = key_rotation(shard.config());
+  DecodedBatch batch;
+  std::vector<BlockId> blocks;
+  std::vector<std::vector<uint32_t>> kept;
+  for (;;) {
+    comm.broadcast(message, 0);
+    ByteReader in(message);
+    if (in.get<Message>() == Message::kStop) return Status::ok();
+    for (uint32_t i = 0, ops = in.get<uint32_t>(); i < ops; ++i) {
+      const Op op = in.get<Op>();
+      KvStorage& storage = storages.at(in.get<uint64_t>());
+      if (op == Op::kCopy) {
+        const auto c = in.get<KvBlockCopy>();
+        storage.copy_slots(c.source, c.destination, c.num_slots);
+        if (c.source_tail != kNoKeyTail) storage.copy_key_tail(c.source_tail, c.destination_tail);
+      } else {
+        in.get_array(blocks);
+        kept.resize(in.get<uint64_t>());
+        for (std::vector<uint32_t>& row : kept) in.get_array(row);
+        compact_kv(storage, blocks, kept, rotation);
+      }
+    }
+    const ForwardBatch forward = batch.read(in, layout->layers);
+    runner->forward(forward, storages, {});
+  }
+}
+
+}  // namespace kvs
