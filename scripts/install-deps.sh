@@ -2,7 +2,7 @@
 # Installs the Debian packages kvserve builds and tests with, only those missing.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
-          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format)
+          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libopenmpi-dev openmpi-bin)
 # Node.js and npm run the openai-client server tests; take Debian's only when none is installed.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -6,6 +6,7 @@
 #include "cli/kv_tier_option.h"
 #include "cli/model_options.h"
 #include "core/byte_size.h"
+#include "dist/mpi_communicator.h"
 #include "engine/generate.h"
 #include "kv/kv_sizing.h"
 #include "tensor/isa.h"
@@ -71,6 +72,7 @@ void run(const RunOptions& options) {
                        .stop_at_eos = !options.ignore_eos,
                        .recompute_history = options.no_kv_cache};
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
+  if (serve_unless_root(loaded, engine_options)) return;  // an MPI rank above 0 (--tp)
   auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
   // The prompt is echoed once the request is accepted (a refused request prints nothing to stdout).
@@ -109,6 +111,17 @@ void run(const RunOptions& options) {
                    .c_str(),
                kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
+  if (loaded.tp) {
+    const DecoderModel& m = *loaded.model;
+    const ModelRunner& runner = (*engine)->runner();
+    std::fprintf(stderr,
+                 "kvserve: tensor parallel, %s (%s): weights %zu bytes, KV cache %zu bytes; %llu collectives took "
+                 "%.3f ms (%.1f us each)\n",
+                 describe(m.shard_ranges(), m.shard()).c_str(), launched_by_mpi() ? "MPI" : "in process",
+                 m.weights().matrix_bytes(), (*engine)->kv_storage_bytes(),
+                 static_cast<unsigned long long>(runner.num_collectives()), 1e3 * runner.communication_seconds(),
+                 1e6 * runner.communication_seconds() / std::max<double>(1.0, double(runner.num_collectives())));
+  }
   if (const EngineMetrics m = (*engine)->metrics(); !m.kv_tiers.empty()) {
     std::string line =
         fmt::format("kvserve: KV tiers: {} prompt tokens loaded from them", m.prefix_cache_tier_hits_tokens_total);

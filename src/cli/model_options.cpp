@@ -2,6 +2,10 @@
 
 #include <thread>
 
+#include "dist/in_process_communicator.h"
+#include "dist/mpi_communicator.h"
+#include "engine/tensor_parallel.h"
+
 namespace kvs::cli {
 
 std::string default_model_path() {
@@ -17,6 +21,13 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "GGUF model file (default: stories260K converted at build time: " + default_model_path() + ")");
   command.add_option("-t,--threads", options.threads, "Worker threads (default: all hardware threads)")
       ->check(CLI::Range(1, 256));
+  command
+      .add_option("--tp", options.tp,
+                  "Tensor parallelism: split the model's heads, KV heads and FFN over N ranks, each holding 1/N of "
+                  "the weights and the KV cache (under mpirun -np N: the MPI ranks; otherwise N ranks on threads of "
+                  "this process, sharing --threads)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   add_no_repack_flag(command, options.no_repack);
 }
 
@@ -27,16 +38,80 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
       "packed int8 kernels (same values; for A/B measurements)");
 }
 
+TensorParallelRanks::~TensorParallelRanks() {
+  for (std::thread& t : threads_) t.join();
+}
+
+bool TensorParallelRanks::is_root() const { return comms_[0]->rank() == 0; }
+
+bool TensorParallelRanks::serve_unless_root(const EngineConfig& config) {
+  if (mpi_ && !is_root()) {
+    // This rank's shard is the LoadedModel's: the caller passes it through serve_worker below.
+    return true;
+  }
+  for (size_t r = 1; r < shards_.size(); ++r) {
+    threads_.emplace_back([this, r, config] {
+      const Status s = run_tensor_parallel_worker(*shards_[r], *pools_[r], config, *comms_[r]);
+      if (!s) fmt::print(stderr, "kvserve: tensor-parallel rank {}: {}\n", r, s.message());
+    });
+  }
+  return false;
+}
+
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
-  auto model = DecoderModel::load(path, options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu);
+  const WeightPacking packing = options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu;
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  LoadedModel loaded;
+  Communicator* comm = nullptr;
+  // Under mpirun the ranks on one machine share it: each takes its share of the hardware threads by default.
+  size_t threads = options.threads     ? options.threads
+                   : launched_by_mpi() ? std::max<size_t>(1, hardware / std::max<size_t>(1, options.tp))
+                                       : hardware;
+  if (options.tp > 1) {
+    loaded.tp = std::make_unique<TensorParallelRanks>();
+    TensorParallelRanks& tp = *loaded.tp;
+    if (launched_by_mpi()) {
+      auto world = mpi_world();
+      if (!world) throw CommandError(fmt::format("--tp {}: {}", options.tp, world.status().message()));
+      if ((*world)->size() != options.tp) {
+        throw CommandError(fmt::format("--tp {} but mpirun started {} ranks: give mpirun -np {}", options.tp,
+                                       (*world)->size(), options.tp));
+      }
+      tp.mpi_ = true;
+      tp.comms_.push_back(std::move(world).value());
+    } else {
+      tp.comms_ = InProcessGroup::make(options.tp);
+      for (size_t r = 1; r < options.tp; ++r) {  // the other ranks' shards, each with its share of the threads
+        auto shard = DecoderModel::load(path, packing, tp.comms_[r].get());
+        if (!shard) throw CommandError(shard.status().message());
+        tp.shards_.resize(r);
+        tp.shards_.push_back(std::move(shard).value());
+        tp.pools_.resize(r);
+        tp.pools_.push_back(std::make_unique<ThreadPool>(std::max<size_t>(1, threads / options.tp)));
+      }
+      threads = std::max<size_t>(1, threads / options.tp);
+    }
+    comm = tp.comms_[0].get();
+  }
+  auto model = DecoderModel::load(path, packing, comm);
+  if (!model && loaded.tp && loaded.tp->mpi_) mpi_abort_job(model.status().message());  // the others wait for it
   if (!model) throw CommandError(model.status().message());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));
-  const size_t threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  return LoadedModel{.model = std::move(model).value(),
-                     .tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()),
-                     .pool = std::make_unique<ThreadPool>(threads)};
+  loaded.model = std::move(model).value();
+  loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  loaded.pool = std::make_unique<ThreadPool>(threads);
+  return loaded;
+}
+
+bool serve_unless_root(LoadedModel& loaded, const EngineConfig& config) {
+  if (!loaded.tp) return false;
+  if (!loaded.tp->serve_unless_root(config)) return false;
+  // An MPI rank above 0: serve rank 0's engine with this process's shard until it stops.
+  const Status s = run_tensor_parallel_worker(*loaded.model, *loaded.pool, config, *loaded.model->communicator());
+  if (!s) throw CommandError(s.message());
+  return true;
 }
 
 }  // namespace kvs::cli

@@ -128,7 +128,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
     mine = Status::unimplemented(
         fmt::format("KV offload tiers with tensor parallelism (--tp {}) are not supported yet", comm->size()));
   }
-  auto driver = TensorParallelDriver::start(*comm, mine.is_ok() ? &(*engine)->kv_groups_ : nullptr, mine);
+  auto driver = TensorParallelDriver::start(*comm, mine.is_ok() ? &(*engine)->kv_groups_ : nullptr,
+                                            model.file_fingerprint(), mine);
   if (!driver) return driver.status();
   (*engine)->tp_ = std::move(driver).value();
   return engine;

@@ -91,6 +91,7 @@ class Engine {
   const KvLayerGroups& kv_layers() const { return layers_; }
   const ModelConfig& model_config() const { return model_.config(); }
   const KvTierStack* kv_tiers() const { return tiers_.get(); }
+  const ModelRunner& runner() const { return *runner_; }
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,

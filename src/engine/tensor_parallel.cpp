@@ -105,9 +105,11 @@ Status agree_across_ranks(Communicator& comm, const Status& mine, std::string_vi
 
 Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Communicator& comm,
                                                                             const std::vector<KvCacheConfig>* groups,
+                                                                            uint64_t model_fingerprint,
                                                                             const Status& mine) {
   std::vector<std::byte> message;
   ByteWriter out(message);
+  out.put(model_fingerprint);
   out.put_array(std::span<const uint64_t>(groups ? layout_summary(*groups) : std::vector<uint64_t>()));
   comm.broadcast(message, 0);
   KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
@@ -161,9 +163,13 @@ Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, const En
   Status mine = layout ? Status::ok() : layout.status();
   if (mine.is_ok()) {
     ByteReader in(message);
+    const auto fingerprint = in.get<uint64_t>();
     std::vector<uint64_t> root;
     in.get_array(root);
-    if (!root.empty() && root != layout_summary(layout->groups)) {  // empty: rank 0 failed (it says why)
+    if (fingerprint != shard.file_fingerprint()) {
+      mine = Status::invalid_argument(fmt::format(
+          "rank {}'s model file differs from rank 0's (another file, or another version of it)", comm.rank()));
+    } else if (!root.empty() && root != layout_summary(layout->groups)) {  // empty: rank 0 failed (it says why)
       mine = Status::invalid_argument(
           fmt::format("rank {}'s KV layout differs from rank 0's (its model file or flags differ)", comm.rank()));
     }

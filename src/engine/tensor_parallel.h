@@ -7,8 +7,9 @@
 // and runs its shard's forward pass, whose all-reduces and logits gather meet rank 0's. Block tables are
 // therefore identical on every rank by construction.
 //
-// At start rank 0 and every worker compare their KV layouts (groups, blocks, key tails) and agree: a rank that
-// cannot take part (its shard did not load, its layout differs) stops every rank with an error naming it.
+// At start rank 0 and every worker compare their model files (Model::file_fingerprint) and KV layouts (groups,
+// blocks, key tails) and agree: a rank that cannot take part (its shard did not load, its file or layout differs)
+// stops every rank with an error naming it.
 #pragma once
 
 #include <span>
@@ -31,7 +32,7 @@ class TensorParallelDriver {
   // them (the error names a rank that failed or differs).
   static Expected<std::unique_ptr<TensorParallelDriver>> start(Communicator& comm,
                                                                const std::vector<KvCacheConfig>* groups,
-                                                               const Status& mine);
+                                                               uint64_t model_fingerprint, const Status& mine);
   ~TensorParallelDriver() { stop(); }
 
   void copy(size_t group, const KvBlockCopy& copy);

@@ -1,5 +1,6 @@
 #include "model/decoder_forward.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "model/projection.h"
@@ -132,7 +133,11 @@ void DecoderForward::add_to_residual(std::span<const float> y, size_t n) {
 }
 
 void DecoderForward::sum_over_ranks(std::span<float> y, size_t n) {
-  if (tp_) tp_->all_reduce_sum(y.first(n * config_.dim));
+  if (!tp_) return;
+  const auto start = std::chrono::steady_clock::now();
+  tp_->all_reduce_sum(y.first(n * config_.dim));
+  communication_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++num_collectives_;
 }
 
 void DecoderForward::rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight,
@@ -158,7 +163,10 @@ void DecoderForward::compute_logits(const ForwardBatch& batch, std::span<float> 
     local_logits_.resize(m * vocab);
     matmul(weights_.output, final_, m, local_logits_, pool_, scratch_);
     if (is_root()) gathered_logits_.resize(m * v);
+    const auto start = std::chrono::steady_clock::now();
     tp_->gather(local_logits_, is_root() ? std::span<float>(gathered_logits_) : std::span<float>(), 0);
+    communication_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++num_collectives_;
     if (!is_root()) return;
     for (size_t r = 0, at = 0; r < ranks; ++r) {
       const size_t first = v * r / ranks, width = v * (r + 1) / ranks - first;

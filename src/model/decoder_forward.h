@@ -75,12 +75,20 @@ class DecoderForward : public ModelRunner {
   // products). Nothing without it.
   void sum_over_ranks(std::span<float> y, size_t n);
   bool is_root() const { return tp_ == nullptr || tp_->rank() == 0; }
+
+ public:
+  double communication_seconds() const override { return communication_seconds_; }
+  uint64_t num_collectives() const override { return num_collectives_; }
+
+ protected:
   void rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight, size_t n) const;
 
   const ModelConfig& config_;
   const DecoderWeights& weights_;
   ThreadPool& pool_;
   Communicator* tp_;  // null: not tensor-parallel
+  double communication_seconds_ = 0.0;
+  uint64_t num_collectives_ = 0;
   BatchAttention attention_;
   // Activations, [n_tokens][width] row-major; grown on demand, reused across calls.
   std::vector<float> x_;                             // residual stream [n][dim]

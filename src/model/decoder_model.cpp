@@ -1,5 +1,9 @@
 #include "model/decoder_model.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
+
 #include "model/deepseek2_forward.h"
 #include "model/gemma3_forward.h"
 #include "model/llama_forward.h"
@@ -21,6 +25,13 @@ Expected<std::unique_ptr<DecoderModel>> DecoderModel::load(const std::string& pa
   // The weight views point into the mapping, which stays put when the File is moved.
   return std::unique_ptr<DecoderModel>(new DecoderModel(std::move(file).value(), std::move(config).value(),
                                                         std::move(weights).value(), shard, *ranges, tp));
+}
+
+uint64_t DecoderModel::file_fingerprint() const {
+  const std::span<const std::byte> bytes = file_.bytes();
+  const size_t mib = size_t{1} << 20, n = std::min(bytes.size(), mib);
+  const uint64_t size = bytes.size();
+  return XXH3_64bits_withSeed(bytes.data(), n, size) ^ (XXH3_64bits(bytes.data() + bytes.size() - n, n) * 31);
 }
 
 KvCacheSpec DecoderModel::kv_spec(KvDTypes dtype, size_t block_size) const {

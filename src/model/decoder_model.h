@@ -29,6 +29,8 @@ class DecoderModel final : public Model {
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const override;
   const DecoderWeights& weights() const { return weights_; }
   size_t tensor_parallel_size() const override { return shard_.size; }
+  // XXH3 of the file's size, its first and its last MiB (header, metadata, the first and last tensors' bytes).
+  uint64_t file_fingerprint() const override;
   const ModelConfig& shard_config() const { return shard_config_; }
   const ShardRanges& shard_ranges() const { return ranges_; }
   TensorShard shard() const { return shard_; }

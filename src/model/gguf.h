@@ -94,6 +94,7 @@ class File {
   uint32_t alignment() const { return alignment_; }      // general.alignment, 32 by default
   uint64_t data_offset() const { return data_offset_; }  // file offset of the tensor data section
   const std::string& path() const { return map_->path(); }
+  std::span<const std::byte> bytes() const { return map_->bytes(); }  // the whole file, mapped
   // Drops the process's pages of file bytes that were copied elsewhere (MappedFile::release).
   void release(std::span<const std::byte> bytes) const { map_->release(bytes); }
   const std::map<std::string, Value, std::less<>>& metadata() const { return metadata_; }

@@ -40,6 +40,10 @@ class ModelRunner {
   // Writes each token's K/V into its slot of each layer group's storage (kv[group], of the group's layers),
   // reads what each group's attention batch says, and fills logits: [batch.logits_for.size()][vocab_size].
   virtual void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) = 0;
+  // Tensor parallelism: seconds spent in the ranks' collectives (all-reduces, the logits gather), and how many,
+  // since the runner was made (waiting for the slowest rank included).
+  virtual double communication_seconds() const { return 0.0; }
+  virtual uint64_t num_collectives() const { return 0; }
 };
 
 class Model {
@@ -50,6 +54,8 @@ class Model {
   virtual KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const = 0;
   // Ranks the model is split over (tensor parallelism; model/tensor_shard.h): 1 for a whole model.
   virtual size_t tensor_parallel_size() const { return 1; }
+  // Identifies the model's file (ranks of a split model compare theirs at start); 0 when unknown.
+  virtual uint64_t file_fingerprint() const { return 0; }
   // The ranks' communicator when split (tensor_parallel_size() > 1), else null.
   virtual Communicator* communicator() const { return nullptr; }
   // A runner over `pool`; the model must outlive it.

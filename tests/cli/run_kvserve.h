@@ -23,10 +23,10 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// stdout and stderr go to files in `dir`; stdin is /dev/null.
-inline KvserveResult run_kvserve(const std::vector<std::string>& args, const TempDir& dir) {
-  std::string cmd = shell_quote(KVS_BINARY);
-  for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+// Runs argv[0] with the rest as arguments; stdout and stderr go to files in `dir`; stdin is /dev/null.
+inline KvserveResult run_command(const std::vector<std::string>& argv, const TempDir& dir) {
+  std::string cmd;
+  for (const auto& a : argv) cmd.append(cmd.empty() ? "" : " ").append(shell_quote(a));
   const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
   // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on the chain of operator+.
   cmd.append(" > ").append(shell_quote(out)).append(" 2> ").append(shell_quote(err)).append(" < /dev/null");
@@ -36,6 +36,12 @@ inline KvserveResult run_kvserve(const std::vector<std::string>& args, const Tem
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+inline KvserveResult run_kvserve(const std::vector<std::string>& args, const TempDir& dir) {
+  std::vector<std::string> argv = {KVS_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, dir);
 }
 
 }  // namespace kvs::test

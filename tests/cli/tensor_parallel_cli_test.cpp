@@ -1,0 +1,85 @@
+// kvserve run --tp N: in process (threads) and under mpirun (OpenMPI, which CI installs; the test starts the job
+// itself). The split model prints what the whole one prints, with half the KV cache per rank; mpirun with another
+// rank count, a model that does not split, a rank whose model file is missing or differs all stop every rank
+// (nonzero exit, within the test's timeout) with a message naming the problem and the rank.
+#include <gtest/gtest.h>
+
+#include "run_kvserve.h"
+
+namespace kvs::test {
+namespace {
+
+const std::vector<std::string> kRun = {"run", "-p", "Once upon a time", "-n", "24", "--temp", "0"};
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// `timeout 120 mpirun ... -np N kvserve args` (a hang fails the test instead of CI).
+std::vector<std::string> mpirun(size_t np, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"timeout",         "120", KVS_MPIRUN,         "--allow-run-as-root",
+                                   "--oversubscribe", "-np", std::to_string(np), KVS_BINARY};
+  return with(argv, args);
+}
+
+// The generated text (stdout) and the KV bytes of the summary line.
+std::string kv_bytes(const std::string& err) {
+  const size_t at = err.find("KV cache ");
+  return at == std::string::npos ? "" : err.substr(at + 9, err.find(' ', at + 9) - at - 9);
+}
+
+TEST(CliTensorParallel, InProcessRanksPrintWhatTheWholeModelPrintsWithHalfTheKvCache) {
+  TempDir dir("tp-in-process");
+  const auto whole = run_kvserve(kRun, dir);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto split = run_kvserve(with(kRun, {"--tp", "2"}), dir);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, whole.out);
+  EXPECT_EQ(std::stoul(kv_bytes(split.err)) * 2, std::stoul(kv_bytes(whole.err))) << split.err;
+  EXPECT_NE(split.err.find("rank 0 of 2: query heads 0-3, KV heads 0-1"), std::string::npos) << split.err;
+  const auto bad = run_kvserve(with(kRun, {"--tp", "3"}), dir);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("8 query heads do not split evenly into 3"), std::string::npos) << bad.err;
+}
+
+TEST(CliTensorParallel, MpirunRanksPrintWhatTheWholeModelPrints) {
+  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << "built without MPI (scripts/install-deps.sh installs it)";
+  TempDir dir("tp-mpirun");
+  const auto whole = run_kvserve(kRun, dir);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto split = run_command(mpirun(2, with(kRun, {"--tp", "2"})), dir);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, whole.out) << "only rank 0 prints";
+  EXPECT_NE(split.err.find("(MPI)"), std::string::npos) << split.err;
+  EXPECT_EQ(std::stoul(kv_bytes(split.err)) * 2, std::stoul(kv_bytes(whole.err))) << split.err;
+}
+
+TEST(CliTensorParallel, MpirunFailuresStopEveryRankAndNameTheRank) {
+  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << "built without MPI (scripts/install-deps.sh installs it)";
+  TempDir dir("tp-mpirun-failures");
+  const auto count = run_command(mpirun(2, with(kRun, {"--tp", "4"})), dir);
+  EXPECT_NE(count.exit_code, 0);
+  EXPECT_NE(count.err.find("--tp 4 but mpirun started 2 ranks"), std::string::npos) << count.err;
+  // MPMD: rank 1 names a file that is not there, then a file of the same shape and other weights.
+  const std::string synth = dir.file("same-shape.gguf");
+  ASSERT_EQ(run_kvserve({"synth", "--layers", "5", "--dim", "64", "--heads", "8", "--kv-heads", "4", "--ffn", "172",
+                         "--vocab", "512", "-o", synth},
+                        dir)
+                .exit_code,
+            0);
+  for (const auto& [model, says] : std::vector<std::pair<std::string, std::string>>{
+           {dir.file("missing.gguf"), "rank 1: file"}, {synth, "rank 1's model file differs from rank 0's"}}) {
+    std::vector<std::string> argv = mpirun(1, with(kRun, {"--tp", "2"}));
+    argv.push_back(":");
+    argv.insert(argv.end(), {"-np", "1", KVS_BINARY});
+    argv = with(argv, with(kRun, {"--tp", "2", "-m", model}));
+    const auto r = run_command(argv, dir);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.exit_code, 124) << "timed out: a rank waited for ever";
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace kvs::test
