@@ -2,6 +2,7 @@
 // the engine loop and the listener, and shuts down cleanly on SIGINT / SIGTERM: the listener stops
 // (open streams end), the engine loop stops, the command exits 0. A second signal exits at once.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -120,11 +121,11 @@ void serve(const ServeOptions& options) {
   const EngineMetrics metrics = loop.metrics();
   std::printf(
       "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens "
-      "(prefix cache %s), %zu threads%s\n",
+      "(prefix cache %s), %zu threads%s, pid %d\n",
       model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
       options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv_dtype).c_str(),
       config.block_size, config.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
-      options.http.api_key.empty() ? "" : ", API key required");
+      options.http.api_key.empty() ? "" : ", API key required", static_cast<int>(::getpid()));
   std::fflush(stdout);
   if (const KvTierStack* tiers = (*engine)->kv_tiers()) {
     const size_t block = tiers->format().block_bytes;

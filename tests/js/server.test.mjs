@@ -1,4 +1,5 @@
-// `kvserve serve` driven by the official OpenAI Node client: completions, chat, streaming, errors.
+// `kvserve serve` driven by the official OpenAI Node client: completions, chat, streaming, errors (also under
+// mpirun with the model split over two ranks).
 // Run by ctest (kvserve_server_js) with KVS_BINARY and KVS_DEFAULT_MODEL_PATH set; dependencies
 // come from `npm ci` in this folder (`make js-deps`).
 import { test, before, after } from 'node:test';
@@ -23,9 +24,16 @@ let server;
 let client;
 let stdout = '';
 let stderr = '';
+let servingPid = 0;  // the process that serves (under a launcher, rank 0: mpirun itself ends a job it is signalled to end with status 1)
+
+// KVS_SERVER_LAUNCHER (e.g. "mpirun -np 2") and KVS_SERVER_ARGS (e.g. "--tp 2"): the same tests against a server
+// started another way (ctest's kvserve_server_js_mpi: tensor parallelism over two MPI ranks).
+const launcher = (process.env.KVS_SERVER_LAUNCHER ?? '').split(' ').filter((a) => a);
+const extraArgs = (process.env.KVS_SERVER_ARGS ?? '').split(' ').filter((a) => a);
 
 before(async () => {
-  server = spawn(binary, ['serve', '-m', modelPath, '--port', '0', '--api-key', API_KEY], {
+  const argv = [...launcher, binary, 'serve', '-m', modelPath, '--port', '0', '--api-key', API_KEY, ...extraArgs];
+  server = spawn(argv[0], argv.slice(1), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   server.stderr.on('data', (d) => { stderr += d; });
@@ -33,8 +41,9 @@ before(async () => {
     const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 60_000);
     server.stdout.on('data', (d) => {
       stdout += d;
-      const m = stdout.match(/on http:\/\/[^ ]+:(\d+)/);
+      const m = stdout.match(/on http:\/\/[^ ]+:(\d+).*pid (\d+)/);
       if (m) {
+        servingPid = Number(m[2]);
         clearTimeout(timer);
         resolve(Number(m[1]));
       }
@@ -47,7 +56,11 @@ before(async () => {
 after(async () => {
   if (!server || server.exitCode !== null) return;
   const exited = once(server, 'exit');
-  server.kill('SIGTERM');
+  if (launcher.length > 0) {
+    process.kill(servingPid, 'SIGTERM');  // rank 0 shuts down, tells the other ranks to stop, and the job ends
+  } else {
+    server.kill('SIGTERM');
+  }
   const [code, signal] = await exited;
   assert.equal(signal, null, `server killed by ${signal}`);
   assert.equal(code, 0, `server exit code ${code}; stderr: ${stderr}`);
