@@ -15,6 +15,7 @@
 #include "model/gguf.h"
 #include "model/model_config.h"
 #include "model/model_kv_spec.h"
+#include "model/tensor_shard.h"
 
 namespace kvs::cli {
 namespace {
@@ -30,6 +31,7 @@ struct CalcOptions {
   std::string budget;
   std::string host_tier;  // --kv-host
   std::string disk_tier;  // --kv-disk-size
+  size_t tp = 1;          // --tp: figures per rank of a model split over N ranks
   bool json = false;
 };
 
@@ -95,6 +97,15 @@ void run(const CalcOptions& o) {
   spec.key_scale_axis = kv.key_scale_axis;
   spec.rotate_keys = kv.rotate_keys;
   spec.block_size = o.block_size;
+  // Tensor parallelism: every figure below is one rank's, which holds its share of the KV heads (model/tensor_shard.h).
+  const size_t all_kv_heads = spec.num_kv_heads;
+  if (o.tp > 1) {
+    if (spec.mla)
+      throw CommandError(fmt::format("--tp {}: tensor parallelism does not split an MLA latent cache yet", o.tp));
+    auto per_rank = kv_heads_per_rank(spec.num_kv_heads, o.tp);
+    if (!per_rank) throw CommandError(per_rank.status().message());
+    spec.num_kv_heads = *per_rank;
+  }
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   const size_t length = o.tokens ? o.tokens : context;
   if (length == 0) throw CommandError("--tokens is required when the shape has no context length");
@@ -166,6 +177,11 @@ void run(const CalcOptions& o) {
                         {"total_bytes", all_seqs},
                         {"total_gib", all_seqs / double(1ull << 30)}};
     if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
+    if (o.tp > 1) {
+      j.update({{"tp", o.tp},
+                {"model_kv_heads", all_kv_heads},
+                {"kv_head_replicas", all_kv_heads >= o.tp ? 1 : o.tp / all_kv_heads}});
+    }
     if (windowed) {
       nlohmann::json g = nlohmann::json::array();
       for (const GroupFigures& f : groups) {
@@ -193,6 +209,14 @@ void run(const CalcOptions& o) {
               spec.mla ? fmt::format("MLA latent {} + rope {}", spec.kv_lora_rank, spec.rope_dim).c_str()
                        : fmt::format("{} KV heads x head dim {} (K and V)", spec.num_kv_heads, spec.head_dim).c_str(),
               kv_dtypes_name(spec.dtype).c_str(), spec.block_size);
+  if (o.tp > 1) {
+    std::printf("  tensor parallel over %zu ranks: each rank holds %zu of the %zu KV heads%s; figures per rank\n", o.tp,
+                spec.num_kv_heads, all_kv_heads,
+                all_kv_heads >= o.tp
+                    ? ""
+                    : fmt::format(" (more ranks than KV heads: each head replicated on {} ranks)", o.tp / all_kv_heads)
+                          .c_str());
+  }
   if (policy.evicts()) {
     std::printf("  KV policy %s: a sequence of %zu tokens holds at most %zu\n", policy.describe().c_str(), length,
                 tokens);
@@ -248,6 +272,9 @@ void register_calc(CLI::App& app) {
   cmd->add_option("--seqs", o->seqs, "Sequences")->check(CLI::Range(size_t{1}, size_t{1} << 30))->capture_default_str();
   add_kv_precision_options(*cmd, o->kv);
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block (power of two, 1..256)")->capture_default_str();
+  cmd->add_option("--tp", o->tp, "Figures per rank of a model split over N tensor-parallel ranks (KV heads / N each)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--budget", o->budget, "Memory budget (e.g. 24GiB): how many sequences fit");
   cmd->add_option("--kv-host", o->host_tier, "A host-memory offload tier's budget (e.g. 64GiB): the tokens it holds");
   cmd->add_option("--kv-disk-size", o->disk_tier, "A disk offload tier's budget (e.g. 1TB): the tokens it holds");

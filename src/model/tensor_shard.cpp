@@ -4,6 +4,15 @@
 
 namespace kvs {
 
+Expected<size_t> kv_heads_per_rank(size_t kv_heads, size_t ranks) {
+  if (kv_heads >= ranks ? kv_heads % ranks != 0 : ranks % kv_heads != 0) {
+    return Status::invalid_argument(fmt::format(
+        "--tp {}: the model's {} KV heads neither split evenly into {} ranks nor replicate evenly over them", ranks,
+        kv_heads, ranks));
+  }
+  return kv_heads >= ranks ? kv_heads / ranks : 1;
+}
+
 Expected<ShardRanges> shard_ranges(const ModelConfig& c, TensorShard s) {
   const size_t n = s.size, r = s.rank;
   if (n == 0 || r >= n) return Status::invalid_argument(fmt::format("rank {} of a tensor-parallel group of {}", r, n));
@@ -25,22 +34,18 @@ Expected<ShardRanges> shard_ranges(const ModelConfig& c, TensorShard s) {
     return Status::invalid_argument(
         fmt::format("--tp {}: the model's {} query heads do not split evenly into {} ranks", n, c.num_heads, n));
   }
-  if (c.num_kv_heads >= n ? c.num_kv_heads % n != 0 : n % c.num_kv_heads != 0) {
-    return Status::invalid_argument(fmt::format(
-        "--tp {}: the model's {} KV heads neither split evenly into {} ranks nor replicate evenly over them", n,
-        c.num_kv_heads, n));
-  }
+  auto kv_heads = kv_heads_per_rank(c.num_kv_heads, n);
+  if (!kv_heads) return kv_heads.status();
   if (c.ffn_dim % n != 0) {
     return Status::invalid_argument(
         fmt::format("--tp {}: the model's FFN width {} does not split evenly into {} ranks", n, c.ffn_dim, n));
   }
   out.q_heads = c.num_heads / n;
   out.q_first = r * out.q_heads;
+  out.kv_heads = *kv_heads;
   if (c.num_kv_heads >= n) {
-    out.kv_heads = c.num_kv_heads / n;
     out.kv_first = r * out.kv_heads;
   } else {  // each rank's query heads read one KV head, held by n / K ranks
-    out.kv_heads = 1;
     out.kv_first = out.q_first / c.group_size();
     out.kv_replicas = n / c.num_kv_heads;
   }

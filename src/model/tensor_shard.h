@@ -31,6 +31,10 @@ struct ShardRanges {
   size_t kv_replicas = 1;  // ranks holding each KV head
 };
 
+// The KV heads each of `ranks` ranks holds: kv_heads / ranks, or 1 when there are more ranks than heads (each
+// head then on ranks / kv_heads ranks); an error when neither divides (the message names both).
+Expected<size_t> kv_heads_per_rank(size_t kv_heads, size_t ranks);
+
 // Rank `shard.rank`'s ranges of a model of `config`, or why the model does not split into `shard.size` (heads,
 // KV heads or FFN columns that do not divide; an architecture not supported: messages name the values).
 Expected<ShardRanges> shard_ranges(const ModelConfig& config, TensorShard shard);

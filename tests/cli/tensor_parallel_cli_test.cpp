@@ -4,6 +4,8 @@
 // (nonzero exit, within the test's timeout) with a message naming the problem and the rank.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "run_kvserve.h"
 
 namespace kvs::test {
@@ -41,6 +43,30 @@ TEST(CliTensorParallel, InProcessRanksPrintWhatTheWholeModelPrintsWithHalfTheKvC
   const auto bad = run_kvserve(with(kRun, {"--tp", "3"}), dir);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("8 query heads do not split evenly into 3"), std::string::npos) << bad.err;
+}
+
+// calc --tp N: one rank's figures, KV heads / N each (replicated past the model's KV heads), as run allocates.
+TEST(CliTensorParallel, CalcGivesOneRanksShare) {
+  TempDir dir("tp-calc");
+  const auto calc = [&](const std::string& tp) {
+    const auto r = run_kvserve(
+        {"calc", "-m", default_model_path(), "--kv-dtype", "f32", "--tokens", "64", "--tp", tp, "--json"}, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  const auto one = calc("1"), two = calc("2"), eight = calc("8");
+  EXPECT_EQ(two["kv_heads"], 2);
+  EXPECT_EQ(two["model_kv_heads"], 4);
+  EXPECT_EQ(two["bytes_per_token"].get<double>() * 2, one["bytes_per_token"].get<double>());
+  EXPECT_EQ(eight["kv_heads"], 1);
+  EXPECT_EQ(eight["kv_head_replicas"], 2);
+  // What run --tp 2 allocates for 64 tokens (4 blocks) is calc's per-rank blocks.
+  const auto run = run_kvserve(with(kRun, {"--tp", "2", "--kv-blocks", "4"}), dir);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(std::stoul(kv_bytes(run.err)), two["bytes_per_block"].get<size_t>() * 4) << run.err;
+  const auto bad = run_kvserve({"calc", "-m", default_model_path(), "--tp", "3"}, dir);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("4 KV heads neither split evenly into 3 ranks"), std::string::npos) << bad.err;
 }
 
 TEST(CliTensorParallel, MpirunRanksPrintWhatTheWholeModelPrints) {
