@@ -99,7 +99,7 @@ void run(const RunOptions& options) {
                "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
                "decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
-               "%zu threads, %s kernels, kv cache %s\n",
+               "weights %zu bytes, %zu threads, %s kernels, kv cache %s\n",
                result->prompt_tokens, result->cached_tokens, result->tokens.size(),
                std::string(finish_reason_name(result->finish_reason)).c_str(),
                result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
@@ -109,14 +109,15 @@ void run(const RunOptions& options) {
                (config.is_mla() ? fmt::format("latent {} + rope {}", config.mla.kv_lora_rank, config.rope_dim)
                                 : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
                    .c_str(),
-               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.pool->num_threads(),
+               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.model->weights().matrix_bytes(),
+               loaded.pool->num_threads(),
                std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
   if (loaded.tp) {
     const DecoderModel& m = *loaded.model;
     const ModelRunner& runner = (*engine)->runner();
     std::fprintf(stderr,
-                 "kvserve: tensor parallel, %s (%s): weights %zu bytes, KV cache %zu bytes; %llu collectives took "
-                 "%.3f ms (%.1f us each)\n",
+                 "kvserve: tensor parallel, %s (%s): weights %zu bytes, KV cache %zu bytes (this rank's); %llu "
+                 "collectives took %.3f ms (%.1f us each)\n",
                  describe(m.shard_ranges(), m.shard()).c_str(), launched_by_mpi() ? "MPI" : "in process",
                  m.weights().matrix_bytes(), (*engine)->kv_storage_bytes(),
                  static_cast<unsigned long long>(runner.num_collectives()), 1e3 * runner.communication_seconds(),
