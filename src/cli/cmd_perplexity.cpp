@@ -82,6 +82,7 @@ KvPolicyParams parse_policy_spec(const std::string& spec) {
 void run_stream(const PerplexityCliOptions& options, const KvPrecision& kv) {
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp)
   StreamPerplexityOptions o{.max_tokens = options.stream_tokens,
                             .policy = kv.policy,
                             .block_size = options.block_size,
@@ -128,6 +129,7 @@ void run(const PerplexityCliOptions& options) {
   eval.mla_form = kv.mla_form;
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp)
   auto result =
       evaluate_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, eval, [](size_t done, size_t total) {
         std::fprintf(stderr, "\rkvserve: chunk %zu/%zu", done, total);

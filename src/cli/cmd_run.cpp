@@ -64,6 +64,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
 
 void run(const RunOptions& options) {
   LoadedModel loaded = load_model(options.model);
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 runs the command
   const ModelConfig& config = loaded.model->config();
   RequestParams params{.prompt = loaded.tokenizer->encode(options.prompt, loaded.tokenizer->add_bos_by_default()),
                        .max_new_tokens = options.max_new_tokens,
@@ -72,7 +73,6 @@ void run(const RunOptions& options) {
                        .stop_at_eos = !options.ignore_eos,
                        .recompute_history = options.no_kv_cache};
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
-  if (serve_unless_root(loaded, engine_options)) return;  // an MPI rank above 0 (--tp)
   auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
   // The prompt is echoed once the request is accepted (a refused request prints nothing to stdout).
@@ -110,8 +110,8 @@ void run(const RunOptions& options) {
                                 : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
                    .c_str(),
                kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.model->weights().matrix_bytes(),
-               loaded.pool->num_threads(),
-               std::string(isa_name(best_isa())).c_str(), options.no_kv_cache ? "off" : "on");
+               loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
+               options.no_kv_cache ? "off" : "on");
   if (loaded.tp) {
     const DecoderModel& m = *loaded.model;
     const ModelRunner& runner = (*engine)->runner();

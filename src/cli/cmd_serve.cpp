@@ -106,7 +106,7 @@ void serve(const ServeOptions& options) {
   if (Status s = options.http.validate(); !s) throw CommandError(s.message());
   const EngineConfig config = engine_config(options);
   LoadedModel loaded = load_model(options.model);
-  if (serve_unless_root(loaded, config)) return;  // an MPI rank above 0 (--tp): rank 0 serves HTTP
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 serves HTTP
   auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, config);
   if (!engine) throw CommandError(engine.status().message());
   EngineLoop loop(**engine);

@@ -39,24 +39,12 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
 }
 
 TensorParallelRanks::~TensorParallelRanks() {
+  // Only ranks that serve can hear it (in process: none when a shard failed to load before they started).
+  if (!comms_.empty() && is_root() && (mpi_ || !threads_.empty())) TensorParallelDriver::end_all(*comms_[0]);
   for (std::thread& t : threads_) t.join();
 }
 
 bool TensorParallelRanks::is_root() const { return comms_[0]->rank() == 0; }
-
-bool TensorParallelRanks::serve_unless_root(const EngineConfig& config) {
-  if (mpi_ && !is_root()) {
-    // This rank's shard is the LoadedModel's: the caller passes it through serve_worker below.
-    return true;
-  }
-  for (size_t r = 1; r < shards_.size(); ++r) {
-    threads_.emplace_back([this, r, config] {
-      const Status s = run_tensor_parallel_worker(*shards_[r], *pools_[r], config, *comms_[r]);
-      if (!s) fmt::print(stderr, "kvserve: tensor-parallel rank {}: {}\n", r, s.message());
-    });
-  }
-  return false;
-}
 
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
@@ -90,6 +78,12 @@ LoadedModel load_model(const ModelOptions& options) {
         tp.pools_.resize(r);
         tp.pools_.push_back(std::make_unique<ThreadPool>(std::max<size_t>(1, threads / options.tp)));
       }
+      for (size_t r = 1; r < options.tp; ++r) {  // they serve rank 0's engines until it is done
+        tp.threads_.emplace_back([&tp, r] {
+          const Status s = run_tensor_parallel_worker(*tp.shards_[r], *tp.pools_[r], *tp.comms_[r]);
+          (void)s;  // a failed start is reported on rank 0, which agreed on it
+        });
+      }
       threads = std::max<size_t>(1, threads / options.tp);
     }
     comm = tp.comms_[0].get();
@@ -105,11 +99,10 @@ LoadedModel load_model(const ModelOptions& options) {
   return loaded;
 }
 
-bool serve_unless_root(LoadedModel& loaded, const EngineConfig& config) {
-  if (!loaded.tp) return false;
-  if (!loaded.tp->serve_unless_root(config)) return false;
-  // An MPI rank above 0: serve rank 0's engine with this process's shard until it stops.
-  const Status s = run_tensor_parallel_worker(*loaded.model, *loaded.pool, config, *loaded.model->communicator());
+bool serve_unless_root(LoadedModel& loaded) {
+  if (!loaded.tp || loaded.tp->is_root()) return false;
+  // An MPI rank above 0: serve rank 0's engines with this process's shard until rank 0 is done.
+  const Status s = run_tensor_parallel_worker(*loaded.model, *loaded.pool, *loaded.model->communicator());
   if (!s) throw CommandError(s.message());
   return true;
 }

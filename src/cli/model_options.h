@@ -27,10 +27,8 @@ struct ModelOptions {
 // The ranks of a model split by --tp, seen from this process.
 class TensorParallelRanks {
  public:
-  ~TensorParallelRanks();  // joins the in-process ranks (after rank 0's engine told them to stop)
-  // Rank 0: starts the in-process ranks' workers for `config` and returns false. An MPI rank above 0: true (the
-  // caller serves with its own shard).
-  bool serve_unless_root(const EngineConfig& config);
+  ~TensorParallelRanks();  // rank 0: tells the other ranks it is done; joins the in-process ones
+
   bool is_root() const;
 
   // Set up by load_model.
@@ -52,10 +50,9 @@ struct LoadedModel {
 };
 // Throws CommandError with the loader's message (file, problem, value) on failure.
 LoadedModel load_model(const ModelOptions& options);
-// Tensor parallelism, once the command knows its engine config: false on rank 0 (the in-process ranks are started;
-// the command goes on and creates its engine); true on an MPI rank above 0, after it served rank 0's engine until
-// it stopped (the command returns). False without --tp.
-bool serve_unless_root(LoadedModel& loaded, const EngineConfig& config);
+// Tensor parallelism: false on rank 0 (the command goes on; its engines run with the other ranks); true on an MPI
+// rank above 0, after it served rank 0's engines until rank 0 finished (the command returns). False without --tp.
+bool serve_unless_root(LoadedModel& loaded);
 
 std::string default_model_path();
 

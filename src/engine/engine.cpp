@@ -128,8 +128,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
     mine = Status::unimplemented(
         fmt::format("KV offload tiers with tensor parallelism (--tp {}) are not supported yet", comm->size()));
   }
-  auto driver = TensorParallelDriver::start(*comm, mine.is_ok() ? &(*engine)->kv_groups_ : nullptr,
-                                            model.file_fingerprint(), mine);
+  std::optional<TensorParallelSession> session;
+  if (mine.is_ok()) {
+    session = TensorParallelSession{.groups = (*engine)->kv_groups_,
+                                    .window = config.kv_window,
+                                    .hybrid = config.kv_hybrid && config.kv_layout == KvLayout::kPaged,
+                                    .mla_form = config.mla_form};
+  }
+  auto driver = TensorParallelDriver::start(*comm, session ? &*session : nullptr, model.file_fingerprint(), mine);
   if (!driver) return driver.status();
   (*engine)->tp_ = std::move(driver).value();
   return engine;

@@ -8,20 +8,8 @@
 namespace kvs {
 namespace {
 
-enum class Message : uint8_t { kStep = 1, kStop = 2 };
+enum class Message : uint8_t { kStart = 1, kStep = 2, kStop = 3, kEnd = 4 };
 enum class Op : uint8_t { kCopy = 1, kCompact = 2 };
-
-// What a layout must agree on across ranks: per group, its blocks and key tails.
-std::vector<uint64_t> layout_summary(std::span<const KvCacheConfig> groups) {
-  std::vector<uint64_t> s;
-  for (const KvCacheConfig& g : groups) {
-    s.push_back(g.num_blocks);
-    s.push_back(g.num_key_tails);
-    s.push_back(g.spec.block_size);
-    s.push_back(g.spec.num_layers);
-  }
-  return s;
-}
 
 // A worker's copy of one step's batch: the arrays a ForwardBatch views.
 struct DecodedBatch {
@@ -104,16 +92,34 @@ Status agree_across_ranks(Communicator& comm, const Status& mine, std::string_vi
 }
 
 Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Communicator& comm,
-                                                                            const std::vector<KvCacheConfig>* groups,
+                                                                            const TensorParallelSession* session,
                                                                             uint64_t model_fingerprint,
                                                                             const Status& mine) {
   std::vector<std::byte> message;
   ByteWriter out(message);
+  out.put(Message::kStart);
   out.put(model_fingerprint);
-  out.put_array(std::span<const uint64_t>(groups ? layout_summary(*groups) : std::vector<uint64_t>()));
+  out.put<uint8_t>(session != nullptr);
+  if (session) {
+    out.put<uint64_t>(session->window);
+    out.put<uint8_t>(session->hybrid);
+    out.put<uint8_t>(static_cast<uint8_t>(session->mla_form));
+    out.put<uint64_t>(session->groups.size());
+    for (const KvCacheConfig& g : session->groups) {
+      out.put(g.spec);
+      out.put<uint64_t>(g.num_blocks);
+      out.put<uint64_t>(g.num_key_tails);
+    }
+  }
   comm.broadcast(message, 0);
   KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
   return std::unique_ptr<TensorParallelDriver>(new TensorParallelDriver(comm));
+}
+
+void TensorParallelDriver::end_all(Communicator& comm) {
+  std::vector<std::byte> message;
+  ByteWriter(message).put(Message::kEnd);
+  comm.broadcast(message, 0);
 }
 
 void TensorParallelDriver::copy(size_t group, const KvBlockCopy& c) {
@@ -155,38 +161,51 @@ void TensorParallelDriver::stop() {
   comm_.broadcast(message_, 0);
 }
 
-Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, const EngineConfig& config,
-                                  Communicator& comm) {
-  auto layout = engine_kv_layout(shard, config);
-  std::vector<std::byte> message;
-  comm.broadcast(message, 0);
-  Status mine = layout ? Status::ok() : layout.status();
-  if (mine.is_ok()) {
-    ByteReader in(message);
-    const auto fingerprint = in.get<uint64_t>();
-    std::vector<uint64_t> root;
-    in.get_array(root);
-    if (fingerprint != shard.file_fingerprint()) {
-      mine = Status::invalid_argument(fmt::format(
-          "rank {}'s model file differs from rank 0's (another file, or another version of it)", comm.rank()));
-    } else if (!root.empty() && root != layout_summary(layout->groups)) {  // empty: rank 0 failed (it says why)
+namespace {
+
+// One engine's life on a worker rank, from rank 0's start message: the pools it describes, this rank's runner,
+// then steps until rank 0 stops. What went wrong at start, after every rank agreed on it.
+Status serve_session(const Model& shard, ThreadPool& pool, Communicator& comm, ByteReader& start) {
+  Status mine = Status::ok();
+  if (start.get<uint64_t>() != shard.file_fingerprint()) {
+    mine = Status::invalid_argument(fmt::format(
+        "rank {}'s model file differs from rank 0's (another file, or another version of it)", comm.rank()));
+  }
+  std::vector<KvCacheConfig> groups;
+  KvLayerGroups layers;
+  MlaForm mla_form = MlaForm::kAuto;
+  if (start.get<uint8_t>() != 0) {  // else rank 0 failed to start (it says why)
+    const auto window = start.get<uint64_t>();
+    const bool hybrid = start.get<uint8_t>() != 0;
+    mla_form = static_cast<MlaForm>(start.get<uint8_t>());
+    const ModelConfig& c = shard.config();
+    layers = KvLayerGroups::make(c.num_layers, c.layer_windows, window, hybrid);
+    groups.resize(start.get<uint64_t>());
+    for (KvCacheConfig& g : groups) {
+      g.spec = start.get<KvCacheSpec>();
+      g.num_blocks = start.get<uint64_t>();
+      g.num_key_tails = start.get<uint64_t>();
+    }
+    if (mine.is_ok() && (groups.size() != layers.groups.size() ||
+                         (!groups.empty() && groups[0].spec.num_kv_heads != shard.kv_spec({}, 1).num_kv_heads))) {
       mine = Status::invalid_argument(
-          fmt::format("rank {}'s KV layout differs from rank 0's (its model file or flags differ)", comm.rank()));
+          fmt::format("rank {}'s shard does not hold the KV heads rank 0's pools are made for", comm.rank()));
     }
   }
   KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
 
   std::vector<KvStorage> storages;
-  for (const KvCacheConfig& g : layout->groups) storages.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
-  std::unique_ptr<ModelRunner> runner = shard.make_runner(pool, config.mla_form);
+  for (const KvCacheConfig& g : groups) storages.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+  std::unique_ptr<ModelRunner> runner = shard.make_runner(pool, mla_form);
   const KeyRotation rotation = key_rotation(shard.config());
+  std::vector<std::byte> message;
   DecodedBatch batch;
   std::vector<BlockId> blocks;
   std::vector<std::vector<uint32_t>> kept;
   for (;;) {
     comm.broadcast(message, 0);
     ByteReader in(message);
-    if (in.get<Message>() == Message::kStop) return Status::ok();
+    if (in.get<Message>() == Message::kStop) return Status::ok();  // the engine on rank 0 closed
     for (uint32_t i = 0, ops = in.get<uint32_t>(); i < ops; ++i) {
       const Op op = in.get<Op>();
       KvStorage& storage = storages.at(in.get<uint64_t>());
@@ -201,8 +220,21 @@ Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, const En
         compact_kv(storage, blocks, kept, rotation);
       }
     }
-    const ForwardBatch forward = batch.read(in, layout->layers);
+    const ForwardBatch forward = batch.read(in, layers);
     runner->forward(forward, storages, {});
+  }
+}
+
+}  // namespace
+
+Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, Communicator& comm) {
+  Status last = Status::ok();
+  std::vector<std::byte> message;
+  for (;;) {
+    comm.broadcast(message, 0);
+    ByteReader in(message);
+    if (in.get<Message>() == Message::kEnd) return last;
+    last = serve_session(shard, pool, comm, in);  // an engine that failed to start is said on rank 0 too
   }
 }
 

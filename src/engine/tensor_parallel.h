@@ -7,9 +7,10 @@
 // and runs its shard's forward pass, whose all-reduces and logits gather meet rank 0's. Block tables are
 // therefore identical on every rank by construction.
 //
-// At start rank 0 and every worker compare their model files (Model::file_fingerprint) and KV layouts (groups,
-// blocks, key tails) and agree: a rank that cannot take part (its shard did not load, its file or layout differs)
-// stops every rank with an error naming it.
+// Each engine rank 0 creates is a session: the workers mirror its KV pools (rank 0 sends their specs and sizes),
+// compare their model files (Model::file_fingerprint) and agree: a rank that cannot take part (its file differs,
+// its shard holds other KV heads) fails the engine's creation on every rank with an error naming it. Commands
+// that make several engines (bench, perplexity) run several sessions; the workers return at rank 0's end.
 #pragma once
 
 #include <span>
@@ -25,21 +26,31 @@ namespace kvs {
 // (and, on that rank, its own message).
 Status agree_across_ranks(Communicator& comm, const Status& mine, std::string_view what);
 
-// Rank 0's end (Engine holds one when its model is split over more than one rank).
+// What the workers need of an engine's KV pools to mirror them: its layer groups (from the model's windows and these
+// flags, kv_layer_groups.h) and each group's spec and sizes (the same on every rank: each holds as many KV heads).
+struct TensorParallelSession {
+  std::vector<KvCacheConfig> groups;
+  size_t window = 0;    // EngineConfig::kv_window
+  bool hybrid = false;  // layers of different windows in pools of their own
+  MlaForm mla_form = MlaForm::kAuto;
+};
+
+// Rank 0's end of one engine's life (Engine holds one when its model is split over more than one rank).
 class TensorParallelDriver {
  public:
-  // Sends rank 0's KV pools (null: it failed to start, `mine` says why) to the workers and agrees with them on
-  // them (the error names a rank that failed or differs).
-  static Expected<std::unique_ptr<TensorParallelDriver>> start(Communicator& comm,
-                                                               const std::vector<KvCacheConfig>* groups,
+  // Sends the session (null: rank 0 failed to start, `mine` says why) and its model file's fingerprint to the
+  // workers and agrees with them (the error names a rank that failed or whose file differs).
+  static Expected<std::unique_ptr<TensorParallelDriver>> start(Communicator& comm, const TensorParallelSession* session,
                                                                uint64_t model_fingerprint, const Status& mine);
+  // After the last engine: the workers return.
+  static void end_all(Communicator& comm);
   ~TensorParallelDriver() { stop(); }
 
   void copy(size_t group, const KvBlockCopy& copy);
   void compact(size_t group, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept);
   // Sends the operations recorded so far and `batch`; rank 0 then runs its own forward pass.
   void forward(const ForwardBatch& batch);
-  // Tells the workers to return (once).
+  // Ends this engine's session on the workers (once); they wait for the next start or the end.
   void stop();
 
  private:
@@ -51,8 +62,9 @@ class TensorParallelDriver {
   bool stopped_ = false;
 };
 
-// A worker rank (1..N-1): the engine's KV layout for `shard` under `config` (the same flags as rank 0), then
-// steps until rank 0 stops. Returns what went wrong at start (after every rank agreed on it), else ok.
-Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, const EngineConfig& config, Communicator& comm);
+// A worker rank (1..N-1): serves rank 0's engines one after another (each: mirror its KV pools, then steps until
+// it stops) until rank 0 ends them all. Returns what went wrong at the last engine's start (every rank agreed on
+// it; rank 0 reports it), else ok.
+Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, Communicator& comm);
 
 }  // namespace kvs

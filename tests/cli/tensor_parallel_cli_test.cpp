@@ -81,6 +81,28 @@ TEST(CliTensorParallel, MpirunRanksPrintWhatTheWholeModelPrints) {
   EXPECT_EQ(std::stoul(kv_bytes(split.err)) * 2, std::stoul(kv_bytes(whole.err))) << split.err;
 }
 
+// perplexity --tp 2 (in process and under mpirun): the whole model's mean nll within fp32 summation-order rounding
+// (measured: equal to 7 digits); it runs one engine per chunk, each a session of the worker ranks.
+TEST(CliTensorParallel, PerplexitySplitEqualsWhole) {
+  TempDir dir("tp-perplexity");
+  const std::vector<std::string> args = {
+      "perplexity", "-f", std::string(KVS_SHARED_DIR) + "/eval/tinystories_heldout.txt", "--chunk", "128",
+      "--chunks",   "3"};
+  const auto nll = [](const KvserveResult& r) {
+    const size_t at = r.out.find("mean nll ");
+    return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + 9));
+  };
+  const auto whole = run_kvserve(args, dir);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto split = run_kvserve(with(args, {"--tp", "2"}), dir);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NEAR(nll(split), nll(whole), 1e-5) << split.out;
+  if (std::string(KVS_MPIRUN).empty()) return;
+  const auto mpi = run_command(mpirun(2, with(args, {"--tp", "2"})), dir);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  EXPECT_NEAR(nll(mpi), nll(whole), 1e-5) << mpi.out;
+}
+
 TEST(CliTensorParallel, MpirunFailuresStopEveryRankAndNameTheRank) {
   if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << "built without MPI (scripts/install-deps.sh installs it)";
   TempDir dir("tp-mpirun-failures");

@@ -48,16 +48,16 @@ class TpGroup {
   const DecoderModel& shard(size_t r) const { return *shards_[r]; }
   ThreadPool& root_pool() { return *pools_[0]; }
 
-  // Workers run `config` while fn() drives rank 0; returns what the workers returned (rank order).
+  // The workers serve rank 0's engines while fn() drives them from rank 0; returns what the workers returned
+  // (rank order) once rank 0 ended them.
   template <typename Fn>
-  std::vector<Status> run(const EngineConfig& config, Fn fn) {
+  std::vector<Status> run(Fn fn) {
     std::vector<Status> results(shards_.size());
     std::vector<std::thread> workers;
-    for (size_t r = 1; r < shards_.size(); ++r) {
-      workers.emplace_back(
-          [&, r] { results[r] = run_tensor_parallel_worker(*shards_[r], *pools_[r], config, *comms_[r]); });
-    }
+    for (size_t r = 1; r < shards_.size(); ++r)
+      workers.emplace_back([&, r] { results[r] = run_tensor_parallel_worker(*shards_[r], *pools_[r], *comms_[r]); });
     fn();
+    TensorParallelDriver::end_all(*comms_[0]);
     for (auto& w : workers) w.join();
     return results;
   }
@@ -121,8 +121,8 @@ EngineMetrics expect_split_matches_whole(const std::string& path, size_t n, cons
   EXPECT_TRUE(group.status().is_ok()) << group.status().message();
   if (!group.status().is_ok()) return metrics;
   std::vector<test::EngineTrace> got;
-  const std::vector<Status> workers = group.run(
-      config, [&] { got = run_all(group.shard(0), *tokenizer, group.root_pool(), config, requests, &metrics); });
+  const std::vector<Status> workers =
+      group.run([&] { got = run_all(group.shard(0), *tokenizer, group.root_pool(), config, requests, &metrics); });
   for (size_t r = 1; r < n; ++r) EXPECT_TRUE(workers[r].is_ok()) << "rank " << r << ": " << workers[r].message();
   float worst = 0.0f;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -224,7 +224,7 @@ TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
   const EngineConfig tiers{.kv_tiers = {.host_bytes = size_t{1} << 24}};
   Status engine_status;
   const auto workers = group.run(
-      tiers, [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), tiers).status(); });
+      [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), tiers).status(); });
   EXPECT_NE(engine_status.message().find("not supported yet"), std::string::npos) << engine_status.message();
   EXPECT_NE(workers[1].message().find("rank 0 failed"), std::string::npos) << workers[1].message();
 }
