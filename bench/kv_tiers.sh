@@ -20,11 +20,7 @@
 #   host, auto         --kv-preempt auto: swap or recompute by the measured copy bandwidth and prefill rate
 #   bench/kv_tiers.sh [chat] [preempt]    (from the repository root, after make build; on an idle machine)
 set -euo pipefail
-bin=${KVSERVE:-build/kvserve}
-dir=/tmp/kvserve-bench
-mkdir -p "$dir"
-model=${MODEL:-$dir/110m-q8.gguf}
-[ -f "$model" ] || "$bin" synth --preset 110m --type q8_0 --ctx 4096 -o "$model" >&2
+source "$(dirname "$0")/model_110m.sh"
 CONVS=${CONVS:-16}
 TURNS=${TURNS:-6}
 MESSAGE=${MESSAGE:-60}

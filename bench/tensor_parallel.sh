@@ -6,11 +6,7 @@
 # (two all-reduces per layer, the logits gather) took, from the run's summary lines.
 #   bench/tensor_parallel.sh    (from the repository root, after make build; on an idle machine)
 set -euo pipefail
-bin=${KVSERVE:-build/kvserve}
-dir=/tmp/kvserve-bench
-mkdir -p "$dir"
-model=${MODEL:-$dir/110m-q8.gguf}
-[ -f "$model" ] || "$bin" synth --preset 110m --type q8_0 --ctx 4096 -o "$model" >&2
+source "$(dirname "$0")/model_110m.sh"
 PROMPT=${PROMPT:-512}
 DECODE=${DECODE:-128}
 ROUNDS=${ROUNDS:-3}

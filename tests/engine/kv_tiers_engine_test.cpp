@@ -323,14 +323,20 @@ void expect_outputs_alone(Fixture& f, const EngineConfig& config, const std::vec
   EXPECT_EQ(run.pinned_after, 0u) << "every swap's pins were released";
 }
 
+// The preempted requests under `mode` (and a host tier of `host_blocks`, K/V in `dtype`), their outputs checked.
+PreemptionRun run_checked(KvPreemptMode mode, size_t host_blocks = 200, KvDTypes dtype = KvDType::kF32) {
+  Fixture f;
+  const auto requests = preempted_requests(f);
+  const EngineConfig config = preemption_config(f, mode, host_blocks, dtype);
+  const PreemptionRun run = run_preempted(f, config, requests);
+  expect_outputs_alone(f, config, requests, run);
+  return run;
+}
+
 // Swap: every preempted request's blocks, its partial last one too, are kept in the host tier and loaded
 // back: nothing it had computed is computed again.
 TEST(KvTiersEngine, SwapPreemptionResumesWithNothingRecomputed) {
-  Fixture f;
-  const auto requests = preempted_requests(f);
-  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap);
-  const PreemptionRun run = run_preempted(f, config, requests);
-  expect_outputs_alone(f, config, requests, run);
+  const PreemptionRun run = run_checked(KvPreemptMode::kSwap);
   EXPECT_EQ(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
   EXPECT_EQ(run.metrics.preempted_tokens_recomputed_total, 0u);
   EXPECT_GT(run.metrics.prefix_cache_tier_hits_tokens_total, 0u);
@@ -339,11 +345,7 @@ TEST(KvTiersEngine, SwapPreemptionResumesWithNothingRecomputed) {
 // Recompute: nothing is copied at preemption; the pool's cache (and what it demotes) keeps what it can and
 // the partial blocks others took are computed again.
 TEST(KvTiersEngine, RecomputePreemptionComputesWhatThePoolLostAgain) {
-  Fixture f;
-  const auto requests = preempted_requests(f);
-  const EngineConfig config = preemption_config(f, KvPreemptMode::kRecompute);
-  const PreemptionRun run = run_preempted(f, config, requests);
-  expect_outputs_alone(f, config, requests, run);
+  const PreemptionRun run = run_checked(KvPreemptMode::kRecompute);
   EXPECT_EQ(run.metrics.preemptions_swapped_total, 0u);
   EXPECT_GT(run.metrics.preempted_tokens_recomputed_total, 0u);
 }
@@ -351,12 +353,10 @@ TEST(KvTiersEngine, RecomputePreemptionComputesWhatThePoolLostAgain) {
 // Keys quantized per channel, in groups of rows: a swap keeps the partial block's whole groups (the bits a
 // miss computes), and the filling group's rows, which wait in a key tail, are computed again.
 TEST(KvTiersEngine, SwapPreemptionOfInt8KeysRecomputesAtMostTheFillingGroup) {
+  const PreemptionRun run = run_checked(KvPreemptMode::kSwap, 200, KvDType::kInt8);
   Fixture f;
-  const auto requests = preempted_requests(f);
-  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap, 200, KvDType::kInt8);
-  const PreemptionRun run = run_preempted(f, config, requests);
-  expect_outputs_alone(f, config, requests, run);
-  const KvTensorFormat keys = kv_format(engine_kv_spec(*f.model, config)).k;
+  const KvTensorFormat keys =
+      kv_format(engine_kv_spec(*f.model, preemption_config(f, KvPreemptMode::kSwap, 200, KvDType::kInt8))).k;
   ASSERT_EQ(keys.scale_axis, KvScaleAxis::kPerChannel);
   EXPECT_EQ(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
   EXPECT_LE(run.metrics.preempted_tokens_recomputed_total, run.metrics.preemptions_total * (keys.group_size - 1));
@@ -365,11 +365,7 @@ TEST(KvTiersEngine, SwapPreemptionOfInt8KeysRecomputesAtMostTheFillingGroup) {
 // Auto measures both costs as it runs (copies between the pool and the host tier, prefill steps) and
 // chooses by them; either way the outputs are the requests' alone.
 TEST(KvTiersEngine, AutoPreemptionMeasuresBothCosts) {
-  Fixture f;
-  const auto requests = preempted_requests(f);
-  const EngineConfig config = preemption_config(f, KvPreemptMode::kAuto);
-  const PreemptionRun run = run_preempted(f, config, requests);
-  expect_outputs_alone(f, config, requests, run);
+  const PreemptionRun run = run_checked(KvPreemptMode::kAuto);
   EXPECT_GT(run.metrics.kv_copy_bytes_per_second, 0.0);
   EXPECT_GT(run.metrics.recompute_tokens_per_second, 0.0);
   EXPECT_LE(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
@@ -377,11 +373,7 @@ TEST(KvTiersEngine, AutoPreemptionMeasuresBothCosts) {
 
 // A host tier of 4 blocks cannot pin a victim's 5 or more: swap falls back to recompute.
 TEST(KvTiersEngine, SwapFallsBackToRecomputeWhenTheHostTierCannotPinTheBlocks) {
-  Fixture f;
-  const auto requests = preempted_requests(f);
-  const EngineConfig config = preemption_config(f, KvPreemptMode::kSwap, 4);
-  const PreemptionRun run = run_preempted(f, config, requests);
-  expect_outputs_alone(f, config, requests, run);
+  const PreemptionRun run = run_checked(KvPreemptMode::kSwap, 4);
   EXPECT_LT(run.metrics.preemptions_swapped_total, run.metrics.preemptions_total);
   EXPECT_GT(run.metrics.preempted_tokens_recomputed_total, 0u);
 }
