@@ -11,6 +11,10 @@
 namespace kvs::test {
 namespace {
 
+// Why a build has no mpirun for its tests: no OpenMPI (scripts/install-deps.sh installs it), or the sanitizer build.
+constexpr const char* kNoMpi =
+    "this build has no MPI (the sanitizer build leaves it out; the release build runs these)";
+
 const std::vector<std::string> kRun = {"run", "-p", "Once upon a time", "-n", "24", "--temp", "0"};
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
@@ -70,7 +74,7 @@ TEST(CliTensorParallel, CalcGivesOneRanksShare) {
 }
 
 TEST(CliTensorParallel, MpirunRanksPrintWhatTheWholeModelPrints) {
-  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << "built without MPI (scripts/install-deps.sh installs it)";
+  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << kNoMpi;
   TempDir dir("tp-mpirun");
   const auto whole = run_kvserve(kRun, dir);
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
@@ -104,7 +108,7 @@ TEST(CliTensorParallel, PerplexitySplitEqualsWhole) {
 }
 
 TEST(CliTensorParallel, MpirunFailuresStopEveryRankAndNameTheRank) {
-  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << "built without MPI (scripts/install-deps.sh installs it)";
+  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << kNoMpi;
   TempDir dir("tp-mpirun-failures");
   const auto count = run_command(mpirun(2, with(kRun, {"--tp", "4"})), dir);
   EXPECT_NE(count.exit_code, 0);
