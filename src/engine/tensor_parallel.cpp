@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "attention/compact_kv.h"
 #include "dist/byte_stream.h"
 
@@ -84,11 +87,24 @@ Status agree_across_ranks(Communicator& comm, const Status& mine, std::string_vi
   failed[comm.rank()] = mine.is_ok() ? 0.0f : 1.0f;
   comm.all_reduce_sum(failed);
   std::string ranks;
-  for (size_t r = 0; r < failed.size(); ++r)
-    if (failed[r] != 0.0f) ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+  size_t first = failed.size();
+  for (size_t r = 0; r < failed.size(); ++r) {
+    if (failed[r] == 0.0f) continue;
+    ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+    first = std::min(first, r);
+  }
   if (ranks.empty()) return Status::ok();
-  const std::string local = mine.is_ok() ? "" : fmt::format(": {}", mine.message());
-  return Status::unavailable(fmt::format("{}: rank {} failed{}", what, ranks, local));
+  // Every rank reports the first failed rank's reason (a rank's own output may be cut short when the job ends).
+  std::vector<std::byte> reason;
+  if (comm.rank() == first) {
+    const std::string& m = mine.message();
+    reason.resize(m.size());
+    std::memcpy(reason.data(), m.data(), m.size());
+  }
+  comm.broadcast(reason, first);
+  return Status::unavailable(
+      fmt::format("{}: rank {} failed: {}", what, ranks,
+                  std::string_view(reinterpret_cast<const char*>(reason.data()), reason.size())));
 }
 
 Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Communicator& comm,

@@ -227,6 +227,7 @@ TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
       [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), tiers).status(); });
   EXPECT_NE(engine_status.message().find("not supported yet"), std::string::npos) << engine_status.message();
   EXPECT_NE(workers[1].message().find("rank 0 failed"), std::string::npos) << workers[1].message();
+  EXPECT_NE(workers[1].message().find("not supported yet"), std::string::npos) << "every rank hears rank 0's reason";
 }
 
 }  // namespace
