@@ -56,6 +56,14 @@ start_server() {  # flags...
   exit 1
 }
 
+measure() {  # measure ROW_FUNCTION LABEL server-flags...: a fresh server, one row of the workload, stopped
+  local row_function=$1 label=$2
+  shift 2
+  start_server "$@"
+  "$row_function" "$label"
+  stop_server
+}
+
 stop_server() {
   kill -TERM "$server_pid"
   wait "$server_pid" || true
@@ -88,19 +96,12 @@ echo
 echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) |"
 echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS"
-  row "none (round $round)"
-  stop_server
-  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$HOST"
-  row "host $HOST (round $round)"
-  stop_server
+  measure row "none (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS"
+  measure row "host $HOST (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$HOST"
   rm -rf "$tmp/disk"
-  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
-  row "$DISK_HOST host + disk, cold (round $round)"
-  stop_server
-  start_server --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB
-  row "$DISK_HOST host + disk, warm restart (round $round)"
-  stop_server
+  disk=(--max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$DISK_HOST" --kv-disk "$tmp/disk" --kv-disk-size 8GiB)
+  measure row "$DISK_HOST host + disk, cold (round $round)" "${disk[@]}"
+  measure row "$DISK_HOST host + disk, warm restart (round $round)" "${disk[@]}"
 done
 fi
 
@@ -142,13 +143,10 @@ if [[ " $parts " == *" preempt "* ]]; then
   echo "| configuration | wall s | generated tok/s | preemptions | swapped | tokens recomputed | tokens loaded from the tier | MiB copied to/from the host tier | copy GB/s | prefill tok/s | copies (ms) | recomputing (ms) | TTFT p50 (ms) | TTFT p99 (ms) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for round in $(seq "$ROUNDS"); do
-    start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS"
-    preempt_row "no tier (round $round)"
-    stop_server
+    measure preempt_row "no tier (round $round)" --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS"
     for mode in recompute swap auto; do
-      start_server --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS" --kv-host "$HOST" --kv-preempt "$mode"
-      preempt_row "host $HOST, $mode (round $round)"
-      stop_server
+      measure preempt_row "host $HOST, $mode (round $round)" --max-seqs "$PREEMPT_CLIENTS" --kv-blocks "$PREEMPT_BLOCKS" \
+        --kv-host "$HOST" --kv-preempt "$mode"
     done
   done
 fi
