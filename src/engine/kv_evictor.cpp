@@ -5,9 +5,12 @@
 
 namespace kvs {
 
+KeyRotation model_key_rotation(const ModelConfig& c) {
+  return {.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox};
+}
+
 KvEvictor::KvEvictor(const ModelConfig& config)
-    : rotation_{.inv_freq = config.rope_frequencies(), .neox = config.rope_style == RopeStyle::kNeox},
-      num_rows_(config.num_layers * config.num_kv_heads) {}
+    : rotation_(model_key_rotation(config)), num_rows_(config.num_layers * config.num_kv_heads) {}
 
 size_t KvEvictor::evict_if_full(Request& r, HybridKvManager& kv, std::span<KvStorage> storages,
                                 TensorParallelDriver* tp) {

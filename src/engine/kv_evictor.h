@@ -18,6 +18,9 @@ namespace kvs {
 
 class TensorParallelDriver;
 
+// The model's RoPE, with which a compaction moves keys to their new positions (every tensor-parallel rank the same).
+KeyRotation model_key_rotation(const ModelConfig& config);
+
 class KvEvictor {
  public:
   explicit KvEvictor(const ModelConfig& config);

@@ -7,6 +7,7 @@
 
 #include "attention/compact_kv.h"
 #include "dist/byte_stream.h"
+#include "engine/kv_evictor.h"
 
 namespace kvs {
 namespace {
@@ -73,11 +74,6 @@ void write_batch(ByteWriter& out, const ForwardBatch& b) {
     }
     out.put_array(g.attention.key_tails);
   }
-}
-
-// The evictor's rotation of moved keys: the model's RoPE (every rank's heads have the same).
-KeyRotation key_rotation(const ModelConfig& c) {
-  return {.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox};
 }
 
 }  // namespace
@@ -213,7 +209,7 @@ Status serve_session(const Model& shard, ThreadPool& pool, Communicator& comm, B
   std::vector<KvStorage> storages;
   for (const KvCacheConfig& g : groups) storages.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   std::unique_ptr<ModelRunner> runner = shard.make_runner(pool, mla_form);
-  const KeyRotation rotation = key_rotation(shard.config());
+  const KeyRotation rotation = model_key_rotation(shard.config());
   std::vector<std::byte> message;
   DecodedBatch batch;
   std::vector<BlockId> blocks;

@@ -132,12 +132,16 @@ void DecoderForward::add_to_residual(std::span<const float> y, size_t n) {
   for (size_t i = 0; i < n * config_.dim; ++i) x_[i] += y[i];
 }
 
-void DecoderForward::sum_over_ranks(std::span<float> y, size_t n) {
-  if (!tp_) return;
+template <typename Collective>
+void DecoderForward::timed(Collective collective) {
   const auto start = std::chrono::steady_clock::now();
-  tp_->all_reduce_sum(y.first(n * config_.dim));
+  collective();
   communication_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++num_collectives_;
+}
+
+void DecoderForward::sum_over_ranks(std::span<float> y, size_t n) {
+  if (tp_) timed([&] { tp_->all_reduce_sum(y.first(n * config_.dim)); });
 }
 
 void DecoderForward::rmsnorm_rows(std::span<float> out, std::span<const float> in, std::span<const float> weight,
@@ -163,10 +167,7 @@ void DecoderForward::compute_logits(const ForwardBatch& batch, std::span<float> 
     local_logits_.resize(m * vocab);
     matmul(weights_.output, final_, m, local_logits_, pool_, scratch_);
     if (is_root()) gathered_logits_.resize(m * v);
-    const auto start = std::chrono::steady_clock::now();
-    tp_->gather(local_logits_, is_root() ? std::span<float>(gathered_logits_) : std::span<float>(), 0);
-    communication_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++num_collectives_;
+    timed([&] { tp_->gather(local_logits_, is_root() ? std::span<float>(gathered_logits_) : std::span<float>(), 0); });
     if (!is_root()) return;
     for (size_t r = 0, at = 0; r < ranks; ++r) {
       const size_t first = v * r / ranks, width = v * (r + 1) / ranks - first;

@@ -75,6 +75,9 @@ class DecoderForward : public ModelRunner {
   // products). Nothing without it.
   void sum_over_ranks(std::span<float> y, size_t n);
   bool is_root() const { return tp_ == nullptr || tp_->rank() == 0; }
+  // Runs one of the ranks' collectives, counting it and its time.
+  template <typename Collective>
+  void timed(Collective collective);
 
  public:
   double communication_seconds() const override { return communication_seconds_; }
