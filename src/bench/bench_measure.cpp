@@ -25,14 +25,17 @@ BenchModelInfo describe_model(const DecoderModel& model, const std::string& path
                       .vocab = c.vocab_size,
                       .context = c.context_length,
                       .matrix_bytes = w.matrix_bytes(),
-                      .output_params = w.output.rows * w.output.cols};
+                      .output_params = w.output.rows * w.output.cols,
+                      .tensor_parallel = model.tensor_parallel_size()};
   for (const DecoderLayerWeights& l : w.layers) {
     for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       info.layer_params += m->rows * m->cols;
     }
   }
-  const KvCacheSpec spec{
-      .num_layers = c.num_layers, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim, .block_size = 1};
+  const KvCacheSpec spec{.num_layers = c.num_layers,
+                         .num_kv_heads = model.shard_config().num_kv_heads,
+                         .head_dim = c.head_dim,
+                         .block_size = 1};
   info.kv_bytes_per_token = kv_bytes_per_block(spec).total();
   return info;
 }

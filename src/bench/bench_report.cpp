@@ -34,7 +34,8 @@ json model_json(const BenchModelInfo& m) {
           {"matrix_bytes", m.matrix_bytes},
           {"layer_params", m.layer_params},
           {"output_params", m.output_params},
-          {"kv_bytes_per_token", m.kv_bytes_per_token}};
+          {"kv_bytes_per_token", m.kv_bytes_per_token},
+          {"tensor_parallel", m.tensor_parallel}};
 }
 
 json prefill_details(const PrefillSet& set) {
@@ -159,11 +160,14 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
   std::string o;
   const auto line = [&o](const std::string& s) { o += s + "\n"; };
   const BenchModelInfo& m = r.model;
+  const std::string split =
+      m.tensor_parallel > 1 ? fmt::format(" on rank 0 of {} (tensor parallel)", m.tensor_parallel) : "";
   line(
       fmt::format("kvserve bench: {} ({}, {} layout; {} layers, dim {}, {} heads / {} KV heads, ffn {}, vocab {}; {} "
-                  "of matrices), {} threads, {}, {} reps, {}",
+                  "of matrices{}), "
+                  "{} threads, {}, {} reps, {}",
                   m.path, m.weight_type, m.weight_layout, m.layers, m.dim, m.heads, m.kv_heads, m.ffn, m.vocab,
-                  mib(m.matrix_bytes), r.threads, r.isa, r.plan.reps, info.date));
+                  mib(m.matrix_bytes), split, r.threads, r.isa, r.plan.reps, info.date));
   line(fmt::format("load average before: {}, after: {}; wall time {:.0f} s", info.load_before, info.load_after,
                    info.wall_seconds));
   line("Figures are mean ± sample standard deviation over the repetitions [min–max].");

@@ -22,6 +22,9 @@ struct BenchModelInfo {
   size_t layer_params = 0;        // parameters of the layer matrices (multiplied for every token)
   size_t output_params = 0;       // parameters of the classifier (multiplied only for tokens whose logits are wanted)
   size_t kv_bytes_per_token = 0;  // K and V of one position, all layers (f32)
+  // Ranks the model is split over (--tp); above 1, matrix_bytes, the params and kv_bytes_per_token are rank 0's
+  // shard's: what this process reads and multiplies.
+  size_t tensor_parallel = 1;
 };
 
 struct PrefillFigures {

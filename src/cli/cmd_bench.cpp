@@ -32,6 +32,7 @@ struct BenchOptions {
   std::string prefill_model;  // empty: the BF16 twin with the default model (not --quick); "none": skip
   std::string model_dir;      // where default models are cached; empty: <binary dir>/models
   size_t threads = 0;
+  size_t tp = 1;  // --tp: ranks the model is split over (cli/model_options.h)
   size_t reps = 3;
   bool quick = false;
   bool weights_only = false;
@@ -61,11 +62,18 @@ std::string synthetic_model(const std::filesystem::path& dir, DType type) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw CommandError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
-  const std::string tmp = path.string() + ".tmp";
+  // A name of this process's own: the ranks of an mpirun job may all write it at once (the same bytes).
+  const std::string tmp = fmt::format("{}.{}.tmp", path.string(), getpid());
   if (Status s = write_synth_model(spec, tmp); !s) throw CommandError(s.message());
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw CommandError(fmt::format("cannot rename {} to {}: {}", tmp, path.string(), ec.message()));
   return path.string();
+}
+
+// The measured model: split over --tp ranks when asked (in process, or this process's rank of an mpirun job), with
+// rank 0's thread pool.
+LoadedModel load_measured(const BenchOptions& o, const std::string& path) {
+  return load_model({.model_path = path, .threads = o.threads, .no_repack = o.no_repack, .tp = o.tp});
 }
 
 std::unique_ptr<DecoderModel> load(const std::string& path, bool no_repack) {
@@ -90,11 +98,15 @@ std::string utc_now() {
   return buf;
 }
 
+// `threads`: this process's pool; with --tp and no --threads the default (split over the ranks) is left to the rerun.
 std::string reproduce_command(const BenchOptions& o, size_t threads) {
-  std::string cmd = fmt::format("kvserve bench --threads {} --reps {}", threads, o.reps);
+  std::string cmd = "kvserve bench";
+  if (o.threads > 0 || o.tp == 1) cmd += fmt::format(" --threads {}", o.threads > 0 ? o.threads : threads);
+  cmd += fmt::format(" --reps {}", o.reps);
   if (o.quick) cmd += " --quick";
   if (o.weights_only) cmd += " --weights-only";
   if (o.no_repack) cmd += " --no-repack";
+  if (o.tp > 1) cmd += fmt::format(" --tp {}", o.tp);
   if (!o.model_path.empty()) cmd += " -m " + o.model_path;
   if (!o.prefill_model.empty()) cmd += " --prefill-model " + o.prefill_model;
   if (!o.model_dir.empty()) cmd += " --model-dir " + o.model_dir;
@@ -137,19 +149,22 @@ KvVariant parse_kv_types_item(const std::string& item) {
   return variant;
 }
 
-void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t threads) {
+void run_kv_types(const BenchOptions& o, const std::string& model_path) {
   KvTypesPlan plan{.types = {}, .depths = o.kv_depths, .decode_tokens = o.kv_tokens, .reps = o.reps};
   for (const std::string& item : o.kv_types) plan.types.push_back(parse_kv_types_item(item));
   if (Status s = plan.validate(); !s) throw CommandError(s.message());
-  const std::unique_ptr<DecoderModel> model = load(model_path, o.no_repack);
-  ThreadPool pool(threads);
+  LoadedModel loaded = load_measured(o, model_path);
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 runs the benchmark
+  const DecoderModel& model = *loaded.model;
+  ThreadPool& pool = *loaded.pool;
+  const size_t threads = pool.num_threads();
   const BenchClock now = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
   BenchProgress progress(stderr, isatty(fileno(stderr)) != 0, plan.depths.size() * plan.reps * plan.types.size(), now);
   BenchEnv env{.pool = pool, .now = now, .progress = progress};
   fmt::print(stderr, "kvserve bench: {} on {}, {} threads, load {}\n", utc_now(), model_path, threads, load_average());
-  auto figures = measure_kv_types(*model, plan, env);
+  auto figures = measure_kv_types(model, plan, env);
   progress.finish();
   if (!figures) throw CommandError(figures.status().message());
   fmt::print("{}", kv_types_table(plan, *figures));
@@ -161,23 +176,31 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path, size_t t
 void run(const BenchOptions& o, bool reps_given) {
   const std::filesystem::path dir = o.model_dir.empty() ? default_model_dir() : std::filesystem::path(o.model_dir);
   const std::string model_path = o.model_path.empty() ? synthetic_model(dir, DType::kQ8_0) : o.model_path;
-  if (!o.kv_types.empty()) {
-    return run_kv_types(o, model_path, o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency()));
-  }
+  if (!o.kv_types.empty()) return run_kv_types(o, model_path);
   std::string extra_path = o.prefill_model;
-  if (extra_path.empty() && o.model_path.empty() && !o.quick) extra_path = synthetic_model(dir, DType::kBF16);
+  if (o.tp > 1 && !extra_path.empty() && extra_path != "none") {
+    throw CommandError(
+        fmt::format("--prefill-model {} with --tp {}: only the measured model is split; measure the "
+                    "second one in a run of its own",
+                    extra_path, o.tp));
+  }
+  if (extra_path.empty() && o.model_path.empty() && !o.quick && o.tp == 1) {
+    extra_path = synthetic_model(dir, DType::kBF16);
+  }
   if (extra_path == "none") extra_path.clear();
 
-  const std::unique_ptr<DecoderModel> model = load(model_path, o.no_repack);
+  LoadedModel loaded = load_measured(o, model_path);
+  if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 runs the benchmark
+  const DecoderModel& model = *loaded.model;
   const std::unique_ptr<DecoderModel> extra = extra_path.empty() ? nullptr : load(extra_path, o.no_repack);
   BenchPlan plan = o.quick ? BenchPlan::quick() : BenchPlan::standard();
   if (reps_given || !o.quick) plan.reps = o.reps;
   if (o.weights_only) plan = plan.weights_only();
-  FittedPlan fitted = fit_plan_to_context(plan, model->config().context_length);
+  FittedPlan fitted = fit_plan_to_context(plan, model.config().context_length);
   if (Status s = fitted.plan.validate(); !s) throw CommandError(s.message());
 
-  const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  ThreadPool pool(threads);
+  ThreadPool& pool = *loaded.pool;
+  const size_t threads = pool.num_threads();
   BenchRunInfo info{
       .date = utc_now(), .command = reproduce_command(o, threads), .load_before = load_average(), .load_after = {}};
   const BenchClock now = [] {
@@ -188,7 +211,7 @@ void run(const BenchOptions& o, bool reps_given) {
   BenchEnv env{.pool = pool, .now = now, .progress = progress};
   for (const std::string& note : fitted.notes) progress.note("kvserve bench: " + note);
   auto results =
-      run_bench({.model = *model, .path = model_path, .prefill_extra = extra.get(), .prefill_extra_path = extra_path},
+      run_bench({.model = model, .path = model_path, .prefill_extra = extra.get(), .prefill_extra_path = extra_path},
                 fitted.plan, env);
   progress.finish();
   if (!results) throw CommandError(results.status().message());
@@ -228,6 +251,7 @@ void register_bench(CLI::App& app) {
                 "Only what a weight type or kernel level changes: prefill of the longest prompt (512 tokens), decode "
                 "at depth 0 with the roofline, no cache-vs-recompute curve (bench/weight_types.sh)");
   add_no_repack_flag(*cmd, o->no_repack);
+  add_tensor_parallel_option(*cmd, o->tp);
   cmd->add_option("--json", o->json_path, "Write every figure as JSON to this file");
   cmd->add_option(
          "--kv-types", o->kv_types,

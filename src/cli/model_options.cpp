@@ -21,14 +21,18 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "GGUF model file (default: stories260K converted at build time: " + default_model_path() + ")");
   command.add_option("-t,--threads", options.threads, "Worker threads (default: all hardware threads)")
       ->check(CLI::Range(1, 256));
+  add_tensor_parallel_option(command, options.tp);
+  add_no_repack_flag(command, options.no_repack);
+}
+
+void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
   command
-      .add_option("--tp", options.tp,
+      .add_option("--tp", tp,
                   "Tensor parallelism: split the model's heads, KV heads and FFN over N ranks, each holding 1/N of "
                   "the weights and the KV cache (under mpirun -np N: the MPI ranks; otherwise N ranks on threads of "
                   "this process, sharing --threads)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  add_no_repack_flag(command, options.no_repack);
 }
 
 void add_no_repack_flag(CLI::App& command, bool& no_repack) {

@@ -41,6 +41,7 @@ class TensorParallelRanks {
 
 void add_model_options(CLI::App& command, ModelOptions& options);
 void add_no_repack_flag(CLI::App& command, bool& no_repack);
+void add_tensor_parallel_option(CLI::App& command, size_t& tp);
 
 struct LoadedModel {
   std::unique_ptr<TensorParallelRanks> tp;  // --tp > 1 (first: the model's communicator lives in it)

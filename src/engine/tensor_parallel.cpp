@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "attention/compact_kv.h"
 #include "dist/byte_stream.h"
@@ -123,9 +124,11 @@ Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Comm
       out.put<uint64_t>(g.num_key_tails);
     }
   }
+  auto driver = std::unique_ptr<TensorParallelDriver>(new TensorParallelDriver(comm));
+  out.put(driver->id());
   comm.broadcast(message, 0);
   KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
-  return std::unique_ptr<TensorParallelDriver>(new TensorParallelDriver(comm));
+  return driver;
 }
 
 void TensorParallelDriver::end_all(Communicator& comm) {
@@ -157,6 +160,7 @@ void TensorParallelDriver::forward(const ForwardBatch& batch) {
   message_.clear();
   ByteWriter out(message_);
   out.put(Message::kStep);
+  out.put(id());
   out.put<uint32_t>(num_ops_);
   message_.insert(message_.end(), ops_.begin(), ops_.end());
   write_batch(out, batch);
@@ -169,84 +173,107 @@ void TensorParallelDriver::stop() {
   if (stopped_) return;
   stopped_ = true;
   message_.clear();
-  ByteWriter(message_).put(Message::kStop);
+  ByteWriter out(message_);
+  out.put(Message::kStop);
+  out.put(id());
   comm_.broadcast(message_, 0);
 }
 
 namespace {
 
-// One engine's life on a worker rank, from rank 0's start message: the pools it describes, this rank's runner,
-// then steps until rank 0 stops. What went wrong at start, after every rank agreed on it.
-Status serve_session(const Model& shard, ThreadPool& pool, Communicator& comm, ByteReader& start) {
-  Status mine = Status::ok();
-  if (start.get<uint64_t>() != shard.file_fingerprint()) {
-    mine = Status::invalid_argument(fmt::format(
-        "rank {}'s model file differs from rank 0's (another file, or another version of it)", comm.rank()));
-  }
-  std::vector<KvCacheConfig> groups;
-  KvLayerGroups layers;
-  MlaForm mla_form = MlaForm::kAuto;
-  if (start.get<uint8_t>() != 0) {  // else rank 0 failed to start (it says why)
+// One engine's life on a worker rank: the pools rank 0's start message describes and this rank's runner over them.
+class WorkerSession {
+ public:
+  // Reads rank 0's start message (after its kind); what this rank finds wrong with it, before every rank agrees.
+  Status read_start(const Model& shard, const Communicator& comm, ByteReader& start) {
+    Status mine = Status::ok();
+    if (start.get<uint64_t>() != shard.file_fingerprint()) {
+      mine = Status::invalid_argument(fmt::format(
+          "rank {}'s model file differs from rank 0's (another file, or another version of it)", comm.rank()));
+    }
+    if (start.get<uint8_t>() == 0) return mine;  // rank 0 failed to start (it says why)
     const auto window = start.get<uint64_t>();
     const bool hybrid = start.get<uint8_t>() != 0;
-    mla_form = static_cast<MlaForm>(start.get<uint8_t>());
+    mla_form_ = static_cast<MlaForm>(start.get<uint8_t>());
     const ModelConfig& c = shard.config();
-    layers = KvLayerGroups::make(c.num_layers, c.layer_windows, window, hybrid);
-    groups.resize(start.get<uint64_t>());
-    for (KvCacheConfig& g : groups) {
+    layers_ = KvLayerGroups::make(c.num_layers, c.layer_windows, window, hybrid);
+    groups_.resize(start.get<uint64_t>());
+    for (KvCacheConfig& g : groups_) {
       g.spec = start.get<KvCacheSpec>();
       g.num_blocks = start.get<uint64_t>();
       g.num_key_tails = start.get<uint64_t>();
     }
-    if (mine.is_ok() && (groups.size() != layers.groups.size() ||
-                         (!groups.empty() && groups[0].spec.num_kv_heads != shard.kv_spec({}, 1).num_kv_heads))) {
+    if (mine.is_ok() && (groups_.size() != layers_.groups.size() ||
+                         (!groups_.empty() && groups_[0].spec.num_kv_heads != shard.kv_spec({}, 1).num_kv_heads))) {
       mine = Status::invalid_argument(
           fmt::format("rank {}'s shard does not hold the KV heads rank 0's pools are made for", comm.rank()));
     }
+    return mine;
   }
-  KVS_RETURN_IF_ERROR(agree_across_ranks(comm, mine, "tensor-parallel start"));
 
-  std::vector<KvStorage> storages;
-  for (const KvCacheConfig& g : groups) storages.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
-  std::unique_ptr<ModelRunner> runner = shard.make_runner(pool, mla_form);
-  const KeyRotation rotation = model_key_rotation(shard.config());
-  std::vector<std::byte> message;
-  DecodedBatch batch;
-  std::vector<BlockId> blocks;
-  std::vector<std::vector<uint32_t>> kept;
-  for (;;) {
-    comm.broadcast(message, 0);
-    ByteReader in(message);
-    if (in.get<Message>() == Message::kStop) return Status::ok();  // the engine on rank 0 closed
+  // After every rank agreed to start: the storages and the runner.
+  void open(const Model& shard, ThreadPool& pool) {
+    for (const KvCacheConfig& g : groups_) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+    runner_ = shard.make_runner(pool, mla_form_);
+    rotation_ = model_key_rotation(shard.config());
+  }
+
+  // One step's message (after its kind and session): the KV operations, then the forward pass.
+  void step(ByteReader& in) {
     for (uint32_t i = 0, ops = in.get<uint32_t>(); i < ops; ++i) {
       const Op op = in.get<Op>();
-      KvStorage& storage = storages.at(in.get<uint64_t>());
+      KvStorage& storage = storages_.at(in.get<uint64_t>());
       if (op == Op::kCopy) {
         const auto c = in.get<KvBlockCopy>();
         storage.copy_slots(c.source, c.destination, c.num_slots);
         if (c.source_tail != kNoKeyTail) storage.copy_key_tail(c.source_tail, c.destination_tail);
       } else {
-        in.get_array(blocks);
-        kept.resize(in.get<uint64_t>());
-        for (std::vector<uint32_t>& row : kept) in.get_array(row);
-        compact_kv(storage, blocks, kept, rotation);
+        in.get_array(blocks_);
+        kept_.resize(in.get<uint64_t>());
+        for (std::vector<uint32_t>& row : kept_) in.get_array(row);
+        compact_kv(storage, blocks_, kept_, rotation_);
       }
     }
-    const ForwardBatch forward = batch.read(in, layers);
-    runner->forward(forward, storages, {});
+    runner_->forward(batch_.read(in, layers_), storages_, {});
   }
-}
+
+ private:
+  std::vector<KvCacheConfig> groups_;
+  KvLayerGroups layers_;
+  MlaForm mla_form_ = MlaForm::kAuto;
+  std::vector<KvStorage> storages_;
+  std::unique_ptr<ModelRunner> runner_;
+  KeyRotation rotation_;
+  DecodedBatch batch_;
+  std::vector<BlockId> blocks_;
+  std::vector<std::vector<uint32_t>> kept_;
+};
 
 }  // namespace
 
 Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, Communicator& comm) {
   Status last = Status::ok();
+  std::map<uint64_t, std::unique_ptr<WorkerSession>> sessions;  // rank 0's engines now open, by driver id
   std::vector<std::byte> message;
   for (;;) {
     comm.broadcast(message, 0);
     ByteReader in(message);
-    if (in.get<Message>() == Message::kEnd) return last;
-    last = serve_session(shard, pool, comm, in);  // an engine that failed to start is said on rank 0 too
+    const auto kind = in.get<Message>();
+    if (kind == Message::kEnd) return last;
+    if (kind == Message::kStart) {
+      auto session = std::make_unique<WorkerSession>();
+      const Status mine = session->read_start(shard, comm, in);
+      const auto id = in.get<uint64_t>();
+      // An engine that failed to start is said on rank 0 too.
+      last = agree_across_ranks(comm, mine, "tensor-parallel start");
+      if (!last) continue;
+      session->open(shard, pool);
+      sessions[id] = std::move(session);
+    } else if (kind == Message::kStep) {
+      sessions.at(in.get<uint64_t>())->step(in);
+    } else {
+      sessions.erase(in.get<uint64_t>());  // the engine on rank 0 closed
+    }
   }
 }
 

@@ -10,7 +10,8 @@
 // Each engine rank 0 creates is a session: the workers mirror its KV pools (rank 0 sends their specs and sizes),
 // compare their model files (Model::file_fingerprint) and agree: a rank that cannot take part (its file differs,
 // its shard holds other KV heads) fails the engine's creation on every rank with an error naming it. Commands
-// that make several engines (bench, perplexity) run several sessions; the workers return at rank 0's end.
+// that make several engines (bench, perplexity) run several sessions, one after another or side by side (bench
+// interleaves paged and contiguous engines): every message names its session; the workers return at rank 0's end.
 #pragma once
 
 #include <span>
@@ -50,8 +51,10 @@ class TensorParallelDriver {
   void compact(size_t group, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept);
   // Sends the operations recorded so far and `batch`; rank 0 then runs its own forward pass.
   void forward(const ForwardBatch& batch);
-  // Ends this engine's session on the workers (once); they wait for the next start or the end.
+  // Ends this engine's session on the workers (once); they free its KV pools.
   void stop();
+  // The session's name in every message: unique among the drivers alive on rank 0.
+  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
 
  private:
   explicit TensorParallelDriver(Communicator& comm) : comm_(comm) {}
@@ -62,9 +65,9 @@ class TensorParallelDriver {
   bool stopped_ = false;
 };
 
-// A worker rank (1..N-1): serves rank 0's engines one after another (each: mirror its KV pools, then steps until
-// it stops) until rank 0 ends them all. Returns what went wrong at the last engine's start (every rank agreed on
-// it; rank 0 reports it), else ok.
+// A worker rank (1..N-1): serves rank 0's engines (each: mirror its KV pools, then its steps until it stops; several
+// may be open at once) until rank 0 ends them all. Returns what went wrong at the last engine's start (every rank
+// agreed on it; rank 0 reports it), else ok.
 Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, Communicator& comm);
 
 }  // namespace kvs

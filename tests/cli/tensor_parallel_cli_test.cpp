@@ -1,7 +1,8 @@
-// kvserve run --tp N: in process (threads) and under mpirun (OpenMPI, which CI installs; the test starts the job
-// itself). The split model prints what the whole one prints, with half the KV cache per rank; mpirun with another
-// rank count, a model that does not split, a rank whose model file is missing or differs all stop every rank
-// (nonzero exit, within the test's timeout) with a message naming the problem and the rank.
+// kvserve run|perplexity|bench --tp N: in process (threads) and under mpirun (OpenMPI, which CI installs; the test
+// starts the job itself). The split model prints what the whole one prints, with half the KV cache per rank; bench
+// measures rank 0's shard; mpirun with another rank count, a model that does not split, a rank whose model file is
+// missing or differs, a rank killed while a request streams: every rank stops (nonzero exit, within the test's
+// timeout) with a message naming the problem and the rank.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -131,6 +132,68 @@ TEST(CliTensorParallel, MpirunFailuresStopEveryRankAndNameTheRank) {
     EXPECT_NE(r.exit_code, 124) << "timed out: a rank waited for ever";
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
   }
+}
+
+// bench --tp 2: the benchmark of rank 0's shard (half the KV bytes per token of the whole model: calc --tp 2's), its
+// engines (several open at once: paged and contiguous interleaved) served by the other rank.
+TEST(CliTensorParallel, BenchMeasuresRankZerosShard) {
+  TempDir dir("tp-bench");
+  const auto calc = run_kvserve(
+      {"calc", "-m", default_model_path(), "--kv-dtype", "f32", "--tokens", "64", "--tp", "2", "--json"}, dir);
+  ASSERT_EQ(calc.exit_code, 0) << calc.err;
+  const auto per_token = nlohmann::json::parse(calc.out)["bytes_per_token"].get<double>();
+  const std::vector<std::string> bench = {
+      "bench", "--quick", "--reps", "1", "-m", default_model_path(), "--tp", "2", "--json", dir.file("bench.json")};
+  const auto check = [&](const KvserveResult& r) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("on rank 0 of 2 (tensor parallel)"), std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(read_file(dir.file("bench.json")));
+    EXPECT_EQ(j["model"]["tensor_parallel"], 2);
+    EXPECT_EQ(j["model"]["kv_bytes_per_token"].get<double>(), per_token);
+    EXPECT_GT(j["decode_tok_s"]["0"].get<double>(), 0.0) << j.dump();
+    EXPECT_GT(j["decode_contiguous_tok_s"]["0"].get<double>(), 0.0) << j.dump();
+  };
+  check(run_kvserve(bench, dir));
+  if (!std::string(KVS_MPIRUN).empty()) check(run_command(mpirun(2, bench), dir));
+  const auto twin = run_kvserve(with(bench, {"--prefill-model", default_model_path()}), dir);
+  EXPECT_NE(twin.exit_code, 0);
+  EXPECT_NE(twin.err.find("only the measured model is split"), std::string::npos) << twin.err;
+}
+
+// Rank 1 killed (SIGKILL) while rank 0 streams 8 completions of 480 tokens (~0.5 s of work): mpirun ends the job,
+// naming the rank, instead of rank 0 waiting for ever in its next collective.
+TEST(CliTensorParallel, ARankKilledMidRequestEndsTheJobNamingIt) {
+  if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << kNoMpi;
+  TempDir dir("tp-rank-dies");
+  std::string job;
+  for (const std::string& a : mpirun(2, {"serve", "--tp", "2", "--port", "0", "-m", default_model_path()}))
+    job.append(job.empty() ? "" : " ").append(shell_quote(a));
+  const std::string log = dir.file("serve.out");
+  // The job in the background; its serving line gives the port; a streamed completion over bash's /dev/tcp; rank 1
+  // is the child of mpirun whose environment says OMPI_COMM_WORLD_RANK=1.
+  const std::string script = job + " > " + shell_quote(log) + R"( 2>&1 &
+timer=$!
+for i in $(seq 600); do grep -q 'pid [0-9]' )" +
+                             shell_quote(log) + R"( && break; sleep 0.1; done
+port=$(grep -o 'http://[^ ]*:[0-9]*' )" +
+                             shell_quote(log) + R"( | head -1 | sed 's/.*://')
+body='{"prompt":"Once upon a time","max_tokens":480,"n":8,"stream":true}'
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#body} "$body" >&3
+head -c 400 <&3 | grep -q "^data: {" && echo "streaming"
+mpirun_pid=$(pgrep -P $timer)
+for c in $(pgrep -P $mpirun_pid); do
+  if tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1; then kill -9 $c; echo "killed $c"; fi
+done
+wait $timer
+echo "job exit $?"
+cat )" + shell_quote(log) + "\n";
+  const auto r = run_command({"bash", "-c", script}, dir);
+  EXPECT_NE(r.out.find("streaming\nkilled "), std::string::npos) << "rank 1 killed while tokens streamed\n"
+                                                                 << r.out << r.err;
+  EXPECT_EQ(r.out.find("job exit 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("job exit 124"), std::string::npos) << "timed out: rank 0 waited for ever\n" << r.out;
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -200,6 +200,44 @@ TEST(TensorParallel, PagingPreemptionPrefixHitsInt8AndSinksRunUnchanged) {
   EXPECT_GT(evicted.kv_evictions_total, 0u);
 }
 
+// Two engines open at once on the split model (bench interleaves a paged and a contiguous one), stepped in turn,
+// with a third one created and closed between their steps: each gives what its engine on the whole model gives.
+TEST(TensorParallel, EnginesOpenSideBySideEachGiveTheWholeModelsOutput) {
+  test::DefaultModel f;
+  const std::vector<EngineConfig> configs = {{.kv_blocks = 32},
+                                             {.kv_layout = KvLayout::kContiguous, .kv_dtype = KvDType::kInt8}};
+  std::vector<RequestParams> requests;
+  for (uint64_t i = 0; i < configs.size(); ++i)
+    requests.push_back(test::greedy_request(f.random_tokens(15 + 6 * i, 60 + i), 20));
+  std::vector<std::vector<TokenId>> expected;
+  ThreadPool pool(1);
+  for (size_t i = 0; i < configs.size(); ++i)
+    expected.push_back(run_all(*f.model, *f.tokenizer, pool, configs[i], {requests[i]})[0].tokens);
+
+  TpGroup group(test::default_model_path(), 2);
+  ASSERT_TRUE(group.status().is_ok()) << group.status().message();
+  std::vector<std::vector<TokenId>> got(configs.size());
+  const auto workers = group.run([&] {
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      auto e = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), configs[i]);
+      ASSERT_TRUE(e) << e.status().message();
+      engines.push_back(std::move(e).value());
+      auto id = engines[i]->add_request(requests[i], [&got, i](const RequestOutput& o) {
+        got[i].insert(got[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+      });
+      ASSERT_TRUE(id) << id.status().message();
+    }
+    for (bool busy = true; busy;) {
+      busy = false;
+      for (auto& e : engines) busy = e->step() || busy;
+      run_all(group.shard(0), *f.tokenizer, group.root_pool(), {.kv_blocks = 8}, {});  // opens and closes one
+    }
+  });
+  EXPECT_TRUE(workers[1].is_ok()) << workers[1].message();
+  for (size_t i = 0; i < configs.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "engine " << i;
+}
+
 TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
   kvs::testing::TempDir dir;
   // 3 ranks: the default model's 8 query heads do not split.
