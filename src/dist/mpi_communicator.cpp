@@ -19,13 +19,22 @@ bool launched_by_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr |
 #ifdef KVS_HAVE_MPI
 namespace {
 
-void wait_sleeping(MPI_Request& request) {
+// Broadcasts travel as point-to-point messages of this tag (MPI keeps their order from one sender), so that a
+// receiver can wait for one without polling a core (probe_sleeping).
+constexpr int kBroadcastTag = 17;
+
+// Waits for the next broadcast message from `root`: where a worker waits for rank 0's next step, for as long as
+// rank 0 has nothing to run (an idle server). A blocking MPI_Bcast polls at 100% of a core meanwhile; this polls for
+// 2 ms (while requests run the next step comes within it) and then sleeps between polls, up to 1 ms.
+MPI_Message probe_sleeping(int root, MPI_Status& status) {
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + std::chrono::microseconds(200);
-  auto nap = std::chrono::microseconds(20);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
+  const auto spin_until = Clock::now() + std::chrono::milliseconds(2);
+  auto nap = std::chrono::microseconds(50);
+  for (;;) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Improbe(root, kBroadcastTag, MPI_COMM_WORLD, &found, &message, &status);
+    if (found) return message;
     if (Clock::now() < spin_until) continue;
     std::this_thread::sleep_for(nap);
     nap = std::min<std::chrono::microseconds>(2 * nap, std::chrono::milliseconds(1));
@@ -49,16 +58,22 @@ class MpiCommunicator final : public Communicator {
     MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
 
-  // The size goes first, and it is where a worker waits for rank 0's next step, for as long as rank 0 has nothing to
-  // run (an idle server): a blocking MPI_Bcast polls at 100% of a core meanwhile, so the wait polls for 200 us
-  // (a step's message arrives well within it while requests run) and then sleeps between polls, up to 1 ms.
+  // The root sends the bytes to every other rank; each receives a message of whatever size it is.
   void broadcast(std::vector<std::byte>& bytes, size_t root) override {
-    uint64_t n = bytes.size();
-    MPI_Request request;
-    MPI_Ibcast(&n, 1, MPI_UINT64_T, static_cast<int>(root), MPI_COMM_WORLD, &request);
-    wait_sleeping(request);
-    bytes.resize(n);
-    MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, static_cast<int>(root), MPI_COMM_WORLD);
+    if (rank_ == root) {
+      for (size_t r = 0; r < size_; ++r) {
+        if (r == root) continue;
+        MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, static_cast<int>(r), kBroadcastTag,
+                 MPI_COMM_WORLD);
+      }
+      return;
+    }
+    MPI_Status status;
+    MPI_Message message = probe_sleeping(static_cast<int>(root), status);
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    bytes.resize(static_cast<size_t>(count));
+    MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
   }
 
   void gather(std::span<const float> in, std::span<float> out, size_t root) override {
