@@ -1,5 +1,6 @@
 // The Communicator over MPI (OpenMPI from Debian): the ranks of `mpirun -np N`, MPI_COMM_WORLD. Collectives
-// map to MPI_Allreduce (float sums), MPI_Bcast (a length, then the bytes) and MPI_Gatherv. MPI is initialized
+// map to MPI_Allreduce (float sums), MPI_Gatherv and, for broadcasts, a message from the root to each rank, which
+// the others wait for sleeping after 2 ms (a worker of an idle server uses no CPU; MPI_Bcast polls). MPI is initialized
 // for serialized use (the server steps the engine on a thread other than main); errors are fatal, so a rank
 // that dies stops the whole job (mpirun names it) instead of leaving the others waiting.
 #pragma once
