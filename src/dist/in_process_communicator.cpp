@@ -15,24 +15,8 @@ class InProcessCommunicator final : public Communicator {
   size_t rank() const override { return rank_; }
   size_t size() const override { return state_->size; }
 
-  void all_reduce_sum(std::span<float> data) override {
-    InProcessGroup::State& s = *state_;
-    s.floats[rank_] = data;
-    if (rank_ == 0) s.sum.resize(data.size());
-    s.barrier.arrive_and_wait();
-    const size_t n = data.size(), first = n * rank_ / s.size, last = n * (rank_ + 1) / s.size;
-    for (size_t r = 0; r < s.size; ++r)
-      KVS_ASSERT(s.floats[r].size() == n, "all-reduce of {} floats on rank {}, {} on rank {}", n, rank_,
-                 s.floats[r].size(), r);
-    for (size_t i = first; i < last; ++i) {
-      float total = s.floats[0][i];
-      for (size_t r = 1; r < s.size; ++r) total += s.floats[r][i];
-      s.sum[i] = total;
-    }
-    s.barrier.arrive_and_wait();
-    std::copy(s.sum.begin(), s.sum.end(), data.begin());
-    s.barrier.arrive_and_wait();  // the sum is read by all before the next collective reuses it
-  }
+  void all_reduce_sum(std::span<float> data) override { all_reduce(data, state_->floats, state_->sum); }
+  void all_reduce_sum(std::span<uint64_t> data) override { all_reduce(data, state_->integers, state_->integer_sum); }
 
   void broadcast(std::vector<std::byte>& bytes, size_t root) override {
     InProcessGroup::State& s = *state_;
@@ -59,6 +43,28 @@ class InProcessCommunicator final : public Communicator {
   }
 
  private:
+  // Each rank sums its slice of the elements over every rank's buffer, in rank order; then every rank copies the
+  // whole sum.
+  template <typename T>
+  void all_reduce(std::span<T> data, std::vector<std::span<T>>& buffers, std::vector<T>& sum) {
+    InProcessGroup::State& s = *state_;
+    buffers[rank_] = data;
+    if (rank_ == 0) sum.resize(data.size());
+    s.barrier.arrive_and_wait();
+    const size_t n = data.size(), first = n * rank_ / s.size, last = n * (rank_ + 1) / s.size;
+    for (size_t r = 0; r < s.size; ++r)
+      KVS_ASSERT(buffers[r].size() == n, "all-reduce of {} values on rank {}, {} on rank {}", n, rank_,
+                 buffers[r].size(), r);
+    for (size_t i = first; i < last; ++i) {
+      T total = buffers[0][i];
+      for (size_t r = 1; r < s.size; ++r) total += buffers[r][i];
+      sum[i] = total;
+    }
+    s.barrier.arrive_and_wait();
+    std::copy(sum.begin(), sum.end(), data.begin());
+    s.barrier.arrive_and_wait();  // the sum is read by all before the next collective reuses it
+  }
+
   std::shared_ptr<InProcessGroup::State> state_;
   size_t rank_;
 };

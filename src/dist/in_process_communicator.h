@@ -20,12 +20,14 @@ class InProcessGroup {
 
   // Shared by the ranks' communicators: what each rank put up for the collective under way.
   struct State {
-    explicit State(size_t n) : size(n), barrier(static_cast<std::ptrdiff_t>(n)), floats(n), bytes(n) {}
+    explicit State(size_t n) : size(n), barrier(static_cast<std::ptrdiff_t>(n)), floats(n), integers(n), bytes(n) {}
     size_t size;
     std::barrier<> barrier;
     std::vector<std::span<float>> floats;        // [rank]: its all-reduce buffer or gather input
+    std::vector<std::span<uint64_t>> integers;   // [rank]: its integer all-reduce buffer
     std::vector<std::vector<std::byte>*> bytes;  // [rank]: its broadcast buffer
     std::vector<float> sum;                      // the all-reduce's result, one slice per rank
+    std::vector<uint64_t> integer_sum;
   };
 };
 

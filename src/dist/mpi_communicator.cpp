@@ -57,6 +57,9 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(std::span<float> data) override {
     MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
+  void all_reduce_sum(std::span<uint64_t> data) override {
+    MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  }
 
   // The root sends the bytes to every other rank; each receives a message of whatever size it is.
   void broadcast(std::vector<std::byte>& bytes, size_t root) override {

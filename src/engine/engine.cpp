@@ -241,7 +241,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
           {.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs, .preempt = config.kv_preempt},
           *kv_),
       runner_(model.make_runner(pool, config.mla_form)),
-      evictor_(model.config()) {
+      evictor_(model) {
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   kv_groups_ = layout.groups;
@@ -250,12 +250,6 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
 Status Engine::check_policy(const KvPolicyParams& policy) const {
   if (!policy.evicts()) return Status::ok();
   const std::string what = policy.describe();
-  if (model_.tensor_parallel_size() > 1 && make_kv_eviction_policy(policy)->needs_scores()) {
-    return Status::unimplemented(fmt::format(
-        "the KV policy {} ranks tokens by attention scores, which are not gathered across tensor-parallel ranks (--tp "
-        "{}) yet",
-        what, model_.tensor_parallel_size()));
-  }
   if (model_.config().is_mla()) return mla_refuses(fmt::format("the KV policy {}", what));
   if (config_.kv_layout != KvLayout::kPaged)
     return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
@@ -542,6 +536,7 @@ bool Engine::step() {
   const ForwardBatch batch = input_.view();
   if (tp_) tp_->forward(batch);  // the other ranks run their shards with this one
   runner_->forward(batch, storages_, logits_);
+  if (tp_) tp_->add_scores(batch);  // the other ranks' heads' attention mass (heavy-hitter policies)
   // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
   if (input_.tokens.size() >= kPrefillRateTokens) {
     scheduler_.preemption_costs().recompute_tokens.observe(

@@ -12,7 +12,7 @@
 #include "engine/request.h"
 #include "kv/hybrid_kv_manager.h"
 #include "kv/kv_storage.h"
-#include "model/model_config.h"
+#include "model/model.h"
 
 namespace kvs {
 
@@ -21,9 +21,14 @@ class TensorParallelDriver;
 // The model's RoPE, with which a compaction moves keys to their new positions (every tensor-parallel rank the same).
 KeyRotation model_key_rotation(const ModelConfig& config);
 
+// A compaction's rows for one tensor-parallel rank: `kept` has a row per layer and KV head of the whole model
+// (model_kv_heads a layer), or one row for all; a rank holding KV heads [first, first + count) keeps their rows.
+std::vector<std::vector<uint32_t>> kept_rows_of_heads(std::span<const std::vector<uint32_t>> kept, size_t num_layers,
+                                                      size_t model_kv_heads, size_t first, size_t count);
+
 class KvEvictor {
  public:
-  explicit KvEvictor(const ModelConfig& config);
+  explicit KvEvictor(const Model& model);
 
   // Evicts from `r`'s cache if it is full; returns the tokens evicted (0: none). `tp`: the compactions are also
   // sent to the other tensor-parallel ranks (their storages hold the other KV heads).
@@ -32,7 +37,9 @@ class KvEvictor {
 
  private:
   KeyRotation rotation_;  // the model's RoPE, to move keys to their new positions
-  size_t num_rows_;       // layers x KV heads: the rows a per-head policy keeps sets for
+  size_t num_layers_, model_kv_heads_;
+  size_t first_kv_head_, kv_heads_;  // this rank's KV heads (all of them on a whole model)
+  size_t num_rows_;                  // layers x the model's KV heads: the rows a per-head policy keeps sets for
   std::vector<std::vector<uint32_t>> kept_;
   std::vector<double> scores_;
 };

@@ -16,6 +16,11 @@ namespace {
 enum class Message : uint8_t { kStart = 1, kStep = 2, kStop = 3, kEnd = 4 };
 enum class Op : uint8_t { kCopy = 1, kCompact = 2 };
 
+// Heavy-hitter policies: the attention mass of a step, one block per sequence that gathers it (in the batch's
+// group and sequence order) of num_layers x the model's KV heads x its slot capacity counters. Every rank adds its
+// own KV heads' rows (a replicated head's on each of its ranks: their query heads differ); an all-reduce sums them.
+size_t slot_mass_size(const SlotMass& m, size_t num_layers) { return m ? num_layers * m.num_kv_heads * m.capacity : 0; }
+
 // A worker's copy of one step's batch: the arrays a ForwardBatch views.
 struct DecodedBatch {
   std::vector<TokenId> tokens;
@@ -28,8 +33,10 @@ struct DecodedBatch {
   };
   std::vector<Group> groups;
   std::vector<KvGroupBatch> group_batches;
+  std::vector<uint64_t> slot_mass;  // this step's, zeroed: what this rank's heads add (slot_mass_size blocks)
 
-  ForwardBatch read(ByteReader& in, const KvLayerGroups& layers) {
+  // `first_kv_head`: this rank's first of the model's KV heads (its rows of the slot mass).
+  ForwardBatch read(ByteReader& in, const KvLayerGroups& layers, size_t num_layers, size_t first_kv_head) {
     in.get_array(tokens);
     in.get_array(positions);
     in.get_array(sequence_of_token);
@@ -44,6 +51,8 @@ struct DecodedBatch {
       for (size_t s = 0; s < g.blocks.size(); ++s) {
         in.get_array(g.blocks[s]);
         g.sequences[s] = {.blocks = g.blocks[s], .num_cached = in.get<uint32_t>(), .window = in.get<uint32_t>()};
+        g.sequences[s].slot_mass.capacity = in.get<uint64_t>();
+        g.sequences[s].slot_mass.num_kv_heads = in.get<uint64_t>();
       }
       in.get_array(g.key_tails);
       group_batches.push_back({.kv_slots = g.slots,
@@ -51,6 +60,20 @@ struct DecodedBatch {
                                              .sequence_of_token = sequence_of_token,
                                              .visible_slots = visible_slots,
                                              .key_tails = g.key_tails}});
+    }
+    // The slot mass buffers, now that their sizes are known; each sequence's view starts at this rank's rows.
+    size_t total = 0;
+    for (const Group& g : groups)
+      for (const SequenceAttention& s : g.sequences)
+        total += num_layers * s.slot_mass.num_kv_heads * s.slot_mass.capacity;
+    slot_mass.assign(total, 0);
+    size_t at = 0;
+    for (Group& g : groups) {
+      for (SequenceAttention& s : g.sequences) {
+        if (s.slot_mass.capacity == 0) continue;
+        s.slot_mass.data = slot_mass.data() + at + first_kv_head * s.slot_mass.capacity;
+        at += slot_mass_size(s.slot_mass, num_layers);
+      }
     }
     return {.tokens = tokens, .positions = positions, .kv = group_batches, .layers = &layers, .logits_for = logits_for};
   }
@@ -68,10 +91,11 @@ void write_batch(ByteWriter& out, const ForwardBatch& b) {
     out.put_array(g.kv_slots);
     out.put<uint64_t>(g.attention.sequences.size());
     for (const SequenceAttention& s : g.attention.sequences) {
-      KVS_ASSERT(!s.slot_mass, "attention scores are not gathered across tensor-parallel ranks");
       out.put_array(s.blocks);
       out.put<uint32_t>(s.num_cached);
       out.put<uint32_t>(s.window);
+      out.put<uint64_t>(s.slot_mass ? s.slot_mass.capacity : 0);
+      out.put<uint64_t>(s.slot_mass ? s.slot_mass.num_kv_heads : 0);
     }
     out.put_array(g.attention.key_tails);
   }
@@ -169,6 +193,24 @@ void TensorParallelDriver::forward(const ForwardBatch& batch) {
   num_ops_ = 0;
 }
 
+void TensorParallelDriver::add_scores(const ForwardBatch& batch) {
+  const size_t num_layers = batch.layers->num_layers();
+  size_t total = 0;
+  for (const KvGroupBatch& g : batch.kv)
+    for (const SequenceAttention& s : g.attention.sequences) total += slot_mass_size(s.slot_mass, num_layers);
+  if (total == 0) return;    // the workers skip it too
+  scores_.assign(total, 0);  // rank 0's heads added theirs in place: the others' come back in the sum
+  comm_.all_reduce_sum(std::span<uint64_t>(scores_));
+  size_t at = 0;
+  for (const KvGroupBatch& g : batch.kv) {
+    for (const SequenceAttention& s : g.attention.sequences) {
+      const size_t n = slot_mass_size(s.slot_mass, num_layers);
+      for (size_t i = 0; i < n; ++i) s.slot_mass.data[i] += scores_[at + i];
+      at += n;
+    }
+  }
+}
+
 void TensorParallelDriver::stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -218,8 +260,9 @@ class WorkerSession {
     rotation_ = model_key_rotation(shard.config());
   }
 
-  // One step's message (after its kind and session): the KV operations, then the forward pass.
-  void step(ByteReader& in) {
+  // One step's message (after its kind and session): the KV operations, then the forward pass, then the step's
+  // attention mass summed to rank 0 when a sequence gathers it.
+  void step(const Model& shard, Communicator& comm, ByteReader& in) {
     for (uint32_t i = 0, ops = in.get<uint32_t>(); i < ops; ++i) {
       const Op op = in.get<Op>();
       KvStorage& storage = storages_.at(in.get<uint64_t>());
@@ -231,10 +274,15 @@ class WorkerSession {
         in.get_array(blocks_);
         kept_.resize(in.get<uint64_t>());
         for (std::vector<uint32_t>& row : kept_) in.get_array(row);
-        compact_kv(storage, blocks_, kept_, rotation_);
+        const ModelConfig& c = shard.config();
+        compact_kv(
+            storage, blocks_,
+            kept_rows_of_heads(kept_, c.num_layers, c.num_kv_heads, shard.first_kv_head(), storage.spec().num_kv_heads),
+            rotation_);
       }
     }
-    runner_->forward(batch_.read(in, layers_), storages_, {});
+    runner_->forward(batch_.read(in, layers_, shard.config().num_layers, shard.first_kv_head()), storages_, {});
+    if (!batch_.slot_mass.empty()) comm.all_reduce_sum(std::span<uint64_t>(batch_.slot_mass));
   }
 
  private:
@@ -270,7 +318,7 @@ Status run_tensor_parallel_worker(const Model& shard, ThreadPool& pool, Communic
       session->open(shard, pool);
       sessions[id] = std::move(session);
     } else if (kind == Message::kStep) {
-      sessions.at(in.get<uint64_t>())->step(in);
+      sessions.at(in.get<uint64_t>())->step(shard, comm, in);
     } else {
       sessions.erase(in.get<uint64_t>());  // the engine on rank 0 closed
     }

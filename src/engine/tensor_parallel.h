@@ -51,6 +51,9 @@ class TensorParallelDriver {
   void compact(size_t group, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept);
   // Sends the operations recorded so far and `batch`; rank 0 then runs its own forward pass.
   void forward(const ForwardBatch& batch);
+  // After rank 0's forward pass of `batch`: adds the other ranks' attention mass to its sequences' slot mass (the
+  // heavy-hitter scores of the KV heads they hold; nothing when no sequence gathers it).
+  void add_scores(const ForwardBatch& batch);
   // Ends this engine's session on the workers (once); they free its KV pools.
   void stop();
   // The session's name in every message: unique among the drivers alive on rank 0.
@@ -62,6 +65,7 @@ class TensorParallelDriver {
   std::vector<std::byte> ops_;  // the KV operations since the last forward pass, serialized
   uint32_t num_ops_ = 0;
   std::vector<std::byte> message_;
+  std::vector<uint64_t> scores_;  // add_scores' buffer
   bool stopped_ = false;
 };
 

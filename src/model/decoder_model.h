@@ -29,6 +29,7 @@ class DecoderModel final : public Model {
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const override;
   const DecoderWeights& weights() const { return weights_; }
   size_t tensor_parallel_size() const override { return shard_.size; }
+  size_t first_kv_head() const override { return ranges_.kv_first; }
   // XXH3 of the file's size, its first and its last MiB (header, metadata, the first and last tensors' bytes).
   uint64_t file_fingerprint() const override;
   const ModelConfig& shard_config() const { return shard_config_; }

@@ -54,6 +54,8 @@ class Model {
   virtual KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const = 0;
   // Ranks the model is split over (tensor parallelism; model/tensor_shard.h): 1 for a whole model.
   virtual size_t tensor_parallel_size() const { return 1; }
+  // The first of the model's KV heads this rank holds (its KV head h is the model's first_kv_head() + h): 0 whole.
+  virtual size_t first_kv_head() const { return 0; }
   // Identifies the model's file (ranks of a split model compare theirs at start); 0 when unknown.
   virtual uint64_t file_fingerprint() const { return 0; }
   // The ranks' communicator when split (tensor_parallel_size() > 1), else null.

@@ -200,6 +200,29 @@ TEST(TensorParallel, PagingPreemptionPrefixHitsInt8AndSinksRunUnchanged) {
   EXPECT_GT(evicted.kv_evictions_total, 0u);
 }
 
+// Heavy hitters (H2O) rank slots by the attention each KV head's query heads gave them: every rank adds its own
+// heads' mass, an integer all-reduce sums them to rank 0 (per-head sets: each rank compacts its own heads' rows),
+// so the split model evicts the tokens the whole one evicts: the same ids, logits within the bound. The MQA model
+// over 2 ranks replicates its one KV head: each rank adds the mass of its own query heads to it.
+TEST(TensorParallel, HeavyHitterScoresAreSummedOverTheRanks) {
+  test::DefaultModel f;
+  kvs::testing::TempDir dir;
+  SynthSpec mqa{.layers = 2, .dim = 128, .heads = 4, .kv_heads = 1, .ffn = 256, .vocab = 512, .type = DType::kF32};
+  const std::string mqa_path = dir.file("mqa.gguf");
+  ASSERT_TRUE(write_synth_model(mqa, mqa_path).is_ok());
+  for (const KvScoreScope scope : {KvScoreScope::kPerHead, KvScoreScope::kPooled}) {
+    EngineConfig config{.kv_blocks = 64, .kv_key_scales = KvScaleAxis::kPerToken};
+    config.kv_policy = {.kind = KvPolicyKind::kHeavyHitters, .budget = 32, .recent = 4, .scores = scope};
+    const std::vector<RequestParams> requests = {test::greedy_request(f.random_tokens(20, 5), 48),
+                                                 test::greedy_request(f.random_tokens(45, 6), 30)};
+    for (size_t n : {2u, 4u}) {
+      const EngineMetrics m = expect_split_matches_whole(test::default_model_path(), n, config, requests);
+      EXPECT_GT(m.kv_evictions_total, 0u);
+    }
+    expect_split_matches_whole(mqa_path, 2, config, requests);
+  }
+}
+
 // Two engines open at once on the split model (bench interleaves a paged and a contiguous one), stepped in turn,
 // with a third one created and closed between their steps: each gives what its engine on the whole model gives.
 TEST(TensorParallel, EnginesOpenSideBySideEachGiveTheWholeModelsOutput) {
