@@ -55,6 +55,24 @@ TEST(InProcessCommunicator, AllReduceGivesEveryRankTheRankOrderSum) {
   }
 }
 
+// Integer sums (attention-score counters) interleaved with float ones: exact, on every rank.
+TEST(InProcessCommunicator, IntegerAllReduceIsExactBetweenFloatOnes) {
+  constexpr size_t n = 3, kLen = 77;
+  std::vector<std::vector<uint64_t>> got(n);
+  on_every_rank(n, [&](Communicator& c) {
+    std::vector<uint64_t> counts(kLen);
+    for (size_t i = 0; i < kLen; ++i) counts[i] = (uint64_t{1} << 40) * (c.rank() + 1) + i;
+    std::vector<float> f(5, 1.0f);
+    c.all_reduce_sum(f);
+    c.all_reduce_sum(std::span<uint64_t>(counts));
+    c.all_reduce_sum(f);
+    EXPECT_EQ(f[0], 9.0f);  // (1 x 3) x 3
+    got[c.rank()] = counts;
+  });
+  for (size_t r = 0; r < n; ++r)
+    for (size_t i = 0; i < kLen; ++i) ASSERT_EQ(got[r][i], (uint64_t{1} << 40) * 6 + 3 * i) << "rank " << r;
+}
+
 TEST(InProcessCommunicator, BroadcastAndGather) {
   constexpr size_t n = 3;
   std::vector<std::vector<std::byte>> got(n);

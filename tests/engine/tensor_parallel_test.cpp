@@ -176,9 +176,9 @@ TEST(TensorParallel, MhaGqaAndMqaModelsSplitAndMqaReplicatesItsKvHead) {
   }
 }
 
-// Batching with preemption, prefix hits with partial-block copies, int8 K/V, and an attention-sink policy whose
-// compactions every rank applies to its own heads.
-TEST(TensorParallel, PagingPreemptionPrefixHitsInt8AndSinksRunUnchanged) {
+// Batching with preemption, prefix hits with partial-block copies, int8 K/V, an attention-sink policy whose
+// compactions every rank applies to its own heads, and sliding windows.
+TEST(TensorParallel, PagingPreemptionPrefixHitsInt8SinksAndWindowsRunUnchanged) {
   test::DefaultModel f;
   std::vector<RequestParams> requests;
   const auto shared = f.random_tokens(37, 7);
@@ -198,6 +198,12 @@ TEST(TensorParallel, PagingPreemptionPrefixHitsInt8AndSinksRunUnchanged) {
   const EngineMetrics evicted = expect_split_matches_whole(test::default_model_path(), 2, sinks,
                                                            {test::greedy_request(f.random_tokens(20, 3), 40)});
   EXPECT_GT(evicted.kv_evictions_total, 0u);
+  // A sliding window of 24 tokens over every layer (the window's blocks freed as it moves on), with a request's own
+  // narrower window beside it.
+  std::vector<RequestParams> windowed = {test::greedy_request(f.random_tokens(30, 8), 40),
+                                         test::greedy_request(f.random_tokens(12, 9), 40)};
+  windowed[1].kv_window = 10;
+  expect_split_matches_whole(test::default_model_path(), 2, {.kv_blocks = 64, .kv_window = 24}, windowed);
 }
 
 // Heavy hitters (H2O) rank slots by the attention each KV head's query heads gave them: every rank adds its own
