@@ -181,6 +181,15 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str();
   cmd->add_flag("--log-requests", http.log_requests, "Log one line per request to stderr");
+  cmd->add_option(
+         "--cors-origin", http.cors_origins,
+         "Let web pages from this origin call the API from a browser (e.g. http://localhost:3000; '*' for any; "
+         "repeat or separate with commas for several). Default: none, no CORS headers")
+      ->delimiter(',')
+      ->check([](const std::string& o) {
+        if (o == "*" || o.starts_with("http://") || o.starts_with("https://")) return std::string();
+        return "an origin is '*' or scheme://host[:port], e.g. http://localhost:3000; got '" + o + "'";
+      });
   EngineConfig& engine = options->engine;
   cmd->add_option("--max-batch-tokens", engine.max_batch_tokens, "Tokens per engine step, all requests together")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))

@@ -344,17 +344,20 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         fmt::format("a request's KV window ({} tokens) does not combine with the no-cache baseline, which keeps no KV",
                     params.kv_window));
   }
-  if (params.num_samples > 1 && (params.recompute_history || params.all_logits || params.on_logits)) {
-    return Status::invalid_argument(
-        fmt::format("parallel sampling ({} samples) does not combine with per-token logits or the no-cache baseline",
-                    params.num_samples));
+  if (params.num_samples > 1 &&
+      (params.recompute_history || params.all_logits || params.on_logits || params.prompt_logprobs)) {
+    return Status::invalid_argument(fmt::format(
+        "parallel sampling ({} samples) does not combine with per-token logits, prompt logprobs or the no-cache "
+        "baseline",
+        params.num_samples));
   }
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
   request->prefix_namespace = kv_->name_space(request->params.cache_salt);
   request->kv_window = request->params.kv_window;
-  request->use_prefix_cache = !request->params.recompute_history;  // the no-cache baseline recomputes
+  // The no-cache baseline recomputes; prompt logprobs need every prompt token's logits computed.
+  request->use_prefix_cache = !request->params.recompute_history && !request->params.prompt_logprobs;
   request->num_forks = request->params.num_samples - 1;
   request->runs_past_context = past_context;
   if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
@@ -449,13 +452,18 @@ void Engine::fork_samples(Request& first, std::span<const float> logits, std::ve
 }
 
 bool Engine::advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs) {
+  RequestOutput out;
+  if (r.params.prompt_logprobs && !r.prompt_logprobs_sent) {
+    out.prompt_logprobs = std::move(r.prompt_logprobs);
+    r.prompt_logprobs_sent = true;
+  }
   if (r.params.max_new_tokens == 0) {  // the prompt only
-    RequestOutput out;
     finish(r, FinishReason::kLength, out);
     return true;
   }
   if (r.num_forks > 0) fork_samples(r, logits, outputs);  // before r's own token: they share its prompt
-  const TokenId token = r.sampler.sample(logits, r.tokens);
+  const TokenId token =
+      r.sampler.sample(logits, r.tokens, std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens));
   if (r.params.track_logprob) r.cumulative_logprob += token_logprob(logits, token);
   const auto now = std::chrono::steady_clock::now();
   EngineMetrics& m = recorder_.totals();
@@ -466,7 +474,6 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
     m.inter_token_latency_seconds.observe(seconds_between(r.last_token_time, now));
   }
   r.last_token_time = now;
-  RequestOutput out;
   out.id = r.request_id;
   out.sample = r.sample;
   if (r.params.stop_at_eos && tokenizer_.is_end_of_generation(token)) {
@@ -476,6 +483,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
   r.tokens.push_back(token);
   ++m.generation_tokens_total;
   out.new_tokens.push_back(token);
+  if (r.params.logprobs) out.logprobs.push_back(token_logprob_entry(logits, token, *r.params.logprobs));
   const auto matched = r.stops.push(r.decoder.push(token));
   out.text = matched.emit;
   out.cumulative_logprob = r.cumulative_logprob;
@@ -552,6 +560,11 @@ bool Engine::step() {
     Request& r = as_request(plan.chunks[at.chunk].seq);
     const std::span<const float> logits(logits_.data() + row * vocab, vocab);
     if (r.params.on_logits) r.params.on_logits(at.position, logits);
+    // Prompt logprobs: this row predicts prompt token position + 1 (each once, were the prompt recomputed).
+    if (r.params.prompt_logprobs && !r.prompt_logprobs_sent && at.position + 1 < r.num_prompt_tokens &&
+        at.position == r.prompt_logprobs.size()) {
+      r.prompt_logprobs.push_back(token_logprob_entry(logits, r.tokens[at.position + 1], *r.params.prompt_logprobs));
+    }
     if (at.samples) advance(r, logits, outputs);
   }
   for (const PendingOutput& pending : outputs) {

@@ -12,7 +12,7 @@ Request::Request(SeqId id_, RequestParams params_, const Tokenizer& tokenizer, O
       stops(params.stop_strings),
       sink(std::move(sink_)),
       arrival(arrival_) {
-  all_logits = params.all_logits;
+  all_logits = params.all_logits || params.prompt_logprobs.has_value();
 }
 
 std::string_view finish_reason_name(FinishReason reason) {

@@ -66,6 +66,11 @@ struct RequestParams {
   // outputs carry the sample index; the request ends when every sample has finished.
   size_t num_samples = 1;
   bool track_logprob = false;  // outputs carry each sample's cumulative log-probability (best_of)
+  // OpenAI's logprobs: each generated token's log-probability and this many most likely alternatives (0-20).
+  std::optional<size_t> logprobs = {};
+  // Each prompt token's but the first (completions' echo with logprobs), with this many alternatives: the whole
+  // prompt is computed (no prefix-cache hit), its logits rows read.
+  std::optional<size_t> prompt_logprobs = {};
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the
@@ -87,6 +92,8 @@ struct RequestOutput {
   // With track_logprob: the sum over the sample's generated tokens so far of log p(token), p the
   // model's softmax (before temperature and penalties). EOS counts, though it is not among new_tokens.
   double cumulative_logprob = 0.0;
+  std::vector<TokenLogprob> logprobs;         // with RequestParams::logprobs: one per new_tokens entry
+  std::vector<TokenLogprob> prompt_logprobs;  // with RequestParams::prompt_logprobs, in the first output: tokens 1..
 };
 using OutputSink = std::function<void(const RequestOutput&)>;
 
@@ -123,6 +130,8 @@ struct Request : SequenceState {
   SeqId request_id;   // the request it is a sample of: its own id for sample 0
   size_t sample = 0;  // index among the request's samples
   double cumulative_logprob = 0.0;
+  std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 1.. so far (RequestParams::prompt_logprobs)
+  bool prompt_logprobs_sent = false;
   Sampler sampler;
   StreamingDecoder decoder;
   StopMatcher stops;

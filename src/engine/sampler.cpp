@@ -18,6 +18,18 @@ Status SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
     return Status::invalid_argument(fmt::format("repetition penalty must be > 0, got {}", repetition_penalty));
   }
+  for (const auto& [name, value] :
+       {std::pair{"frequency", frequency_penalty}, std::pair{"presence", presence_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      return Status::invalid_argument(fmt::format("{} penalty must be in [-2, 2], got {}", name, value));
+    }
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return Status::invalid_argument(
+          fmt::format("logit bias of token {} must be in [-100, 100], got {}", token, bias));
+    }
+  }
   return Status::ok();
 }
 
@@ -59,6 +71,23 @@ double token_logprob(std::span<const float> logits, TokenId token) {
   return static_cast<double>(logits[static_cast<size_t>(token)]) - log_sum_exp(logits);
 }
 
+TokenLogprob token_logprob_entry(std::span<const float> logits, TokenId token, size_t top) {
+  KVS_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size(), "token {} outside {} logits", token,
+             logits.size());
+  const double normalizer = log_sum_exp(logits);
+  TokenLogprob entry{.token = token, .logprob = static_cast<float>(logits[static_cast<size_t>(token)] - normalizer)};
+  top = std::min(top, logits.size());
+  if (top == 0) return entry;
+  std::vector<TokenId> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(i);
+  const auto more_likely = [&](TokenId a, TokenId b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(top), ids.end(), more_likely);
+  for (size_t i = 0; i < top; ++i) entry.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - normalizer));
+  return entry;
+}
+
 // The first index of the largest value, as std::max_element gives it (NaNs never win unless first), in two
 // passes that vectorize: the maximum, then where it first occurs. std::max_element's dependent chain took
 // ~30 us over 32,000 logits, once per sequence per step of a batch.
@@ -69,22 +98,46 @@ TokenId argmax(std::span<const float> logits) {
   return it == logits.end() ? 0 : static_cast<TokenId>(it - logits.begin());
 }
 
-TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> recent) {
-  std::span<const float> work = logits;
-  if (params_.repetition_penalty != 1.0f && !recent.empty()) {
-    scratch_logits_.assign(logits.begin(), logits.end());
+std::span<const float> Sampler::adjusted(std::span<const float> logits, std::span<const TokenId> recent,
+                                         std::span<const TokenId> generated) {
+  const bool repetition = params_.repetition_penalty != 1.0f && !recent.empty();
+  const bool counts = (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) && !generated.empty();
+  if (!repetition && !counts && params_.logit_bias.empty()) return logits;
+  scratch_logits_.assign(logits.begin(), logits.end());
+  const auto in_vocabulary = [&](TokenId id) { return id >= 0 && static_cast<size_t>(id) < scratch_logits_.size(); };
+  if (repetition) {
     const size_t window = std::min(recent.size(), params_.repetition_window);
     // Each distinct token is penalised once, however often it occurs (as llama.cpp does).
     std::vector<TokenId> seen(recent.end() - window, recent.end());
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     for (TokenId id : seen) {
-      if (id < 0 || static_cast<size_t>(id) >= scratch_logits_.size()) continue;
+      if (!in_vocabulary(id)) continue;
       float& l = scratch_logits_[id];
       l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
     }
-    work = scratch_logits_;
   }
+  if (counts) {  // each distinct generated token once, with its count
+    counted_.assign(generated.begin(), generated.end());
+    std::sort(counted_.begin(), counted_.end());
+    for (size_t i = 0; i < counted_.size();) {
+      size_t j = i;
+      while (j < counted_.size() && counted_[j] == counted_[i]) ++j;
+      if (in_vocabulary(counted_[i])) {
+        scratch_logits_[counted_[i]] -=
+            static_cast<float>(j - i) * params_.frequency_penalty + params_.presence_penalty;
+      }
+      i = j;
+    }
+  }
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (in_vocabulary(id)) scratch_logits_[id] += bias;
+  return scratch_logits_;
+}
+
+TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> recent,
+                        std::span<const TokenId> generated) {
+  const std::span<const float> work = adjusted(logits, recent, generated);
   if (params_.temperature == 0.0f) return argmax(work);
 
   const size_t vocab = work.size();

@@ -58,6 +58,8 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.kv_policy = request.kv_policy;
   params.num_samples = request.best_of;
   params.track_logprob = request.best_of > request.n;  // to rank the samples
+  params.logprobs = request.logprobs;
+  if (request.logprobs && request.echo) params.prompt_logprobs = request.logprobs;
   return params;
 }
 
@@ -71,7 +73,12 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
   }
   std::string echo_text;
   RequestParams params = to_engine_request(*request, echo_text);
+  // Completions' logprobs: text offsets count from the prompt's start; with echo the prompt's tokens are listed.
   const bool chat = endpoint == Endpoint::kChatCompletions;
+  const size_t prompt_text_bytes = !request->logprobs || chat  ? 0
+                                   : request->prompt_is_tokens ? tokenizer_.decode(params.prompt).size()
+                                                               : request->prompt_text.size();
+  std::vector<TokenId> echo_prompt = request->logprobs && request->echo ? params.prompt : std::vector<TokenId>();
   auto stream = loop_.submit(std::move(params));
   if (!stream) return api_error_from_status(stream.status(), chat ? "messages" : "prompt");
   ResponseMeta meta{
@@ -85,7 +92,10 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
                       .include_usage = request->include_usage,
                       .echo_text = echo_text,
                       .num_samples = request->best_of,
-                      .num_choices = request->n};
+                      .num_choices = request->n,
+                      .logprobs_tokenizer = request->logprobs ? &tokenizer_ : nullptr,
+                      .prompt_text_bytes = prompt_text_bytes};
+  options.echo_prompt = std::move(echo_prompt);
   ++active_;
   auto on_close = [this, id, request_id = meta.id](const Usage* usage) {
     if (!usage) {

@@ -32,6 +32,10 @@ bool same_secret(const std::string& given, const std::string& expected) {
 
 bool is_public_path(const std::string& path) { return path == "/health" || path == "/metrics"; }
 
+// cpp-httplib's limit on application/x-www-form-urlencoded bodies (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
+// compiled into Debian's shared library).
+constexpr size_t kFormBodyLimit = 8192;
+
 }  // namespace
 
 // httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into the shared
@@ -106,8 +110,19 @@ void HttpServer::stop() {
   if (server_) server_->close_listener();
 }
 
+std::string HttpServer::allowed_origin(const httplib::Request& req) const {
+  if (config_.cors_origins.empty() || !req.has_header("Origin")) return "";
+  const std::string origin = req.get_header_value("Origin");
+  for (const std::string& allowed : config_.cors_origins) {
+    if (allowed == "*") return "*";
+    if (allowed == origin) return origin;
+  }
+  return "";
+}
+
 bool HttpServer::authorized(const httplib::Request& req) const {
   if (config_.api_key.empty() || is_public_path(req.path)) return true;
+  if (req.method == "OPTIONS" && !config_.cors_origins.empty()) return true;  // preflights carry no credentials
   return same_secret(req.get_header_value("Authorization"), "Bearer " + config_.api_key);
 }
 
@@ -130,7 +145,18 @@ void HttpServer::install_routes() {
       error.message = fmt::format("Unknown endpoint: {} {}", req.method, req.path);
       error.code = "unknown_url";
     } else if (res.status == 413) {
-      error.message = fmt::format("the request body is larger than the limit of {} bytes", config_.max_body_bytes);
+      // httplib limits url-encoded form bodies (curl's default type for -d) to 8192 bytes, others to the limit.
+      const std::string type = req.get_header_value("Content-Type");
+      const std::string length = req.get_header_value("Content-Length");
+      if (type.starts_with("application/x-www-form-urlencoded")) {
+        error.message = fmt::format(
+            "the request body ({} bytes) was sent as {} (curl's default for -d), whose bodies are limited to {} "
+            "bytes; send JSON with the header 'Content-Type: application/json' (limit {} bytes)",
+            length.empty() ? "?" : length, type, kFormBodyLimit, config_.max_body_bytes);
+      } else {
+        error.message = fmt::format("the request body ({} bytes) is larger than the limit of {} bytes (--max-body)",
+                                    length.empty() ? "?" : length, config_.max_body_bytes);
+      }
       error.code = "request_too_large";
     }
     write_error(res, error);
@@ -152,6 +178,23 @@ void HttpServer::install_routes() {
     });
   }
 
+  if (!config_.cors_origins.empty()) {
+    // Every response (errors and streams included) names the origin allowed to read it.
+    s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string origin = allowed_origin(req);
+      if (origin.empty()) return;
+      res.set_header("Access-Control-Allow-Origin", origin);
+      if (origin != "*") res.set_header("Vary", "Origin");
+    });
+    s.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      res.status = 204;
+      if (allowed_origin(req).empty()) return;  // no CORS headers: the browser refuses the call
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+  }
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });

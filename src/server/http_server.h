@@ -3,11 +3,17 @@
 //   POST /v1/completions, POST /v1/chat/completions   (auth when an API key is set)
 //   GET  /v1/models, GET /v1/models/{id}              (auth when an API key is set)
 //   GET  /health, GET /metrics (Prometheus text)      (never auth: for probes and scrapers)
+//   OPTIONS *                                         (CORS preflight, with --cors-origin: never auth, as browsers
+//                                                      send no credentials in a preflight)
+// CORS (browsers): with allowed origins configured, a request whose Origin is one of them (or any, with "*") gets
+// Access-Control-Allow-Origin on every response (streams too) and its preflight the methods and headers it may use;
+// without, no CORS header is sent and browsers on other origins are refused, as before.
 #pragma once
 
 #include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/engine_loop.h"
@@ -31,6 +37,8 @@ struct HttpServerConfig {
   size_t threads = 64;  // connections served at once (each streaming response holds one)
   time_t keep_alive_timeout_s = 5;
   bool log_requests = false;  // one line per request on stderr
+  // --cors-origin: origins whose pages may call the API ("http://localhost:3000", or "*" for any); empty: none.
+  std::vector<std::string> cors_origins;
 
   Status validate() const;
 };
@@ -51,6 +59,8 @@ class HttpServer {
  private:
   void install_routes();
   bool authorized(const httplib::Request& req) const;
+  // The Access-Control-Allow-Origin value for this request's Origin, or "" when it gets none.
+  std::string allowed_origin(const httplib::Request& req) const;
   void handle_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
 
   HttpServerConfig config_;

@@ -175,20 +175,32 @@ MaybeError parse_messages(const json& v, ApiRequest& r) {
   return std::nullopt;
 }
 
+// logit_bias: {"token id": bias}, ids below the vocabulary size, biases in [-100, 100].
+MaybeError parse_logit_bias(const json& v, const RequestLimits& limits, SamplingParams& sampling) {
+  if (!v.is_object()) return wrong_type("logit_bias", "an object of token ids to numbers", v);
+  for (const auto& [key, value] : v.items()) {
+    const std::string param = fmt::format("logit_bias.{}", key);
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || id < 0 || id >= static_cast<long long>(limits.vocab_size)) {
+      return ApiError::invalid(param, fmt::format("'logit_bias' keys must be token ids from 0 to {}, got \"{}\"",
+                                                  limits.vocab_size - 1, key));
+    }
+    double bias = 0;
+    KVS_API_TRY(read_number(value, param, -100.0, 100.0, bias));
+    sampling.logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(bias));
+  }
+  return std::nullopt;
+}
+
 // Fields accepted only at a value that changes nothing.
 MaybeError check_neutral(const std::string& key, const json& v) {
-  if (key == "frequency_penalty" || key == "presence_penalty") {
-    double x = 0;
-    KVS_API_TRY(read_number(v, key, -2.0, 2.0, x));
-    if (x != 0.0) return unsupported(key, fmt::format("{} (only 0; use repetition_penalty)", shown(v)));
-  } else if (key == "logprobs" || key == "top_logprobs") {
-    if (v.is_boolean() ? v.get<bool>() : !(v.is_number() && v.get<double>() == 0.0)) {
-      return unsupported(key, shown(v));
-    }
-  } else if (key == "logit_bias") {
-    if (!v.is_object()) return wrong_type(key, "an object", v);
-    if (!v.empty()) return unsupported(key, "(non-empty)");
-  } else if (key == "suffix") {
+  if (key == "suffix") {
     if (!v.is_string()) return wrong_type(key, "a string", v);
     if (!v.get_ref<const std::string&>().empty()) return unsupported(key, "(non-empty)");
   } else if (key == "tools" || key == "functions") {
@@ -207,8 +219,7 @@ bool is_ignored(const std::string& key) {
 }
 
 bool is_neutral_only(const std::string& key) {
-  return key == "frequency_penalty" || key == "presence_penalty" || key == "logprobs" || key == "top_logprobs" ||
-         key == "logit_bias" || key == "suffix" || key == "tools" || key == "functions" || key == "response_format";
+  return key == "suffix" || key == "tools" || key == "functions" || key == "response_format";
 }
 
 constexpr int64_t kMaxTokensUnderPolicy = int64_t{1} << 30;
@@ -290,6 +301,23 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
   } else if (key == "min_p") {
     KVS_API_TRY(read_number(v, key, 0.0, 1.0, number));
     r.sampling.min_p = static_cast<float>(number);
+  } else if (key == "frequency_penalty" || key == "presence_penalty") {
+    KVS_API_TRY(read_number(v, key, -2.0, 2.0, number));
+    (key == "frequency_penalty" ? r.sampling.frequency_penalty : r.sampling.presence_penalty) =
+        static_cast<float>(number);
+  } else if (key == "logit_bias") {
+    return parse_logit_bias(v, limits, r.sampling);
+  } else if (key == "logprobs" && chat) {
+    bool on = false;
+    KVS_API_TRY(read_bool(v, key, on));
+    if (on && !r.logprobs) r.logprobs = 0;
+    if (!on) r.logprobs.reset();
+  } else if (key == "top_logprobs" && chat) {
+    KVS_API_TRY(read_int(v, key, 0, 20, integer));
+    r.top_logprobs = static_cast<size_t>(integer);
+  } else if (key == "logprobs") {  // completions: how many alternatives
+    KVS_API_TRY(read_int(v, key, 0, 5, integer));
+    r.logprobs = static_cast<size_t>(integer);
   } else if (key == "repetition_penalty") {
     KVS_API_TRY(read_number(v, key, 0.01, 100.0, number));
     r.sampling.repetition_penalty = static_cast<float>(number);
@@ -389,6 +417,12 @@ ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view bo
     return ApiError::invalid("stream_options", "'stream_options' is only allowed when 'stream' is true");
   }
   if (Status s = r.sampling.validate(); !s) return ApiError::invalid("", s.message());
+  if (r.top_logprobs) {  // chat: alternatives only with logprobs on, as OpenAI requires
+    if (!r.logprobs) {
+      return ApiError::invalid("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    }
+    r.logprobs = *r.top_logprobs;
+  }
   if (doc.value("best_of", json()).is_null()) {
     r.best_of = r.n;
   } else if (r.best_of < r.n) {

@@ -6,9 +6,10 @@
 // engine: top_k, min_p, repetition_penalty, ignore_eos, cache_salt, kv_window (a sliding window for this request
 // alone, as --kv-window), kv_policy (this request's KV eviction policy, as --kv-policy); n and best_of (parallel
 // samples of one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
-// Accepted only at their neutral value (else 400): frequency/presence_penalty = 0, logprobs off, logit_bias {},
-// suffix "", tools [], response_format text. Ignored: user, metadata, store, service_tier,
-// parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
+// OpenAI's frequency_penalty and presence_penalty (-2..2) and logit_bias (token id -> -100..100) go to the sampler;
+// logprobs (chat: a boolean with top_logprobs 0-20; completions: 0-5 alternatives, with echo the prompt's too).
+// Accepted only at their neutral value (else 400): suffix "", tools [], response_format text. Ignored: user,
+// metadata, store, service_tier, parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,10 @@ struct ApiRequest {
   std::string max_tokens_key = "max_tokens";  // the field max_tokens came from
   size_t n = 1;                               // choices returned
   size_t best_of = 1;  // samples generated (>= n): the n with the highest log-probability per token are returned
+  // Log-probabilities of the generated tokens (and, for completions with echo, the prompt's) with this many most
+  // likely alternatives each; none: no logprobs.
+  std::optional<size_t> logprobs;
+  std::optional<size_t> top_logprobs;  // chat's field, as given (folded into logprobs)
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

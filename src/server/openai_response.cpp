@@ -33,7 +33,8 @@ json full_response(const ResponseMeta& meta, std::span<const Choice> choices, co
   json body = envelope(meta, /*chunk=*/false);
   body["choices"] = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    json choice = {{"index", i}, {"finish_reason", std::string(choices[i].finish_reason)}, {"logprobs", nullptr}};
+    json choice = {
+        {"index", i}, {"finish_reason", std::string(choices[i].finish_reason)}, {"logprobs", choices[i].logprobs}};
     if (is_chat(meta)) {
       choice["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
     } else {
@@ -46,9 +47,9 @@ json full_response(const ResponseMeta& meta, std::span<const Choice> choices, co
 }
 
 json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text, bool first,
-                  std::optional<std::string_view> finish_reason, bool include_usage) {
+                  std::optional<std::string_view> finish_reason, bool include_usage, const json& logprobs) {
   json body = envelope(meta, /*chunk=*/true);
-  json choice = {{"index", index}, {"finish_reason", finish_value(finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", finish_value(finish_reason)}, {"logprobs", logprobs}};
   if (is_chat(meta)) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

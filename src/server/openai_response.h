@@ -31,15 +31,18 @@ struct ResponseMeta {
 struct Choice {
   std::string text;
   std::string_view finish_reason;
+  nlohmann::json logprobs = nullptr;  // server/logprobs_json.h's object, or null
 };
 
 // The whole response; choice i gets index i.
 nlohmann::json full_response(const ResponseMeta& meta, std::span<const Choice> choices, const Usage& usage);
 // One streamed chunk of choice `index`: `text` as the choice's text (completions) or delta content (chat);
 // `first` adds the chat delta's role; finish_reason null unless given; usage null when
-// stream_options.include_usage asked for usage (it comes in its own last chunk), absent otherwise.
+// stream_options.include_usage asked for usage (it comes in its own last chunk), absent otherwise; logprobs those of
+// the chunk's tokens (or null).
 nlohmann::json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text, bool first,
-                            std::optional<std::string_view> finish_reason, bool include_usage);
+                            std::optional<std::string_view> finish_reason, bool include_usage,
+                            const nlohmann::json& logprobs = nullptr);
 // The final chunk of stream_options.include_usage: no choices, only usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 

@@ -13,6 +13,10 @@ ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_c
       options_(std::move(options)),
       samples_(options_.num_samples),
       last_write_(std::chrono::steady_clock::now()) {
+  if (options_.logprobs_tokenizer) {
+    for (Sample& s : samples_)
+      s.logprobs.emplace(*options_.logprobs_tokenizer, meta_.endpoint, options_.prompt_text_bytes);
+  }
   KVS_ASSERT(options_.num_choices >= 1 && options_.num_choices <= options_.num_samples &&
                  (!options_.stream || options_.num_choices == options_.num_samples),
              "{} choices of {} samples (stream {})", options_.num_choices, options_.num_samples, options_.stream);
@@ -60,10 +64,21 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
     return;
   }
   Sample& sample = samples_[output.sample];
+  nlohmann::json logprobs = nullptr;  // of this output's tokens
+  if (sample.logprobs) {
+    if (!options_.echo_prompt.empty() && !output.prompt_logprobs.empty()) {
+      sample.logprobs->add_prompt(options_.echo_prompt, output.prompt_logprobs);
+      if (options_.stream) {  // the echoed text went first; its tokens' logprobs come as they are known
+        out += sse_event(stream_chunk(meta_, output.sample, "", /*first=*/false, std::nullopt, options_.include_usage,
+                                      sample.logprobs->all()));
+      }
+    }
+    if (!output.logprobs.empty()) logprobs = sample.logprobs->add(output.logprobs);
+  }
   if (options_.stream) {
-    if (!output.text.empty()) {
-      out += sse_event(
-          stream_chunk(meta_, output.sample, output.text, /*first=*/false, std::nullopt, options_.include_usage));
+    if (!output.text.empty() || !logprobs.is_null()) {
+      out += sse_event(stream_chunk(meta_, output.sample, output.text, /*first=*/false, std::nullopt,
+                                    options_.include_usage, logprobs));
     }
   } else {
     sample.text += output.text;
@@ -96,7 +111,9 @@ std::vector<Choice> ResponsePump::choices() const {
   std::vector<Choice> out;
   for (size_t i = 0; i < options_.num_choices; ++i) {
     const Sample& s = samples_[order[i]];
-    out.push_back({.text = s.text, .finish_reason = finish_reason_name(s.reason)});
+    out.push_back({.text = s.text,
+                   .finish_reason = finish_reason_name(s.reason),
+                   .logprobs = s.logprobs ? s.logprobs->all() : nlohmann::json(nullptr)});
   }
   return out;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine_loop.h"
+#include "server/logprobs_json.h"
 #include "server/openai_response.h"
 
 namespace kvs::server {
@@ -32,6 +33,11 @@ struct PumpOptions {
   size_t num_choices = 1;                     // choices returned (n <= num_samples; < only without stream)
   std::chrono::milliseconds poll{100};        // longest wait for engine output per round
   std::chrono::milliseconds heartbeat{1000};  // longest silence towards the client
+  // Logprobs (server/logprobs_json.h): the tokenizer that names tokens, set when the request asked for them; with
+  // echo_logprobs the prompt's come first (completions).
+  const Tokenizer* logprobs_tokenizer = nullptr;
+  size_t prompt_text_bytes = 0;           // completions: text_offset counts from the prompt's start (OpenAI's)
+  std::vector<TokenId> echo_prompt = {};  // with echo and logprobs: the prompt's tokens
 };
 
 class ResponsePump {
@@ -58,6 +64,7 @@ class ResponsePump {
     bool finished = false;
     FinishReason reason = FinishReason::kLength;
     double mean_logprob = 0.0;  // per generated token, when finished
+    std::optional<ChoiceLogprobs> logprobs;
   };
   // Appends the body bytes for one engine output to `out` (stream mode) or collects it.
   void on_output(const RequestOutput& output, std::string& out);

@@ -112,10 +112,68 @@ TEST(Sampler, TopPOverALargeVocabularyKeepsTheWholeNucleus) {
   EXPECT_GE(counts.size(), 340u);  // ~57 draws each: all of the nucleus shows up
 }
 
+// OpenAI's formula: a token generated c times loses c x frequency_penalty + (c > 0) x presence_penalty. Token 0
+// (logit 5) was generated twice, token 1 (4.5) never: greedy keeps 0 while 2f + p < 0.5 and switches past it.
+// Prompt tokens do not count: only the generated span does.
+TEST(Sampler, FrequencyAndPresencePenaltiesFollowOpenAisFormula) {
+  const std::vector<float> logits = {5.0f, 4.5f, 1.0f};
+  const std::vector<TokenId> generated = {0, 2, 0};
+  const auto greedy = [&](float frequency, float presence, std::span<const TokenId> gen) {
+    Sampler s({.temperature = 0.0f, .frequency_penalty = frequency, .presence_penalty = presence});
+    return s.sample(logits, generated, gen);
+  };
+  EXPECT_EQ(greedy(0.24f, 0.0f, generated), 0);  // 5 - 0.48 = 4.52 > 4.5
+  EXPECT_EQ(greedy(0.26f, 0.0f, generated), 1);  // 4.48
+  EXPECT_EQ(greedy(0.0f, 0.49f, generated), 0);  // 4.51
+  EXPECT_EQ(greedy(0.0f, 0.51f, generated), 1);  // 4.49
+  EXPECT_EQ(greedy(0.2f, 0.09f, generated), 0);  // 4.51
+  EXPECT_EQ(greedy(0.2f, 0.11f, generated), 1);  // 4.49
+  EXPECT_EQ(greedy(2.0f, 2.0f, {}), 0);          // the same tokens in the prompt only: no penalty
+  // Negative penalties favour what was generated: token 1, once, with -0.6 presence beats token 0.
+  EXPECT_EQ(greedy(0.0f, -0.6f, std::vector<TokenId>{1}), 1);
+}
+
+// logit_bias adds to the logits: -100 bans the argmax, +100 forces a token; sampling at temperature 1 follows the
+// softmax of the biased logits.
+TEST(Sampler, LogitBiasShiftsTheDistribution) {
+  const std::vector<float> logits = {std::log(6.0f), std::log(3.0f), std::log(1.0f)};
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{0, -100.0f}}}).sample(logits, {}), 1);
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{2, 100.0f}}}).sample(logits, {}), 2);
+  // +log 6 on token 2: p = 6, 3, 6 of 15.
+  Sampler s(
+      {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .logit_bias = {{2, std::log(6.0f)}}, .seed = 11});
+  std::map<TokenId, int> counts;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++counts[s.sample(logits, {})];
+  for (const auto& [token, p] : std::vector<std::pair<TokenId, double>>{{0, 0.4}, {1, 0.2}, {2, 0.4}})
+    EXPECT_NEAR(counts[token] / static_cast<double>(n), p, 0.015) << "token " << token;
+}
+
+// The logprob entry: log-softmax in double of the raw logits, alternatives most likely first (ties: lower id).
+TEST(TokenLogprobEntry, IsTheLogSoftmaxWithTheMostLikelyFirst) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f, 0.5f};
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  const TokenLogprob e = token_logprob_entry(logits, 4, 3);
+  EXPECT_EQ(e.token, 4);
+  EXPECT_NEAR(e.logprob, 0.5 - std::log(z), 1e-6);
+  ASSERT_EQ(e.top.size(), 3u);
+  EXPECT_EQ(e.top[0].first, 1);
+  EXPECT_EQ(e.top[1].first, 2);
+  EXPECT_EQ(e.top[2].first, 0);
+  EXPECT_NEAR(e.top[2].second, 1.0 - std::log(z), 1e-6);
+  EXPECT_TRUE(token_logprob_entry(logits, 0, 0).top.empty());
+  EXPECT_EQ(token_logprob_entry(logits, 0, 99).top.size(), logits.size());
+}
+
 TEST(Sampler, ValidateNamesTheBadValue) {
   EXPECT_NE(SamplingParams{.temperature = -1.0f}.validate().message().find("-1"), std::string::npos);
   EXPECT_NE(SamplingParams{.top_p = 0.0f}.validate().message().find("top_p"), std::string::npos);
   EXPECT_TRUE(SamplingParams{}.validate().is_ok());
+  EXPECT_NE(SamplingParams{.frequency_penalty = 2.5f}.validate().message().find("frequency penalty must be in [-2, 2]"),
+            std::string::npos);
+  const SamplingParams bad_bias{.logit_bias = {{7, 101.0f}}};
+  EXPECT_NE(bad_bias.validate().message().find("token 7"), std::string::npos);
 }
 
 }  // namespace

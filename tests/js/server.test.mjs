@@ -210,3 +210,115 @@ test('bad requests raise the client errors with the server message', async () =>
     return true;
   });
 });
+
+// Completions with echo and logprobs over the token-id prompt [0 .. n-1]: each id's token string (the first has no
+// logprob). The client knows no token ids; logit_bias needs them.
+async function tokenStrings(n) {
+  const ids = Array.from({ length: n }, (_, i) => i);
+  const r = await client.completions.create({
+    model: 'stories260K', prompt: ids, max_tokens: 1, temperature: 0, echo: true, logprobs: 0,
+  });
+  return r.choices[0].logprobs.tokens.slice(0, n);
+}
+
+function assertEntryShape(entry, top) {
+  assert.equal(typeof entry.token, 'string');
+  assert.ok(entry.logprob <= 0, `logprob ${entry.logprob}`);
+  assert.deepEqual(entry.bytes, [...Buffer.from(entry.token, 'utf8')]);
+  assert.equal(entry.top_logprobs.length, top);
+  for (let k = 1; k < top; ++k) assert.ok(entry.top_logprobs[k - 1].logprob >= entry.top_logprobs[k].logprob);
+}
+
+test('chat logprobs: OpenAI shapes, greedy draws the most likely, streamed entries equal the whole', async () => {
+  const request = {
+    model: 'stories260K', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 12, temperature: 0,
+    logprobs: true, top_logprobs: 3,
+  };
+  const r = await client.chat.completions.create(request);
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens);
+  let mass = 0;
+  for (const entry of content) {
+    assertEntryShape(entry, 3);
+    assert.equal(entry.top_logprobs[0].token, entry.token, 'greedy takes the most likely token');
+    assert.equal(entry.top_logprobs[0].logprob, entry.logprob);
+    mass = Math.max(mass, entry.top_logprobs.reduce((s, t) => s + Math.exp(t.logprob), 0));
+  }
+  assert.ok(mass <= 1 + 1e-5, `top_logprobs hold ${mass} of the probability`);
+  assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
+
+  const stream = await client.chat.completions.create({ ...request, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(streamed, content);
+  const plain = await client.chat.completions.create({ ...request, logprobs: false, top_logprobs: undefined });
+  assert.equal(plain.choices[0].logprobs, null);
+});
+
+test('completions: echo with logprobs scores a prompt as the generation scored the same tokens', async () => {
+  const generated = await client.completions.create({
+    model: 'stories260K', prompt: PROMPT, max_tokens: 10, temperature: 0, logprobs: 2,
+  });
+  const g = generated.choices[0].logprobs;
+  assert.equal(g.tokens.length, 10);
+  assert.deepEqual(g.text_offset[0], PROMPT.length);
+  for (const top of g.top_logprobs) assert.equal(Object.keys(top).length, 2);
+  // The prompt followed by what was generated, scored in one prefill (how evaluation harnesses score text).
+  const text = PROMPT + generated.choices[0].text;
+  const scored = await client.completions.create({
+    model: 'stories260K', prompt: text, max_tokens: 1, temperature: 0, logprobs: 2, echo: true,
+  });
+  const s = scored.choices[0].logprobs;
+  assert.ok(scored.choices[0].text.startsWith(text));
+  assert.equal(s.token_logprobs[0], null, 'the first token has no logprob');
+  assert.equal(s.top_logprobs[0], null);
+  assert.equal(s.tokens.join(''), scored.choices[0].text);
+  for (let i = 0; i < s.tokens.length; ++i) {
+    assert.equal(s.text_offset[i], s.tokens.slice(0, i).join('').length, `text_offset of token ${i}`);
+  }
+  const promptTokens = s.tokens.length - 1 - g.tokens.length;  // the prompt's own, then the generated, then 1 more
+  assert.deepEqual(s.tokens.slice(promptTokens, promptTokens + g.tokens.length), g.tokens);
+  for (let i = 0; i < g.tokens.length; ++i) {
+    const a = g.token_logprobs[i];
+    const b = s.token_logprobs[promptTokens + i];
+    assert.ok(Math.abs(a - b) < 1e-4, `token ${i} '${g.tokens[i]}': generated ${a}, scored in the prompt ${b}`);
+  }
+});
+
+test('frequency and presence penalties change the greedy choice as OpenAI\'s formula says', async () => {
+  const frequency = 0.6;
+  const presence = 0.4;
+  const r = await client.chat.completions.create({
+    model: 'stories260K', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 40, temperature: 0,
+    logprobs: true, top_logprobs: 20, frequency_penalty: frequency, presence_penalty: presence,
+  });
+  const counts = new Map();  // generated so far, by token string
+  let changed = 0;
+  for (const entry of r.choices[0].logprobs.content) {
+    // logprobs are the model's (before penalties): the drawn token must be the best after them.
+    const adjusted = entry.top_logprobs.map((t) => {
+      const c = counts.get(t.token) ?? 0;
+      return { token: t.token, value: t.logprob - c * frequency - (c > 0 ? presence : 0) };
+    });
+    const best = adjusted.reduce((a, b) => (b.value > a.value ? b : a));
+    assert.equal(entry.token, best.token, `drew '${entry.token}', the penalties favour '${best.token}'`);
+    if (entry.token !== entry.top_logprobs[0].token) ++changed;
+    counts.set(entry.token, (counts.get(entry.token) ?? 0) + 1);
+  }
+  assert.ok(changed > 0, 'the penalties changed no choice: the test proves nothing');
+});
+
+test('logit_bias: -100 bans the greedy token, +100 forces one', async () => {
+  const strings = await tokenStrings(512);
+  const request = { model: 'stories260K', prompt: PROMPT, max_tokens: 1, temperature: 0, logprobs: 2 };
+  const first = (await client.completions.create(request)).choices[0].logprobs;
+  // A JSON object's keys have no order: the two most likely by their logprobs.
+  const [best, second] = Object.entries(first.top_logprobs[0]).sort((a, b) => b[1] - a[1]).map((e) => e[0]);
+  assert.equal(first.tokens[0], best);
+  // The vocabulary's byte tokens come first and some render as a piece does (',' is both): the piece is the last.
+  const banned = await client.completions.create({ ...request, logit_bias: { [strings.lastIndexOf(best)]: -100 } });
+  assert.equal(banned.choices[0].logprobs.tokens[0], second);
+  const forcedId = strings.lastIndexOf(' dragon') >= 0 ? strings.lastIndexOf(' dragon') : 300;
+  const forced = await client.completions.create({ ...request, logit_bias: { [forcedId]: 100 } });
+  assert.equal(forced.choices[0].logprobs.tokens[0], strings[forcedId]);
+});

@@ -176,9 +176,20 @@ TEST(OpenAiRequest, RangesAndUnsupportedValues) {
   expect_error(completion(R"({"prompt":"x","n":65})"), "n", "between 1 and 64");
   expect_error(completion(R"({"prompt":"x","n":3,"best_of":2})"), "best_of", "at least 'n' (3), got 2");
   expect_error(completion(R"({"prompt":"x","best_of":2,"stream":true})"), "best_of", "cannot be streamed");
-  expect_error(completion(R"({"prompt":"x","presence_penalty":1})"), "presence_penalty", "not supported");
-  expect_error(completion(R"({"prompt":"x","logprobs":2})"), "logprobs", "not supported");
-  expect_error(completion(R"({"prompt":"x","logit_bias":{"5":1}})"), "logit_bias", "not supported");
+  expect_error(completion(R"({"prompt":"x","presence_penalty":2.5})"), "presence_penalty", "between -2 and 2");
+  expect_error(completion(R"({"prompt":"x","frequency_penalty":-3})"), "frequency_penalty", "between -2 and 2");
+  expect_error(completion(R"({"prompt":"x","logprobs":6})"), "logprobs", "between 0 and 5");
+  expect_error(completion(R"({"prompt":"x","logprobs":true})"), "logprobs", "must be an integer");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":2})"), "logprobs", "must be a boolean");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})"),
+               "top_logprobs", "between 0 and 20");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})"), "top_logprobs",
+               "needs 'logprobs' set to true");
+  expect_error(completion(R"({"prompt":"x","top_logprobs":2})"), "top_logprobs", "Unrecognized request argument");
+  expect_error(completion(R"({"prompt":"x","logit_bias":{"512":1}})"), "logit_bias.512", "token ids from 0 to 511");
+  expect_error(completion(R"({"prompt":"x","logit_bias":{"a5":1}})"), "logit_bias.a5", "token ids from 0 to 511");
+  expect_error(completion(R"({"prompt":"x","logit_bias":{"5":-101}})"), "logit_bias.5", "between -100 and 100");
+  expect_error(completion(R"({"prompt":"x","logit_bias":[5]})"), "logit_bias", "must be an object");
   expect_error(completion(R"({"prompt":"x","suffix":"end"})"), "suffix", "not supported");
   expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"), "tools",
                "not supported");
@@ -188,6 +199,30 @@ TEST(OpenAiRequest, RangesAndUnsupportedValues) {
       completion(
           R"({"prompt":"x","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})"),
       "stop", "at most 16");
+}
+
+// Penalties and bias go to the sampler; logprobs: chat's boolean and top_logprobs, completions' count.
+TEST(OpenAiRequest, PenaltiesBiasAndLogprobs) {
+  auto c = completion(R"({"prompt":"x","frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"7":-100,"9":2.5},
+                          "logprobs":3,"echo":true})");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->sampling.frequency_penalty, 0.5f);
+  EXPECT_EQ(c->sampling.presence_penalty, -1.0f);
+  EXPECT_EQ(c->sampling.logit_bias, (std::vector<std::pair<TokenId, float>>{{7, -100.0f}, {9, 2.5f}}));
+  EXPECT_EQ(c->logprobs, 3u);
+  EXPECT_TRUE(c->echo);
+  auto zero = completion(R"({"prompt":"x","logprobs":0})");
+  ASSERT_TRUE(zero.has_value());
+  EXPECT_EQ(zero->logprobs, 0u) << "0: the chosen tokens' logprobs, no alternatives";
+  auto chat_on = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":4})");
+  ASSERT_TRUE(chat_on.has_value()) << chat_on.error().message;
+  EXPECT_EQ(chat_on->logprobs, 4u);
+  auto chat_plain = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})");
+  ASSERT_TRUE(chat_plain.has_value());
+  EXPECT_EQ(chat_plain->logprobs, 0u);
+  auto chat_off = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})");
+  ASSERT_TRUE(chat_off.has_value());
+  EXPECT_FALSE(chat_off->logprobs.has_value());
 }
 
 TEST(OpenAiRequest, NullMeansNotGivenAndEmptyStopsAreDropped) {

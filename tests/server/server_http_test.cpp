@@ -280,6 +280,19 @@ TEST_F(ServerHttp, BodyOverTheLimitIs413) {
   const std::string body = R"({"prompt":")" + std::string(2 << 20, 'a') + R"("})";
   auto r = post_json(client, "/v1/completions", body);
   expect_api_error(r, 413, "", "larger than the limit of 1048576 bytes");
+  EXPECT_NE(r.body.find(std::to_string(body.size()) + " bytes"), std::string::npos) << "names the body's size";
+  // curl -d sends JSON as a url-encoded form, whose bodies httplib limits to 8 KiB: the error says so, and how to
+  // send it; a small one is read as the JSON it is.
+  const std::string form_type = "application/x-www-form-urlencoded";
+  const std::string big = json{{"prompt", std::string(9000, 'a')}, {"max_tokens", 1}}.dump();
+  auto form = client.Post("/v1/completions", big, form_type.c_str());
+  ASSERT_TRUE(form);
+  expect_api_error({form->status, form->body}, 413, "", "was sent as application/x-www-form-urlencoded");
+  EXPECT_NE(form->body.find("limited to 8192 bytes"), std::string::npos) << form->body;
+  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
+  auto small = client.Post("/v1/completions", R"({"prompt":"Once","max_tokens":2})", form_type.c_str());
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200) << small->body;
 }
 
 TEST_F(ServerHttp, StreamingClientThatHangsUpIsCancelled) {
@@ -356,6 +369,59 @@ TEST(ServerAuth, ApiKeyGuardsTheApiButNotHealth) {
   EXPECT_EQ(post_json(client, "/v1/completions", body, {{"Authorization", "Bearer s3cret"}}).status, 200);
   EXPECT_EQ(get(client, "/health").status, 200);
   EXPECT_EQ(server.terminate(), 0);
+}
+
+// --cors-origin: a preflight from an allowed origin is answered without the API key, with the methods and headers;
+// every response to it (errors, streams) names the origin; another origin, or a server without the flag, gets no
+// CORS header (the browser then refuses the page's call).
+TEST(ServerCors, AllowedOriginsGetPreflightsAndHeadersOthersDoNot) {
+  std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir("server_cors");
+  ServerProcess server(dir, {"--api-key", "k", "--cors-origin", "http://localhost:3000,http://app.example"});
+  ASSERT_TRUE(server.started());
+  auto client = server.client();
+  const httplib::Headers preflight = {{"Origin", "http://app.example"},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization,content-type"}};
+  auto options = client.Options("/v1/chat/completions", preflight);
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->status, 204);
+  EXPECT_EQ(options->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(options->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(options->get_header_value("Access-Control-Allow-Headers"), "authorization,content-type");
+  const httplib::Headers call = {{"Origin", "http://localhost:3000"}, {"Authorization", "Bearer k"}};
+  for (const bool stream : {false, true}) {
+    auto res = client.Post("/v1/completions", call,
+                           json{{"prompt", "Once"}, {"max_tokens", 3}, {"stream", stream}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000") << "stream " << stream;
+    EXPECT_EQ(res->get_header_value("Vary"), "Origin");
+  }
+  auto unauthorized = client.Get("/v1/models", {{"Origin", "http://localhost:3000"}});
+  ASSERT_TRUE(unauthorized);
+  EXPECT_EQ(unauthorized->status, 401);
+  EXPECT_EQ(unauthorized->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000")
+      << "the page can read why it failed";
+  auto other = client.Options("/v1/completions", {{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  EXPECT_EQ(server.terminate(), 0);
+
+  TempDir closed_dir("server_cors_closed");
+  ServerProcess closed(closed_dir, {});  // the default: no CORS
+  ASSERT_TRUE(closed.started());
+  auto plain = closed.client();
+  auto res = plain.Get("/v1/models", {{"Origin", "http://localhost:3000"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+  EXPECT_EQ(closed.terminate(), 0);
+  TempDir bad_dir("server_cors_bad");
+  const std::string cmd = std::string("'") + KVS_BINARY + "' serve --cors-origin localhost:3000 > /dev/null 2> '" +
+                          bad_dir.file("err") + "'";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(read_file(bad_dir.file("err")).find("scheme://host[:port]"), std::string::npos);
 }
 
 // A synthetic model with a long context that generates ~100 tokens/s on two cores, so a request

@@ -1,0 +1,78 @@
+#include "server/logprobs_json.h"
+
+namespace kvs::server {
+
+using nlohmann::json;
+
+namespace {
+
+json byte_values(const std::string& text) {
+  json bytes = json::array();
+  for (char c : text) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+}  // namespace
+
+ChoiceLogprobs::ChoiceLogprobs(const Tokenizer& tokenizer, Endpoint endpoint, size_t text_offset)
+    : tokenizer_(tokenizer), chat_(endpoint == Endpoint::kChatCompletions), offset_(text_offset), all_(empty()) {}
+
+json ChoiceLogprobs::empty() const {
+  if (chat_) return {{"content", json::array()}, {"refusal", nullptr}};
+  return {{"tokens", json::array()},
+          {"token_logprobs", json::array()},
+          {"top_logprobs", json::array()},
+          {"text_offset", json::array()}};
+}
+
+void ChoiceLogprobs::append(json& into, TokenId token, std::string text, const TokenLogprob* entry) {
+  if (chat_) {
+    json top = json::array();
+    for (const auto& [id, logprob] : entry->top) {
+      const std::string t = tokenizer_.token_bytes(id);
+      top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", byte_values(t)}});
+    }
+    into["content"].push_back(
+        {{"token", text}, {"logprob", entry->logprob}, {"bytes", byte_values(text)}, {"top_logprobs", std::move(top)}});
+    return;
+  }
+  into["tokens"].push_back(text);
+  into["text_offset"].push_back(offset_);
+  offset_ += text.size();
+  if (!entry) {
+    into["token_logprobs"].push_back(nullptr);
+    into["top_logprobs"].push_back(nullptr);
+    return;
+  }
+  into["token_logprobs"].push_back(entry->logprob);
+  json top = json::object();
+  for (const auto& [id, logprob] : entry->top) top[tokenizer_.token_bytes(id)] = logprob;
+  into["top_logprobs"].push_back(std::move(top));
+}
+
+void ChoiceLogprobs::add_prompt(std::span<const TokenId> prompt, std::span<const TokenLogprob> entries) {
+  offset_ = 0;
+  bool first_piece = tokenizer_.strips_leading_space();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    std::string text = tokenizer_.token_bytes(prompt[i]);
+    if (first_piece && !text.empty()) {
+      if (text.front() == ' ') text.erase(0, 1);
+      first_piece = false;
+    }
+    append(all_, prompt[i], std::move(text), i == 0 || i - 1 >= entries.size() ? nullptr : &entries[i - 1]);
+  }
+}
+
+json ChoiceLogprobs::add(std::span<const TokenLogprob> entries) {
+  json chunk = empty();
+  for (const TokenLogprob& e : entries) {
+    const std::string text = tokenizer_.token_bytes(e.token);
+    const size_t offset = offset_;
+    append(chunk, e.token, text, &e);
+    offset_ = offset;
+    append(all_, e.token, text, &e);
+  }
+  return chunk;
+}
+
+}  // namespace kvs::server
