@@ -23,6 +23,7 @@ struct RunOptions {
   bool no_kv_cache = false;
   bool no_prefix_cache = false;
   bool ignore_eos = false;
+  bool json_object = false;  // JSON mode
   size_t block_size = 16;
   size_t max_batch_tokens = 512;
   std::string kv_memory;  // byte budget for the KV pool, e.g. 512MiB
@@ -71,7 +72,8 @@ void run(const RunOptions& options) {
                        .sampling = options.sampling,
                        .stop_strings = options.stop_strings,
                        .stop_at_eos = !options.ignore_eos,
-                       .recompute_history = options.no_kv_cache};
+                       .recompute_history = options.no_kv_cache,
+                       .json_object = options.json_object};
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
   auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
@@ -174,6 +176,9 @@ void register_run(CLI::App& app) {
   cmd->add_option("--seed", s.seed, "Random seed for sampling")->capture_default_str();
   cmd->add_option("--stop", options->stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past the end-of-sequence token");
+  cmd->add_flag("--json-object", options->json_object,
+                "JSON mode: the output is one JSON object (every token drawn among those that continue one, closed "
+                "within -n tokens), as the server's response_format json_object");
   cmd->add_flag("--no-kv-cache", options->no_kv_cache,
                 "Baseline without a KV cache: recompute the whole history at every step");
   cmd->add_flag("--no-prefix-cache", options->no_prefix_cache, "Do not look up cached prompt prefixes");

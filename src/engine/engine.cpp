@@ -351,6 +351,12 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         "baseline",
         params.num_samples));
   }
+  if (params.json_object && params.max_new_tokens < 2) {
+    return Status::invalid_argument(
+               fmt::format("JSON mode needs at least 2 tokens to write an object ('{{}}'), but max_tokens is {}",
+                           params.max_new_tokens))
+        .with_field("max_tokens");
+  }
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
@@ -361,6 +367,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->num_forks = request->params.num_samples - 1;
   request->runs_past_context = past_context;
   if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
+  if (request->params.json_object) request->constraint = std::make_unique<JsonConstraint>(json_index());
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
@@ -430,6 +437,20 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   requests_.erase(r.id.value);
 }
 
+std::shared_ptr<const JsonTokenIndex> Engine::json_index() {
+  if (!json_index_) {
+    std::vector<std::string> bytes(tokenizer_.vocab_size());
+    std::vector<TokenId> ends;
+    for (size_t t = 0; t < bytes.size(); ++t) {
+      const auto id = static_cast<TokenId>(t);
+      bytes[t] = tokenizer_.token_bytes(id);
+      if (tokenizer_.is_end_of_generation(id)) ends.push_back(id);
+    }
+    json_index_ = std::make_shared<const JsonTokenIndex>(std::move(bytes), std::move(ends));
+  }
+  return json_index_;
+}
+
 void Engine::fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs) {
   const size_t forks = std::exchange(first.num_forks, 0);
   for (size_t i = 1; i <= forks; ++i) {
@@ -443,6 +464,7 @@ void Engine::fork_samples(Request& first, std::span<const float> logits, std::ve
     sample->kv_window = first.kv_window;
     sample->use_prefix_cache = first.use_prefix_cache;
     sample->num_cached_tokens = first.num_cached_tokens;
+    if (first.constraint) sample->constraint = std::make_unique<JsonConstraint>(*first.constraint);
     kv_->fork(first.id, id);
     scheduler_.add_running(sample.get());
     Request& forked = *sample;
@@ -462,8 +484,23 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
     return true;
   }
   if (r.num_forks > 0) fork_samples(r, logits, outputs);  // before r's own token: they share its prompt
+  std::span<const float> drawn_from = logits;
+  if (r.constraint) {  // JSON mode: only tokens that continue the document (logprobs stay the model's)
+    constrained_logits_.assign(logits.begin(), logits.end());
+    // After this token: what max_tokens and the context leave (a document must close within them).
+    const auto after = [](size_t limit, size_t used) { return limit > used + 1 ? limit - used - 1 : 0; };
+    size_t left = after(r.params.max_new_tokens, r.num_generated());
+    if (!r.runs_past_context) left = std::min(left, after(model_.config().context_length, r.num_tokens()));
+    if (!r.constraint->mask(constrained_logits_, left)) {
+      out.error = Status::unavailable("JSON mode: no token of the model's vocabulary continues the output");
+      finish(r, FinishReason::kAborted, out);
+      return true;
+    }
+    drawn_from = constrained_logits_;
+  }
   const TokenId token =
-      r.sampler.sample(logits, r.tokens, std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens));
+      r.sampler.sample(drawn_from, r.tokens, std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens));
+  if (r.constraint) r.constraint->accept(token);
   if (r.params.track_logprob) r.cumulative_logprob += token_logprob(logits, token);
   const auto now = std::chrono::steady_clock::now();
   EngineMetrics& m = recorder_.totals();
@@ -489,6 +526,8 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
   out.cumulative_logprob = r.cumulative_logprob;
   if (matched.stopped) {
     finish(r, FinishReason::kStopString, out);
+  } else if (r.constraint && r.constraint->complete()) {
+    finish(r, FinishReason::kDocumentComplete, out);
   } else if (r.num_generated() >= r.params.max_new_tokens) {
     finish(r, FinishReason::kLength, out);
   } else if (!r.runs_past_context && r.num_tokens() >= model_.config().context_length) {

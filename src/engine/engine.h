@@ -104,6 +104,8 @@ class Engine {
   bool advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   // The other samples of `first`, whose prompt was just computed: each shares its blocks and draws
   // its first token from the same logits.
+  // The vocabulary's bytes for JSON mode (made once).
+  std::shared_ptr<const JsonTokenIndex> json_index();
   void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
   // Whether requests can run under `policy` (resolved) on this engine: a policy that evicts needs one pool of
@@ -142,6 +144,8 @@ class Engine {
   KvEvictor evictor_;
   ModelInput input_;  // reused across steps
   std::vector<float> logits_;
+  std::vector<float> constrained_logits_;             // a JSON-mode request's logits, masked
+  std::shared_ptr<const JsonTokenIndex> json_index_;  // the vocabulary for JSON mode, made at its first request
 };
 
 }  // namespace kvs

@@ -21,7 +21,8 @@ std::string_view finish_reason_name(FinishReason reason) {
     case FinishReason::kContextFull:
     case FinishReason::kKvCacheFull: return "length";
     case FinishReason::kEos:
-    case FinishReason::kStopString: return "stop";
+    case FinishReason::kStopString:
+    case FinishReason::kDocumentComplete: return "stop";
     case FinishReason::kAborted: return "abort";
   }
   return "unknown";

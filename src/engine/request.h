@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
+#include "grammar/json_constraint.h"
 #include "kv/policies/kv_policy.h"
 #include "kv/policies/slot_scores.h"
 #include "tokenizer/tokenizer.h"
@@ -26,7 +27,8 @@ namespace kvs {
 
 // kKvCacheFull: the KV pool ran out mid-generation; what was generated so far is kept.
 // kAborted: cancelled by the client.
-enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull, kAborted };
+// kDocumentComplete: a constrained output (JSON mode) is whole.
+enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull, kAborted, kDocumentComplete };
 std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop" (and "abort")
 
 // Called with the next-token logits computed after the token at `position` ([vocab]).
@@ -71,6 +73,9 @@ struct RequestParams {
   // Each prompt token's but the first (completions' echo with logprobs), with this many alternatives: the whole
   // prompt is computed (no prefix-cache hit), its logits rows read.
   std::optional<size_t> prompt_logprobs = {};
+  // JSON mode (OpenAI's response_format json_object): every token is drawn among those that continue one valid JSON
+  // object (grammar/json_constraint.h), and generation ends when the object is complete.
+  bool json_object = false;
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the
@@ -142,6 +147,7 @@ struct Request : SequenceState {
   bool runs_past_context = false;               // its memory is bounded: it may outgrow the model's context
   std::unique_ptr<KvEvictionPolicy> kv_policy;  // null: no eviction
   std::unique_ptr<SlotScores> kv_scores;        // the policy's scores, when it needs them
+  std::unique_ptr<JsonConstraint> constraint;   // JSON mode: what the output may continue with
 };
 
 }  // namespace kvs

@@ -59,6 +59,7 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.num_samples = request.best_of;
   params.track_logprob = request.best_of > request.n;  // to rank the samples
   params.logprobs = request.logprobs;
+  params.json_object = request.json_object;
   if (request.logprobs && request.echo) params.prompt_logprobs = request.logprobs;
   return params;
 }

@@ -206,9 +206,6 @@ MaybeError check_neutral(const std::string& key, const json& v) {
   } else if (key == "tools" || key == "functions") {
     if (!v.is_array()) return wrong_type(key, "an array", v);
     if (!v.empty()) return unsupported(key, "(tool calling)");
-  } else if (key == "response_format") {
-    if (!v.is_object()) return wrong_type(key, "an object", v);
-    if (v.value("type", json("text")) != "text") return unsupported(key + ".type", shown(v["type"]));
   }
   return std::nullopt;
 }
@@ -218,8 +215,23 @@ bool is_ignored(const std::string& key) {
          key == "parallel_tool_calls" || key == "tool_choice" || key == "function_call";
 }
 
-bool is_neutral_only(const std::string& key) {
-  return key == "suffix" || key == "tools" || key == "functions" || key == "response_format";
+bool is_neutral_only(const std::string& key) { return key == "suffix" || key == "tools" || key == "functions"; }
+
+// response_format: {"type": "text"} (the default) or {"type": "json_object"} (JSON mode).
+MaybeError parse_response_format(const json& v, ApiRequest& r) {
+  if (!v.is_object()) return wrong_type("response_format", "an object", v);
+  std::string type = "text";
+  if (v.contains("type")) KVS_API_TRY(read_string(v["type"], "response_format.type", type));
+  if (type == "json_object") {
+    r.json_object = true;
+  } else if (type == "json_schema") {
+    return unsupported("response_format.type", "\"json_schema\" (structured outputs: not yet; json_object is)");
+  } else if (type != "text") {
+    return ApiError::invalid(
+        "response_format.type",
+        fmt::format("'response_format.type' must be text, json_object or json_schema, got {}", shown(v["type"])));
+  }
+  return std::nullopt;
 }
 
 constexpr int64_t kMaxTokensUnderPolicy = int64_t{1} << 30;
@@ -318,6 +330,8 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
   } else if (key == "logprobs") {  // completions: how many alternatives
     KVS_API_TRY(read_int(v, key, 0, 5, integer));
     r.logprobs = static_cast<size_t>(integer);
+  } else if (key == "response_format") {
+    return parse_response_format(v, r);
   } else if (key == "repetition_penalty") {
     KVS_API_TRY(read_number(v, key, 0.01, 100.0, number));
     r.sampling.repetition_penalty = static_cast<float>(number);

@@ -8,7 +8,8 @@
 // samples of one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
 // OpenAI's frequency_penalty and presence_penalty (-2..2) and logit_bias (token id -> -100..100) go to the sampler;
 // logprobs (chat: a boolean with top_logprobs 0-20; completions: 0-5 alternatives, with echo the prompt's too).
-// Accepted only at their neutral value (else 400): suffix "", tools [], response_format text. Ignored: user,
+// response_format json_object (JSON mode: the output is one JSON object, engine/request.h); json_schema is a 400 (not
+// yet). Accepted only at their neutral value (else 400): suffix "", tools []. Ignored: user,
 // metadata, store, service_tier, parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
 #pragma once
 
@@ -64,6 +65,7 @@ struct ApiRequest {
   // likely alternatives each; none: no logprobs.
   std::optional<size_t> logprobs;
   std::optional<size_t> top_logprobs;  // chat's field, as given (folded into logprobs)
+  bool json_object = false;            // response_format json_object: the output is one JSON object
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

@@ -322,3 +322,27 @@ test('logit_bias: -100 bans the greedy token, +100 forces one', async () => {
   const forced = await client.completions.create({ ...request, logit_bias: { [forcedId]: 100 } });
   assert.equal(forced.choices[0].logprobs.tokens[0], strings[forcedId]);
 });
+
+test('response_format json_object: every output parses to an object, over seeds and budgets, whole and streamed', async () => {
+  for (let seed = 1; seed <= 12; ++seed) {
+    const maxTokens = [3, 10, 40, 200][seed % 4];
+    const request = {
+      model: 'stories260K', messages: [{ role: 'user', content: 'Describe a cat as JSON' }], max_tokens: maxTokens,
+      temperature: 1.0, seed, response_format: { type: 'json_object' },
+    };
+    const r = await client.chat.completions.create(request);
+    const text = r.choices[0].message.content;
+    const doc = JSON.parse(text);
+    assert.equal(typeof doc, 'object', text);
+    assert.ok(!Array.isArray(doc) && doc !== null, text);
+    assert.equal(r.choices[0].finish_reason, 'stop', text);
+    assert.ok(r.usage.completion_tokens <= maxTokens);
+    if (seed % 4 === 0) {
+      let streamed = '';
+      for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+        streamed += chunk.choices[0]?.delta?.content ?? '';
+      }
+      assert.equal(streamed, text);
+    }
+  }
+});

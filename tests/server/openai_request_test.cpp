@@ -220,6 +220,13 @@ TEST(OpenAiRequest, PenaltiesBiasAndLogprobs) {
   auto chat_plain = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})");
   ASSERT_TRUE(chat_plain.has_value());
   EXPECT_EQ(chat_plain->logprobs, 0u);
+  auto json_mode = chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(json_mode.has_value()) << json_mode.error().message;
+  EXPECT_TRUE(json_mode->json_object);
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})"),
+               "response_format.type", "text, json_object or json_schema");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})"),
+               "response_format.type", "not supported");
   auto chat_off = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})");
   ASSERT_TRUE(chat_off.has_value());
   EXPECT_FALSE(chat_off->logprobs.has_value());

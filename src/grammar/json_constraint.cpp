@@ -1,0 +1,118 @@
+#include "grammar/json_constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/status.h"
+
+namespace kvs {
+
+JsonTokenIndex::JsonTokenIndex(std::vector<std::string> token_bytes, std::vector<TokenId> end_tokens)
+    : bytes_(std::move(token_bytes)), plain_(bytes_.size(), 0), end_(bytes_.size(), 0) {
+  for (size_t t = 0; t < bytes_.size(); ++t) {
+    const std::string& b = bytes_[t];
+    bool plain = !b.empty();
+    for (char ch : b) {
+      const auto c = static_cast<uint8_t>(ch);
+      plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    }
+    plain_[t] = plain;
+  }
+  for (TokenId t : end_tokens) {
+    if (t < 0 || static_cast<size_t>(t) >= end_.size()) continue;
+    end_[static_cast<size_t>(t)] = 1;
+    plain_[static_cast<size_t>(t)] = 0;
+    ends_.push_back(t);
+  }
+  for (size_t t = 0; t < bytes_.size(); ++t)
+    if (!plain_[t] && !end_[t] && !bytes_[t].empty()) not_plain_.push_back(static_cast<TokenId>(t));
+  trie_.emplace_back();
+  for (size_t t = 0; t < bytes_.size(); ++t)
+    if (!end_[t] && !bytes_[t].empty()) add_to_trie(static_cast<TokenId>(t));
+}
+
+void JsonTokenIndex::add_to_trie(TokenId token) {
+  int32_t node = 0;
+  for (char ch : bytes_[static_cast<size_t>(token)]) {
+    const auto c = static_cast<uint8_t>(ch);
+    int32_t child = trie_[static_cast<size_t>(node)].first_child;
+    while (child >= 0 && trie_[static_cast<size_t>(child)].byte != c)
+      child = trie_[static_cast<size_t>(child)].next_sibling;
+    if (child < 0) {
+      child = static_cast<int32_t>(trie_.size());
+      trie_.push_back({.byte = c, .first_child = -1, .next_sibling = trie_[static_cast<size_t>(node)].first_child});
+      trie_[static_cast<size_t>(node)].first_child = child;
+    }
+    node = child;
+  }
+  if (trie_[static_cast<size_t>(node)].token < 0) {
+    trie_[static_cast<size_t>(node)].token = token;
+  } else {
+    same_bytes_.push_back(token);
+  }
+}
+
+void JsonTokenIndex::walk_trie(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const {
+  struct Pending {
+    int32_t node;
+    JsonMachine state;  // after the node's prefix
+  };
+  std::vector<Pending> stack;
+  for (int32_t c = trie_[0].first_child; c >= 0; c = trie_[static_cast<size_t>(c)].next_sibling)
+    stack.push_back({c, machine});
+  while (!stack.empty()) {
+    Pending p = stack.back();
+    stack.pop_back();
+    const TrieNode& node = trie_[static_cast<size_t>(p.node)];
+    if (!p.state.feed(node.byte)) continue;  // no token with this prefix continues the document
+    if (node.token >= 0) allowed[static_cast<size_t>(node.token)] = p.state.completion_length() <= tokens_left;
+    for (int32_t c = node.first_child; c >= 0; c = trie_[static_cast<size_t>(c)].next_sibling)
+      stack.push_back({c, p.state});
+  }
+}
+
+void JsonTokenIndex::allowed(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const {
+  // A plain token leaves a plain string as it was: it may come when the string's completion fits what is left.
+  if (machine.in_plain_string() && machine.completion_length() <= tokens_left) {
+    allowed = plain_;
+    for (TokenId t : not_plain_) {
+      JsonMachine trial = machine;
+      allowed[static_cast<size_t>(t)] = trial.feed(bytes(t)) && trial.completion_length() <= tokens_left;
+    }
+  } else {
+    allowed.assign(bytes_.size(), 0);
+    walk_trie(machine, tokens_left, allowed);
+  }
+  for (TokenId t : same_bytes_) {  // a node holds one token: the others with its bytes follow it
+    const auto& b = bytes_[static_cast<size_t>(t)];
+    int32_t node = 0;
+    for (char ch : b) {
+      int32_t child = trie_[static_cast<size_t>(node)].first_child;
+      while (trie_[static_cast<size_t>(child)].byte != static_cast<uint8_t>(ch))
+        child = trie_[static_cast<size_t>(child)].next_sibling;
+      node = child;
+    }
+    allowed[static_cast<size_t>(t)] = allowed[static_cast<size_t>(trie_[static_cast<size_t>(node)].token)];
+  }
+  for (TokenId t : ends_) allowed[static_cast<size_t>(t)] = machine.complete();  // control tokens stay refused
+}
+
+bool JsonConstraint::mask(std::span<float> logits, size_t tokens_left) {
+  KVS_ASSERT(logits.size() >= index_->vocab_size(), "{} logits for a vocabulary of {}", logits.size(),
+             index_->vocab_size());
+  index_->allowed(machine_, tokens_left, allowed_);
+  if (std::find(allowed_.begin(), allowed_.end(), uint8_t{1}) == allowed_.end()) return false;
+  constexpr float kRefused = -std::numeric_limits<float>::infinity();
+  const size_t n = allowed_.size();
+  for (size_t t = 0; t < n; ++t) logits[t] = allowed_[t] ? logits[t] : kRefused;
+  for (size_t t = n; t < logits.size(); ++t) logits[t] = kRefused;  // ids past the vocabulary (padded outputs)
+  return true;
+}
+
+void JsonConstraint::accept(TokenId token) {
+  if (index_->is_end(token)) return;
+  const bool fed = machine_.feed(index_->bytes(token));
+  KVS_ASSERT(fed, "token {} was drawn outside the JSON constraint", token);
+}
+
+}  // namespace kvs

@@ -1,0 +1,80 @@
+// A JSON recognizer that reads one byte at a time and refuses the first byte after which no valid JSON document
+// could follow: the constraint of JSON mode (response_format json_object) checks a token by feeding it its bytes.
+// RFC 8259 JSON with limits that keep generation finite and every number a finite double: nesting at most
+// kMaxDepth, whitespace runs of at most kMaxWhitespaceRun bytes, numbers of at most kMaxNumberDigits digits with
+// exponents of at most two (1e99; 1e400 would overflow parsers), and (json_object) a top-level object. Strings must be
+// valid UTF-8 (no overlong forms or surrogates, as a strict parser demands). The state is a small value: copied to try
+// a token.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace kvs {
+
+class JsonMachine {
+ public:
+  static constexpr size_t kMaxDepth = 32;
+  static constexpr size_t kMaxWhitespaceRun = 16;
+  static constexpr size_t kMaxNumberDigits = 64;
+  static constexpr size_t kMaxExponentDigits = 2;
+
+  // top_level_object: the document must be an object (OpenAI's json_object), else any value.
+  explicit JsonMachine(bool top_level_object = true) : object_only_(top_level_object) {}
+
+  // Reads one byte; false (and the state unchanged) when no valid document continues with it.
+  bool feed(uint8_t c);
+  // Reads bytes until one is refused; false if any was (the state is then the one before that byte).
+  bool feed(std::string_view bytes);
+  // A whole document has been read (only whitespace may follow, and generation can stop).
+  bool complete() const { return mode_ == Mode::kDone; }
+  // Inside a string, between escapes and multi-byte characters: any byte of 0x20..0x7f but '"' and '\' continues it
+  // and leaves the state as it was (the token masker's fast path).
+  bool in_plain_string() const { return mode_ == Mode::kString && utf8_left_ == 0; }
+  // The fewest bytes that complete the document from here (closing the string, the value and every open container:
+  // e.g. after {"a":[1,"x it is 3, "]}). Each of them can be written as a one-byte token that shortens the rest by one,
+  // so a document whose completion fits the tokens left can always be finished in time.
+  size_t completion_length() const;
+
+ private:
+  enum class Mode : uint8_t {
+    kValue,          // a value is expected (after ':' or '[' or ',' in an array, or at the start)
+    kFirstKeyOrEnd,  // after '{': a key or '}'
+    kKey,            // after ',' in an object: a key
+    kColon,          // after a key
+    kAfterValue,     // in a container: ',' or its end
+    kString,         // in a string (key_ says whether it is a key)
+    kEscape,         // after '\'
+    kUnicode,        // in \uXXXX (hex_left_ digits to go)
+    kNumber,         // in a number (number_ says where)
+    kLiteral,        // in true, false or null (literal_ and literal_at_)
+    kDone,           // the document is complete
+  };
+  enum class Number : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
+
+  bool step(uint8_t c);
+  bool start_value(uint8_t c);
+  void end_value();  // a value ended: after it in its container, or the document is done
+  bool number_can_end() const;
+  bool whitespace();  // counts a whitespace byte; false past the run limit
+
+  Mode mode_ = Mode::kValue;
+  bool object_only_ = true;
+  bool key_ = false;
+  Number number_ = Number::kInt;
+  uint8_t hex_left_ = 0;
+  uint8_t number_digits_ = 0, exponent_digits_ = 0;
+  uint8_t utf8_left_ = 0;    // continuation bytes still due in a string's multi-byte character
+  uint8_t utf8_low_ = 0x80;  // the allowed range of the next continuation byte (overlong and surrogate checks)
+  uint8_t utf8_high_ = 0xbf;
+  const char* literal_ = nullptr;
+  uint8_t literal_at_ = 0;
+  uint8_t whitespace_run_ = 0;
+  bool empty_array_ = false;  // kValue right after a '[': ']' may close it
+  uint8_t depth_ = 0;
+  std::array<uint8_t, kMaxDepth> stack_{};  // '{' or '[' per open container
+};
+
+}  // namespace kvs
