@@ -102,10 +102,10 @@ class Engine {
   };
   // Samples after a chunk that reached the end of its request's tokens; true when it finished.
   bool advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs);
-  // The other samples of `first`, whose prompt was just computed: each shares its blocks and draws
-  // its first token from the same logits.
   // The vocabulary's bytes for JSON mode (made once).
   std::shared_ptr<const JsonTokenIndex> json_index();
+  // The other samples of `first`, whose prompt was just computed: each shares its blocks and draws
+  // its first token from the same logits.
   void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
   // Whether requests can run under `policy` (resolved) on this engine: a policy that evicts needs one pool of

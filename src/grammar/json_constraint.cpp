@@ -48,7 +48,7 @@ void JsonTokenIndex::add_to_trie(TokenId token) {
   if (trie_[static_cast<size_t>(node)].token < 0) {
     trie_[static_cast<size_t>(node)].token = token;
   } else {
-    same_bytes_.push_back(token);
+    same_bytes_.emplace_back(token, trie_[static_cast<size_t>(node)].token);
   }
 }
 
@@ -83,17 +83,7 @@ void JsonTokenIndex::allowed(const JsonMachine& machine, size_t tokens_left, std
     allowed.assign(bytes_.size(), 0);
     walk_trie(machine, tokens_left, allowed);
   }
-  for (TokenId t : same_bytes_) {  // a node holds one token: the others with its bytes follow it
-    const auto& b = bytes_[static_cast<size_t>(t)];
-    int32_t node = 0;
-    for (char ch : b) {
-      int32_t child = trie_[static_cast<size_t>(node)].first_child;
-      while (trie_[static_cast<size_t>(child)].byte != static_cast<uint8_t>(ch))
-        child = trie_[static_cast<size_t>(child)].next_sibling;
-      node = child;
-    }
-    allowed[static_cast<size_t>(t)] = allowed[static_cast<size_t>(trie_[static_cast<size_t>(node)].token)];
-  }
+  for (const auto& [t, same] : same_bytes_) allowed[static_cast<size_t>(t)] = allowed[static_cast<size_t>(same)];
   for (TokenId t : ends_) allowed[static_cast<size_t>(t)] = machine.complete();  // control tokens stay refused
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ids.h"
@@ -47,10 +48,11 @@ class JsonTokenIndex {
   std::vector<std::string> bytes_;
   std::vector<uint8_t> plain_;  // [t]: non-empty, bytes 0x20..0x7e without '"' and '\': continues any plain string
   std::vector<uint8_t> end_;
-  std::vector<TokenId> ends_;        // the end tokens
-  std::vector<TokenId> not_plain_;   // the tokens with bytes that are not plain_ (fed inside strings)
-  std::vector<TrieNode> trie_;       // [0]: the root (the empty prefix)
-  std::vector<TokenId> same_bytes_;  // tokens whose bytes repeat an earlier token's (a node holds one)
+  std::vector<TokenId> ends_;       // the end tokens
+  std::vector<TokenId> not_plain_;  // the tokens with bytes that are not plain_ (fed inside strings)
+  std::vector<TrieNode> trie_;      // [0]: the root (the empty prefix)
+  // (token, earlier token): tokens whose bytes repeat an earlier token's, whose node holds that one; they follow it.
+  std::vector<std::pair<TokenId, TokenId>> same_bytes_;
 };
 
 class JsonConstraint {

@@ -196,9 +196,10 @@ TEST(JsonConstraint, ClosesTheDocumentWithinTheTokensLeft) {
 }
 
 TEST(JsonTokenIndex, AllowsExactlyTheTokensAStateAccepts) {
-  const std::vector<std::string> vocab = {"",     "{",  "}",   "\"",  "\"a\"", ":",   " ",   "1",
-                                          "23",   ",",  "tr",  "ue",  "abc",   "x\"", "\\n", "\xc3",
-                                          "\xa9", "\t", "}\n", "\":", "é",     "[",   "]",   "\"}"};
+  const std::vector<std::string> vocab = {
+      "",    "{",    "}",    "\"", "\"a\"", ":",   " ", "1", "23", ",",   "tr", "ue", "abc", "x\"",
+      "\\n", "\xc3", "\xa9", "\t", "}\n",   "\":", "é", "[", "]",  "\"}", "1",  "abc"};  // the last two repeat earlier
+                                                                                         // tokens
   const JsonTokenIndex index(vocab, {0});
   std::vector<uint8_t> allowed;
   for (const std::string prefix : {"", "{", "{\"", "{\"ab", "{\"k\":", "{\"k\":\"", "{\"k\":\"\xc3", "{\"k\":1",
