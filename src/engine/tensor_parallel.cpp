@@ -19,7 +19,8 @@ enum class Op : uint8_t { kCopy = 1, kCompact = 2 };
 // Heavy-hitter policies: the attention mass of a step, one block per sequence that gathers it (in the batch's
 // group and sequence order) of num_layers x the model's KV heads x its slot capacity counters. Every rank adds its
 // own KV heads' rows (a replicated head's on each of its ranks: their query heads differ); an all-reduce sums them.
-size_t slot_mass_size(const SlotMass& m, size_t num_layers) { return m ? num_layers * m.num_kv_heads * m.capacity : 0; }
+// (A sequence that gathers none has capacity 0; a worker reads the shape before it has the buffer.)
+size_t slot_mass_size(const SlotMass& m, size_t num_layers) { return num_layers * m.num_kv_heads * m.capacity; }
 
 // A worker's copy of one step's batch: the arrays a ForwardBatch views.
 struct DecodedBatch {
@@ -64,8 +65,7 @@ struct DecodedBatch {
     // The slot mass buffers, now that their sizes are known; each sequence's view starts at this rank's rows.
     size_t total = 0;
     for (const Group& g : groups)
-      for (const SequenceAttention& s : g.sequences)
-        total += num_layers * s.slot_mass.num_kv_heads * s.slot_mass.capacity;
+      for (const SequenceAttention& s : g.sequences) total += slot_mass_size(s.slot_mass, num_layers);
     slot_mass.assign(total, 0);
     size_t at = 0;
     for (Group& g : groups) {
