@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "grammar/json_constraint.h"
+#include "engine/json_vocabulary.h"
 #include "model/gguf.h"
-#include "tokenizer/tokenizer.h"
 
 namespace kvs {
 namespace {
@@ -25,13 +24,7 @@ std::shared_ptr<const JsonTokenIndex> vocabulary() {
     if (!file) throw std::runtime_error(file.status().message());
     auto tokenizer = Tokenizer::from_gguf(*file);
     if (!tokenizer) throw std::runtime_error(tokenizer.status().message());
-    std::vector<std::string> bytes(tokenizer->vocab_size());
-    std::vector<TokenId> ends;
-    for (size_t t = 0; t < bytes.size(); ++t) {
-      bytes[t] = tokenizer->token_bytes(static_cast<TokenId>(t));
-      if (tokenizer->is_end_of_generation(static_cast<TokenId>(t))) ends.push_back(static_cast<TokenId>(t));
-    }
-    return std::make_shared<const JsonTokenIndex>(std::move(bytes), std::move(ends));
+    return json_token_index(*tokenizer);
   }();
   return index;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/json_vocabulary.h"
 #include "engine/tensor_parallel.h"
 
 namespace kvs {
@@ -438,16 +439,7 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
 }
 
 std::shared_ptr<const JsonTokenIndex> Engine::json_index() {
-  if (!json_index_) {
-    std::vector<std::string> bytes(tokenizer_.vocab_size());
-    std::vector<TokenId> ends;
-    for (size_t t = 0; t < bytes.size(); ++t) {
-      const auto id = static_cast<TokenId>(t);
-      bytes[t] = tokenizer_.token_bytes(id);
-      if (tokenizer_.is_end_of_generation(id)) ends.push_back(id);
-    }
-    json_index_ = std::make_shared<const JsonTokenIndex>(std::move(bytes), std::move(ends));
-  }
+  if (!json_index_) json_index_ = json_token_index(tokenizer_);
   return json_index_;
 }
 
