@@ -25,7 +25,7 @@ json ChoiceLogprobs::empty() const {
           {"text_offset", json::array()}};
 }
 
-void ChoiceLogprobs::append(json& into, TokenId token, std::string text, const TokenLogprob* entry) {
+void ChoiceLogprobs::append(json& into, const std::string& text, const TokenLogprob* entry) {
   if (chat_) {
     json top = json::array();
     for (const auto& [id, logprob] : entry->top) {
@@ -59,18 +59,17 @@ void ChoiceLogprobs::add_prompt(std::span<const TokenId> prompt, std::span<const
       if (text.front() == ' ') text.erase(0, 1);
       first_piece = false;
     }
-    append(all_, prompt[i], std::move(text), i == 0 || i - 1 >= entries.size() ? nullptr : &entries[i - 1]);
+    append(all_, text, i == 0 || i - 1 >= entries.size() ? nullptr : &entries[i - 1]);
   }
 }
 
 json ChoiceLogprobs::add(std::span<const TokenLogprob> entries) {
   json chunk = empty();
-  for (const TokenLogprob& e : entries) {
-    const std::string text = tokenizer_.token_bytes(e.token);
-    const size_t offset = offset_;
-    append(chunk, e.token, text, &e);
-    offset_ = offset;
-    append(all_, e.token, text, &e);
+  for (const TokenLogprob& e : entries) append(chunk, tokenizer_.token_bytes(e.token), &e);
+  for (auto& [key, values] : chunk.items()) {  // the chunk's entries join the whole response's
+    if (!values.is_array()) continue;
+    json& into = all_[key];
+    into.insert(into.end(), values.begin(), values.end());
   }
   return chunk;
 }

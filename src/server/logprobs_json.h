@@ -32,7 +32,8 @@ class ChoiceLogprobs {
   const nlohmann::json& all() const { return all_; }
 
  private:
-  void append(nlohmann::json& into, TokenId token, std::string text, const TokenLogprob* entry);
+  // One token: its text and (null: a first prompt token, which has none) its entry.
+  void append(nlohmann::json& into, const std::string& text, const TokenLogprob* entry);
   nlohmann::json empty() const;
 
   const Tokenizer& tokenizer_;
