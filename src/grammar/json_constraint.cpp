@@ -45,6 +45,7 @@ void JsonTokenIndex::add_to_trie(TokenId token) {
     }
     node = child;
   }
+  longest_ = std::max(longest_, bytes_[static_cast<size_t>(token)].size());
   if (trie_[static_cast<size_t>(node)].token < 0) {
     trie_[static_cast<size_t>(node)].token = token;
   } else {
@@ -52,45 +53,64 @@ void JsonTokenIndex::add_to_trie(TokenId token) {
   }
 }
 
-void JsonTokenIndex::walk_trie(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const {
+template <class Machine>
+void JsonTokenIndex::walk_trie(const Machine& machine, size_t tokens_left, std::vector<uint8_t>& allowed,
+                               std::vector<Machine>& scratch) const {
+  // Depth first; scratch[d] is the state after the current node's prefix of d + 1 bytes, and scratch[d - 1] still
+  // holds its parent's when a sibling is taken from the stack (only deeper states were written in between).
+  if (scratch.size() < longest_) scratch.resize(longest_, machine);
   struct Pending {
     int32_t node;
-    JsonMachine state;  // after the node's prefix
+    uint32_t depth;
   };
   std::vector<Pending> stack;
   for (int32_t c = trie_[0].first_child; c >= 0; c = trie_[static_cast<size_t>(c)].next_sibling)
-    stack.push_back({c, machine});
+    stack.push_back({c, 0});
   while (!stack.empty()) {
-    Pending p = stack.back();
+    const Pending p = stack.back();
     stack.pop_back();
     const TrieNode& node = trie_[static_cast<size_t>(p.node)];
-    if (!p.state.feed(node.byte)) continue;  // no token with this prefix continues the document
-    if (node.token >= 0) allowed[static_cast<size_t>(node.token)] = p.state.completion_length() <= tokens_left;
+    Machine& state = scratch[p.depth];
+    state = p.depth == 0 ? machine : scratch[p.depth - 1];
+    if (!state.feed(node.byte)) continue;  // no token with this prefix continues the document
+    if (node.token >= 0) allowed[static_cast<size_t>(node.token)] = state.completion_length() <= tokens_left;
     for (int32_t c = node.first_child; c >= 0; c = trie_[static_cast<size_t>(c)].next_sibling)
-      stack.push_back({c, p.state});
+      stack.push_back({c, p.depth + 1});
   }
 }
 
-void JsonTokenIndex::allowed(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const {
+template <class Machine>
+void JsonTokenIndex::allowed(const Machine& machine, size_t tokens_left, std::vector<uint8_t>& allowed,
+                             std::vector<Machine>& scratch) const {
   // A plain token leaves a plain string as it was: it may come when the string's completion fits what is left.
   if (machine.in_plain_string() && machine.completion_length() <= tokens_left) {
     allowed = plain_;
+    if (scratch.empty()) scratch.push_back(machine);
     for (TokenId t : not_plain_) {
-      JsonMachine trial = machine;
+      Machine& trial = scratch[0];
+      trial = machine;
       allowed[static_cast<size_t>(t)] = trial.feed(bytes(t)) && trial.completion_length() <= tokens_left;
     }
   } else {
     allowed.assign(bytes_.size(), 0);
-    walk_trie(machine, tokens_left, allowed);
+    walk_trie(machine, tokens_left, allowed, scratch);
   }
   for (const auto& [t, same] : same_bytes_) allowed[static_cast<size_t>(t)] = allowed[static_cast<size_t>(same)];
   for (TokenId t : ends_) allowed[static_cast<size_t>(t)] = machine.complete();  // control tokens stay refused
 }
 
+template void JsonTokenIndex::allowed(const JsonMachine&, size_t, std::vector<uint8_t>&,
+                                      std::vector<JsonMachine>&) const;
+template void JsonTokenIndex::allowed(const SchemaMachine&, size_t, std::vector<uint8_t>&,
+                                      std::vector<SchemaMachine>&) const;
+
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonTokenIndex> index, std::shared_ptr<const JsonSchema> schema)
+    : index_(std::move(index)), state_(Schema{schema, SchemaMachine(*schema), {}}) {}
+
 bool JsonConstraint::mask(std::span<float> logits, size_t tokens_left) {
   KVS_ASSERT(logits.size() >= index_->vocab_size(), "{} logits for a vocabulary of {}", logits.size(),
              index_->vocab_size());
-  index_->allowed(machine_, tokens_left, allowed_);
+  std::visit([&](auto& s) { index_->allowed(s.machine, tokens_left, allowed_, s.scratch); }, state_);
   if (std::find(allowed_.begin(), allowed_.end(), uint8_t{1}) == allowed_.end()) return false;
   constexpr float kRefused = -std::numeric_limits<float>::infinity();
   const size_t n = allowed_.size();
@@ -101,8 +121,12 @@ bool JsonConstraint::mask(std::span<float> logits, size_t tokens_left) {
 
 void JsonConstraint::accept(TokenId token) {
   if (index_->is_end(token)) return;
-  const bool fed = machine_.feed(index_->bytes(token));
+  const bool fed = std::visit([&](auto& s) { return s.machine.feed(index_->bytes(token)); }, state_);
   KVS_ASSERT(fed, "token {} was drawn outside the JSON constraint", token);
+}
+
+bool JsonConstraint::complete() const {
+  return std::visit([](const auto& s) { return s.machine.complete(); }, state_);
 }
 
 }  // namespace kvs

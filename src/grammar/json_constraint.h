@@ -1,6 +1,7 @@
-// JSON mode as a sampling constraint: before each token is drawn, every token of the vocabulary whose bytes cannot
-// continue a valid JSON document (grammar/json_machine.h) gets a logit of -inf; end-of-generation tokens only once
-// the document is complete (and the engine stops there). JsonTokenIndex holds the vocabulary's bytes, built once and
+// JSON mode and structured outputs as a sampling constraint: before each token is drawn, every token of the
+// vocabulary whose bytes cannot continue a valid JSON document (grammar/json_machine.h) or an instance of the
+// request's JSON Schema (grammar/schema_machine.h) gets a logit of -inf; end-of-generation tokens only once the
+// document is complete (and the engine stops there). JsonTokenIndex holds the vocabulary's bytes, built once and
 // shared by every request; JsonConstraint is one request's state.
 //
 // Cost: outside strings the vocabulary is walked as a trie of its tokens' bytes, each byte fed once to a copy of the
@@ -15,10 +16,13 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/ids.h"
 #include "grammar/json_machine.h"
+#include "grammar/json_schema.h"
+#include "grammar/schema_machine.h"
 
 namespace kvs {
 
@@ -30,8 +34,11 @@ class JsonTokenIndex {
 
   size_t vocab_size() const { return bytes_.size(); }
   // allowed[t] = whether token t may come next after `machine`'s document so far, leaving a document that
-  // `tokens_left` more tokens can complete (JsonMachine::completion_length bytes, one a token at worst).
-  void allowed(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const;
+  // `tokens_left` more tokens can complete (the machine's completion_length bytes, one a token at worst).
+  // `scratch`: the walk's states, one per trie depth (kept by the caller so that no walk allocates).
+  template <class Machine>
+  void allowed(const Machine& machine, size_t tokens_left, std::vector<uint8_t>& allowed,
+               std::vector<Machine>& scratch) const;
   const std::string& bytes(TokenId t) const { return bytes_[static_cast<size_t>(t)]; }
   bool is_end(TokenId t) const { return end_[static_cast<size_t>(t)] != 0; }
 
@@ -43,7 +50,9 @@ class JsonTokenIndex {
     TokenId token = -1;  // the token whose bytes end here (-1: none)
   };
   void add_to_trie(TokenId token);
-  void walk_trie(const JsonMachine& machine, size_t tokens_left, std::vector<uint8_t>& allowed) const;
+  template <class Machine>
+  void walk_trie(const Machine& machine, size_t tokens_left, std::vector<uint8_t>& allowed,
+                 std::vector<Machine>& scratch) const;
 
   std::vector<std::string> bytes_;
   std::vector<uint8_t> plain_;  // [t]: non-empty, bytes 0x20..0x7e without '"' and '\': continues any plain string
@@ -51,14 +60,20 @@ class JsonTokenIndex {
   std::vector<TokenId> ends_;       // the end tokens
   std::vector<TokenId> not_plain_;  // the tokens with bytes that are not plain_ (fed inside strings)
   std::vector<TrieNode> trie_;      // [0]: the root (the empty prefix)
+  size_t longest_ = 0;              // the longest token's bytes
   // (token, earlier token): tokens whose bytes repeat an earlier token's, whose node holds that one; they follow it.
   std::vector<std::pair<TokenId, TokenId>> same_bytes_;
 };
 
 class JsonConstraint {
  public:
-  JsonConstraint(std::shared_ptr<const JsonTokenIndex> index, bool top_level_object = true)
-      : index_(std::move(index)), machine_(top_level_object) {}
+  // JSON mode: a JSON document (top_level_object: an object, as json_object demands).
+  explicit JsonConstraint(std::shared_ptr<const JsonTokenIndex> index, bool top_level_object = true)
+      : index_(std::move(index)), state_(JsonMode{JsonMachine(top_level_object), {}}) {}
+  // Structured outputs: an instance of `schema`.
+  JsonConstraint(std::shared_ptr<const JsonTokenIndex> index, std::shared_ptr<const JsonSchema> schema);
+  JsonConstraint(const JsonConstraint&) = default;  // (a sample's fork: its own machine, the same schema)
+  JsonConstraint& operator=(const JsonConstraint&) = delete;
 
   // Sets the logits of the tokens that may not come next to -inf; false when no token may (nothing was changed).
   // `tokens_left`: how many more may follow this one (max_tokens, the context): tokens that would leave a document
@@ -67,11 +82,21 @@ class JsonConstraint {
   // Reads the token drawn (one mask allowed).
   void accept(TokenId token);
   // The document is complete: generation ends.
-  bool complete() const { return machine_.complete(); }
+  bool complete() const;
 
  private:
+  struct JsonMode {
+    JsonMachine machine;
+    std::vector<JsonMachine> scratch;
+  };
+  struct Schema {
+    std::shared_ptr<const JsonSchema> schema;  // what the machine points into
+    SchemaMachine machine;
+    std::vector<SchemaMachine> scratch;
+  };
+
   std::shared_ptr<const JsonTokenIndex> index_;
-  JsonMachine machine_;
+  std::variant<JsonMode, Schema> state_;
   std::vector<uint8_t> allowed_;
 };
 

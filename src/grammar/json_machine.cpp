@@ -6,8 +6,6 @@ namespace kvs {
 namespace {
 
 bool is_whitespace(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 }  // namespace
 
@@ -36,10 +34,8 @@ size_t JsonMachine::completion_length() const {
     case Mode::kKey: return 2 + after_key + closers;  // "":0
     case Mode::kColon: return after_key + closers;
     case Mode::kAfterValue: return closers;
-    case Mode::kString: return utf8_left_ + 1 + (key_ ? after_key : 0) + closers;
-    case Mode::kEscape: return 2 + (key_ ? after_key : 0) + closers;
-    case Mode::kUnicode: return hex_left_ + 1 + (key_ ? after_key : 0) + closers;
-    case Mode::kNumber: return (number_can_end() ? 0 : 1) + closers;
+    case Mode::kString: return string_.completion_length() + (key_ ? after_key : 0) + closers;
+    case Mode::kNumber: return number_.completion_length() + closers;
     case Mode::kLiteral: return std::char_traits<char>::length(literal_) - literal_at_ + closers;
   }
   return closers;
@@ -49,11 +45,6 @@ bool JsonMachine::whitespace() {
   if (whitespace_run_ >= kMaxWhitespaceRun) return false;
   ++whitespace_run_;
   return true;
-}
-
-bool JsonMachine::number_can_end() const {
-  return number_ == Number::kZero || number_ == Number::kInt || number_ == Number::kFrac ||
-         number_ == Number::kExpDigits;
 }
 
 void JsonMachine::end_value() {
@@ -75,11 +66,7 @@ bool JsonMachine::start_value(uint8_t c) {
     case '"':
       key_ = false;
       mode_ = Mode::kString;
-      return true;
-    case '-':
-      mode_ = Mode::kNumber;
-      number_ = Number::kMinus;
-      number_digits_ = exponent_digits_ = 0;
+      string_ = JsonStringLexer();
       return true;
     case 't':
     case 'f':
@@ -89,11 +76,8 @@ bool JsonMachine::start_value(uint8_t c) {
       literal_at_ = 1;
       return true;
     default:
-      if (!is_digit(c)) return false;
+      if (!number_.start(c)) return false;
       mode_ = Mode::kNumber;
-      number_ = c == '0' ? Number::kZero : Number::kInt;
-      number_digits_ = 1;
-      exponent_digits_ = 0;
       return true;
   }
 }
@@ -125,6 +109,7 @@ bool JsonMachine::step(uint8_t c) {
       if (c != '"') return false;
       key_ = true;
       mode_ = Mode::kString;
+      string_ = JsonStringLexer();
       return true;
     case Mode::kColon:
       if (is_whitespace(c)) return whitespace();
@@ -146,109 +131,29 @@ bool JsonMachine::step(uint8_t c) {
       }
       return false;
     case Mode::kString:
-      if (utf8_left_ > 0) {
-        if (c < utf8_low_ || c > utf8_high_) return false;
-        --utf8_left_;
-        utf8_low_ = 0x80;
-        utf8_high_ = 0xbf;
-        return true;
+      switch (string_.step(c)) {
+        case JsonStringLexer::Step::kRefused: return false;
+        case JsonStringLexer::Step::kMore: return true;
+        case JsonStringLexer::Step::kClosed:
+          if (key_) {
+            key_ = false;
+            whitespace_run_ = 0;
+            mode_ = Mode::kColon;
+          } else {
+            end_value();
+          }
+          return true;
       }
-      if (c == '"') {
-        if (key_) {
-          key_ = false;
-          whitespace_run_ = 0;
-          mode_ = Mode::kColon;
-        } else {
-          end_value();
-        }
-        return true;
-      }
-      if (c == '\\') {
-        mode_ = Mode::kEscape;
-        return true;
-      }
-      if (c < 0x20 || c == 0x7f) return false;  // control characters must be escaped (DEL: kept out too)
-      if (c < 0x80) return true;
-      // UTF-8 lead bytes (RFC 3629): no overlong forms, no surrogates, nothing past U+10FFFF.
-      if (c >= 0xc2 && c <= 0xdf) {
-        utf8_left_ = 1;
-      } else if (c >= 0xe0 && c <= 0xef) {
-        utf8_left_ = 2;
-        if (c == 0xe0) utf8_low_ = 0xa0;
-        if (c == 0xed) utf8_high_ = 0x9f;
-      } else if (c >= 0xf0 && c <= 0xf4) {
-        utf8_left_ = 3;
-        if (c == 0xf0) utf8_low_ = 0x90;
-        if (c == 0xf4) utf8_high_ = 0x8f;
-      } else {
-        return false;
-      }
-      return true;
-    case Mode::kEscape:
-      if (c == 'u') {
-        hex_left_ = 4;
-        mode_ = Mode::kUnicode;
-        return true;
-      }
-      if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't') return false;
-      mode_ = Mode::kString;
-      return true;
-    case Mode::kUnicode:
-      if (!is_hex(c)) return false;
-      if (--hex_left_ == 0) mode_ = Mode::kString;
-      return true;
+      return false;
     case Mode::kNumber:
-      if (is_digit(c)) {  // the limits on digits: finite doubles, finite output
-        const bool exponent = number_ == Number::kExp || number_ == Number::kExpSign || number_ == Number::kExpDigits;
-        if (exponent ? ++exponent_digits_ > kMaxExponentDigits : ++number_digits_ > kMaxNumberDigits) return false;
+      switch (number_.step(c)) {
+        case JsonNumberLexer::Step::kRefused: return false;
+        case JsonNumberLexer::Step::kMore: return true;
+        case JsonNumberLexer::Step::kEnded:  // the number ended before c
+          end_value();
+          return step(c);
       }
-      switch (number_) {
-        case Number::kMinus:
-          if (!is_digit(c)) return false;
-          number_ = c == '0' ? Number::kZero : Number::kInt;
-          return true;
-        case Number::kInt:
-          if (is_digit(c)) return true;
-          [[fallthrough]];
-        case Number::kZero:
-          if (c == '.') {
-            number_ = Number::kDot;
-            return true;
-          }
-          if (c == 'e' || c == 'E') {
-            number_ = Number::kExp;
-            return true;
-          }
-          break;
-        case Number::kDot:
-          if (!is_digit(c)) return false;
-          number_ = Number::kFrac;
-          return true;
-        case Number::kFrac:
-          if (is_digit(c)) return true;
-          if (c == 'e' || c == 'E') {
-            number_ = Number::kExp;
-            return true;
-          }
-          break;
-        case Number::kExp:
-          if (c == '+' || c == '-') {
-            number_ = Number::kExpSign;
-            return true;
-          }
-          [[fallthrough]];
-        case Number::kExpSign:
-          if (!is_digit(c)) return false;
-          number_ = Number::kExpDigits;
-          return true;
-        case Number::kExpDigits:
-          if (is_digit(c)) return true;
-          break;
-      }
-      // The number ended before c (numbers are never at the top level of an object document).
-      if (!number_can_end()) return false;
-      end_value();
-      return step(c);
+      return false;
     case Mode::kLiteral:
       if (static_cast<uint8_t>(literal_[literal_at_]) != c) return false;
       if (literal_[++literal_at_] == '\0') end_value();

@@ -2,15 +2,16 @@
 // could follow: the constraint of JSON mode (response_format json_object) checks a token by feeding it its bytes.
 // RFC 8259 JSON with limits that keep generation finite and every number a finite double: nesting at most
 // kMaxDepth, whitespace runs of at most kMaxWhitespaceRun bytes, numbers of at most kMaxNumberDigits digits with
-// exponents of at most two (1e99; 1e400 would overflow parsers), and (json_object) a top-level object. Strings must be
-// valid UTF-8 (no overlong forms or surrogates, as a strict parser demands). The state is a small value: copied to try
-// a token.
+// exponents of at most two (1e99; 1e400 would overflow parsers), and (json_object) a top-level object. Strings and
+// numbers are read by json_lexers.h (strict UTF-8 and escapes). The state is a small value: copied to try a token.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "grammar/json_lexers.h"
 
 namespace kvs {
 
@@ -32,7 +33,10 @@ class JsonMachine {
   bool complete() const { return mode_ == Mode::kDone; }
   // Inside a string, between escapes and multi-byte characters: any byte of 0x20..0x7f but '"' and '\' continues it
   // and leaves the state as it was (the token masker's fast path).
-  bool in_plain_string() const { return mode_ == Mode::kString && utf8_left_ == 0; }
+  bool in_plain_string() const { return mode_ == Mode::kString && string_.between_characters(); }
+  // A whole value has been read (complete(), or a number that the next byte may end): a holder that reads a value
+  // of any kind with this machine (the schema machine's untyped values) may go on after it.
+  bool value_can_end() const { return complete() || (mode_ == Mode::kNumber && depth_ == 0 && number_.can_end()); }
   // The fewest bytes that complete the document from here (closing the string, the value and every open container:
   // e.g. after {"a":[1,"x it is 3, "]}). Each of them can be written as a one-byte token that shortens the rest by one,
   // so a document whose completion fits the tokens left can always be finished in time.
@@ -45,30 +49,22 @@ class JsonMachine {
     kKey,            // after ',' in an object: a key
     kColon,          // after a key
     kAfterValue,     // in a container: ',' or its end
-    kString,         // in a string (key_ says whether it is a key)
-    kEscape,         // after '\'
-    kUnicode,        // in \uXXXX (hex_left_ digits to go)
-    kNumber,         // in a number (number_ says where)
+    kString,         // in a string (string_; key_ says whether it is a key)
+    kNumber,         // in a number (number_)
     kLiteral,        // in true, false or null (literal_ and literal_at_)
     kDone,           // the document is complete
   };
-  enum class Number : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
 
   bool step(uint8_t c);
   bool start_value(uint8_t c);
-  void end_value();  // a value ended: after it in its container, or the document is done
-  bool number_can_end() const;
+  void end_value();   // a value ended: after it in its container, or the document is done
   bool whitespace();  // counts a whitespace byte; false past the run limit
 
   Mode mode_ = Mode::kValue;
   bool object_only_ = true;
   bool key_ = false;
-  Number number_ = Number::kInt;
-  uint8_t hex_left_ = 0;
-  uint8_t number_digits_ = 0, exponent_digits_ = 0;
-  uint8_t utf8_left_ = 0;    // continuation bytes still due in a string's multi-byte character
-  uint8_t utf8_low_ = 0x80;  // the allowed range of the next continuation byte (overlong and surrogate checks)
-  uint8_t utf8_high_ = 0xbf;
+  JsonStringLexer string_;
+  JsonNumberLexer number_{false, kMaxNumberDigits};
   const char* literal_ = nullptr;
   uint8_t literal_at_ = 0;
   uint8_t whitespace_run_ = 0;

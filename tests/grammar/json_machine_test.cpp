@@ -62,6 +62,9 @@ TEST(JsonMachine, RefusesTheFirstByteNoDocumentContinuesWith) {
       {"{\"a\":\"x\ty\"}", 7},          // control characters in strings are escaped
       {R"({"a":"\x"})", 7},             // unknown escape
       {R"({"a":"\u12g4"})", 10},        // hex digits
+      {R"({"a":"\udc00"})", 9},         // a low surrogate alone
+      {R"({"a":"\ud83d"})", 12},        // a high surrogate alone
+      {R"({"a":"\ud83d\u0041"})", 14},  // a high surrogate before no low one
       {"{\"a\":\"\xc0\x80\"}", 6},      // overlong NUL
       {"{\"a\":\"\xed\xa0\x80\"}", 7},  // a UTF-16 surrogate in UTF-8
       {"{\"a\":\"\xe0\x80\x80\"}", 7},  // overlong
@@ -202,11 +205,12 @@ TEST(JsonTokenIndex, AllowsExactlyTheTokensAStateAccepts) {
                                                                                          // tokens
   const JsonTokenIndex index(vocab, {0});
   std::vector<uint8_t> allowed;
+  std::vector<JsonMachine> scratch;
   for (const std::string prefix : {"", "{", "{\"", "{\"ab", "{\"k\":", "{\"k\":\"", "{\"k\":\"\xc3", "{\"k\":1",
                                    "{\"k\":[", "{\"k\":tr", "{\"k\":1}"}) {
     JsonMachine m;
     ASSERT_TRUE(m.feed(prefix)) << prefix;
-    index.allowed(m, SIZE_MAX, allowed);
+    index.allowed(m, SIZE_MAX, allowed, scratch);
     for (size_t t = 0; t < vocab.size(); ++t) {
       JsonMachine trial = m;
       const bool want = t == 0 ? m.complete() : trial.feed(vocab[t]);
