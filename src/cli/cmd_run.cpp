@@ -1,6 +1,8 @@
 // kvserve run: generate text from one prompt, streaming it to stdout; a summary goes to stderr.
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/kv_dtype_option.h"
 #include "cli/kv_tier_option.h"
@@ -8,6 +10,7 @@
 #include "core/byte_size.h"
 #include "dist/mpi_communicator.h"
 #include "engine/generate.h"
+#include "grammar/json_schema.h"
 #include "kv/kv_sizing.h"
 #include "tensor/isa.h"
 
@@ -24,6 +27,7 @@ struct RunOptions {
   bool no_prefix_cache = false;
   bool ignore_eos = false;
   bool json_object = false;  // JSON mode
+  std::string json_schema;   // structured outputs: a JSON Schema file
   size_t block_size = 16;
   size_t max_batch_tokens = 512;
   std::string kv_memory;  // byte budget for the KV pool, e.g. 512MiB
@@ -63,6 +67,16 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
   return config;
 }
 
+std::shared_ptr<const JsonSchema> load_json_schema(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandError(fmt::format("--json-schema: cannot read '{}'", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto schema = JsonSchema::compile(text.str());
+  if (!schema) throw CommandError(fmt::format("--json-schema '{}': {}", path, schema.status().message()));
+  return *schema;
+}
+
 void run(const RunOptions& options) {
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 runs the command
@@ -74,6 +88,7 @@ void run(const RunOptions& options) {
                        .stop_at_eos = !options.ignore_eos,
                        .recompute_history = options.no_kv_cache,
                        .json_object = options.json_object};
+  if (!options.json_schema.empty()) params.json_schema = load_json_schema(options.json_schema);
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
   auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
@@ -179,6 +194,10 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--json-object", options->json_object,
                 "JSON mode: the output is one JSON object (every token drawn among those that continue one, closed "
                 "within -n tokens), as the server's response_format json_object");
+  cmd->add_option("--json-schema", options->json_schema,
+                  "Structured output: the output is an instance of the JSON Schema in this file, as the server's "
+                  "response_format json_schema")
+      ->excludes("--json-object");
   cmd->add_flag("--no-kv-cache", options->no_kv_cache,
                 "Baseline without a KV cache: recompute the whole history at every step");
   cmd->add_flag("--no-prefix-cache", options->no_prefix_cache, "Do not look up cached prompt prefixes");

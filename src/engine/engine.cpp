@@ -358,6 +358,15 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
                            params.max_new_tokens))
         .with_field("max_tokens");
   }
+  if (params.json_schema) {  // each byte of the shortest instance may take a token of its own
+    const size_t shortest = params.json_schema->node(params.json_schema->root()).shortest;
+    if (params.max_new_tokens < shortest) {
+      return Status::invalid_argument(fmt::format("the schema's shortest instance takes {} bytes, which may need as "
+                                                  "many tokens, but max_tokens is {}",
+                                                  shortest, params.max_new_tokens))
+          .with_field("max_tokens");
+    }
+  }
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
@@ -368,7 +377,11 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->num_forks = request->params.num_samples - 1;
   request->runs_past_context = past_context;
   if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
-  if (request->params.json_object) request->constraint = std::make_unique<JsonConstraint>(json_index());
+  if (request->params.json_schema) {
+    request->constraint = std::make_unique<JsonConstraint>(json_index(), request->params.json_schema);
+  } else if (request->params.json_object) {
+    request->constraint = std::make_unique<JsonConstraint>(json_index());
+  }
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
@@ -484,7 +497,8 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
     size_t left = after(r.params.max_new_tokens, r.num_generated());
     if (!r.runs_past_context) left = std::min(left, after(model_.config().context_length, r.num_tokens()));
     if (!r.constraint->mask(constrained_logits_, left)) {
-      out.error = Status::unavailable("JSON mode: no token of the model's vocabulary continues the output");
+      out.error = Status::unavailable(
+          "structured output: no token of the model's vocabulary continues the output within the tokens left");
       finish(r, FinishReason::kAborted, out);
       return true;
     }

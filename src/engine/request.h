@@ -76,6 +76,9 @@ struct RequestParams {
   // JSON mode (OpenAI's response_format json_object): every token is drawn among those that continue one valid JSON
   // object (grammar/json_constraint.h), and generation ends when the object is complete.
   bool json_object = false;
+  // Structured outputs (response_format json_schema): every token is drawn among those that continue an instance of
+  // this schema (grammar/schema_machine.h), and generation ends when the instance is complete.
+  std::shared_ptr<const JsonSchema> json_schema = {};
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the

@@ -60,6 +60,7 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   params.track_logprob = request.best_of > request.n;  // to rank the samples
   params.logprobs = request.logprobs;
   params.json_object = request.json_object;
+  params.json_schema = request.json_schema;
   if (request.logprobs && request.echo) params.prompt_logprobs = request.logprobs;
   return params;
 }

@@ -217,7 +217,9 @@ bool is_ignored(const std::string& key) {
 
 bool is_neutral_only(const std::string& key) { return key == "suffix" || key == "tools" || key == "functions"; }
 
-// response_format: {"type": "text"} (the default) or {"type": "json_object"} (JSON mode).
+// response_format: {"type": "text"} (the default), {"type": "json_object"} (JSON mode) or {"type": "json_schema",
+// "json_schema": {"name": ..., "schema": {...}, "strict": ...}} (structured outputs: the schema is compiled once the
+// body has been read again with its keys in order, see compile_json_schema).
 MaybeError parse_response_format(const json& v, ApiRequest& r) {
   if (!v.is_object()) return wrong_type("response_format", "an object", v);
   std::string type = "text";
@@ -225,12 +227,33 @@ MaybeError parse_response_format(const json& v, ApiRequest& r) {
   if (type == "json_object") {
     r.json_object = true;
   } else if (type == "json_schema") {
-    return unsupported("response_format.type", "\"json_schema\" (structured outputs: not yet; json_object is)");
+    const json& spec = v.value("json_schema", json());
+    if (!spec.is_object()) return wrong_type("response_format.json_schema", "an object", spec);
+    if (spec.contains("name") && !spec["name"].is_string())
+      return wrong_type("response_format.json_schema.name", "a string", spec["name"]);
+    if (spec.contains("strict") && !spec["strict"].is_null() && !spec["strict"].is_boolean())
+      return wrong_type("response_format.json_schema.strict", "a boolean", spec["strict"]);
+    if (!spec.contains("schema") || !(spec["schema"].is_object() || spec["schema"].is_boolean())) {
+      return ApiError::invalid("response_format.json_schema.schema",
+                               "'response_format.json_schema.schema' must be a JSON Schema object", "missing_field");
+    }
+    r.has_json_schema = true;
   } else if (type != "text") {
     return ApiError::invalid(
         "response_format.type",
         fmt::format("'response_format.type' must be text, json_object or json_schema, got {}", shown(v["type"])));
   }
+  return std::nullopt;
+}
+
+// The schema of response_format json_schema, compiled. The body is read again keeping keys in their order (json
+// sorts them): properties are written in the order the schema lists them.
+MaybeError compile_json_schema(std::string_view body, ApiRequest& r) {
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const std::string text = ordered["response_format"]["json_schema"]["schema"].dump();
+  auto schema = JsonSchema::compile(text);
+  if (!schema) return ApiError::invalid("response_format.json_schema.schema", schema.status().message());
+  r.json_schema = std::move(*schema);
   return std::nullopt;
 }
 
@@ -421,6 +444,7 @@ ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view bo
     if (value.is_null()) continue;  // null means "not given"
     KVS_API_TRY(parse_field(key, value, limits, r));
   }
+  if (r.has_json_schema) KVS_API_TRY(compile_json_schema(body, r));
   if (r.max_tokens && *r.max_tokens > limits.context_length && !(r.kv_policy && r.kv_policy->evicts()))
     return max_tokens_error(r.max_tokens_key, doc[r.max_tokens_key], limits);
   const bool chat = endpoint == Endpoint::kChatCompletions;

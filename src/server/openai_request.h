@@ -8,12 +8,14 @@
 // samples of one prompt sharing its KV blocks; best_of on chat too, as vLLM does; best_of > n cannot be streamed).
 // OpenAI's frequency_penalty and presence_penalty (-2..2) and logit_bias (token id -> -100..100) go to the sampler;
 // logprobs (chat: a boolean with top_logprobs 0-20; completions: 0-5 alternatives, with echo the prompt's too).
-// response_format json_object (JSON mode: the output is one JSON object, engine/request.h); json_schema is a 400 (not
-// yet). Accepted only at their neutral value (else 400): suffix "", tools []. Ignored: user,
-// metadata, store, service_tier, parallel_tool_calls. Any other field is rejected as unrecognized, as OpenAI does.
+// response_format json_object (JSON mode: the output is one JSON object, engine/request.h) and json_schema (structured
+// outputs: an instance of the schema, grammar/json_schema.h; unsupported keywords are a 400). Accepted only at their
+// neutral value (else 400): suffix "", tools []. Ignored: user, metadata, store, service_tier, parallel_tool_calls. Any
+// other field is rejected as unrecognized, as OpenAI does.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +23,7 @@
 
 #include "core/ids.h"
 #include "engine/sampler.h"
+#include "grammar/json_schema.h"
 #include "kv/policies/kv_policy.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
@@ -66,6 +69,8 @@ struct ApiRequest {
   std::optional<size_t> logprobs;
   std::optional<size_t> top_logprobs;  // chat's field, as given (folded into logprobs)
   bool json_object = false;            // response_format json_object: the output is one JSON object
+  bool has_json_schema = false;        // response_format json_schema: the output is an instance of json_schema
+  std::shared_ptr<const JsonSchema> json_schema;
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

@@ -2,7 +2,7 @@
 // Instances are read to the end, the first byte that no instance continues with is refused, unsupported keywords
 // are refused by name, and outputs drawn at random among the allowed tokens under budgets of 3 to 200 tokens always
 // end complete within the budget and validate against the schema, checked by the naive validator below (written
-// from the JSON Schema text, independent of the compiler).
+// from the JSON Schema text, independent of the compiler: tests/json_schema_validator.h).
 #include "grammar/schema_machine.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <random>
 
 #include "grammar/json_constraint.h"
+#include "json_schema_validator.h"
 
 namespace kvs {
 namespace {
@@ -21,66 +22,6 @@ std::shared_ptr<const JsonSchema> compiled(const std::string& text) {
   auto schema = JsonSchema::compile(text);
   EXPECT_TRUE(schema.has_value()) << schema.status().message();
   return schema ? *schema : nullptr;
-}
-
-size_t code_points(const std::string& s) {
-  size_t n = 0;
-  for (char c : s) n += (static_cast<uint8_t>(c) & 0xc0) != 0x80;
-  return n;
-}
-
-// A naive validator for the keywords the compiler supports (and additionalProperties false).
-bool valid(const json& v, const json& schema, const json& root) {
-  if (schema.is_boolean()) return schema.get<bool>();
-  if (schema.contains("$ref")) {
-    const std::string ref = schema["$ref"];
-    return valid(v, root.at(json::json_pointer(ref.substr(1))), root);
-  }
-  if (schema.contains("allOf"))
-    for (const json& s : schema["allOf"])
-      if (!valid(v, s, root)) return false;
-  if (schema.contains("anyOf")) {
-    bool any = false;
-    for (const json& s : schema["anyOf"]) any = any || valid(v, s, root);
-    if (!any) return false;
-  }
-  if (schema.contains("const") && v != schema["const"]) return false;
-  if (schema.contains("enum") && std::find(schema["enum"].begin(), schema["enum"].end(), v) == schema["enum"].end())
-    return false;
-  if (schema.contains("type")) {
-    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
-    bool typed = false;
-    for (const std::string t : types) {
-      typed = typed || (t == "object" && v.is_object()) || (t == "array" && v.is_array()) ||
-              (t == "string" && v.is_string()) || (t == "number" && v.is_number()) ||
-              (t == "integer" && v.is_number_integer()) || (t == "boolean" && v.is_boolean()) ||
-              (t == "null" && v.is_null());
-    }
-    if (!typed) return false;
-  }
-  if (v.is_string()) {
-    const size_t n = code_points(v.get<std::string>());
-    if (n < schema.value("minLength", size_t{0}) || n > schema.value("maxLength", SIZE_MAX)) return false;
-  }
-  if (v.is_array()) {
-    if (v.size() < schema.value("minItems", size_t{0}) || v.size() > schema.value("maxItems", SIZE_MAX)) return false;
-    if (schema.contains("items"))
-      for (const json& item : v)
-        if (!valid(item, schema["items"], root)) return false;
-  }
-  if (v.is_object()) {
-    const json properties = schema.value("properties", json::object());
-    for (const std::string name : schema.value("required", json::array()))
-      if (!v.contains(name)) return false;
-    for (const auto& [name, value] : v.items()) {
-      if (properties.contains(name)) {
-        if (!valid(value, properties[name], root)) return false;
-      } else if (schema.value("additionalProperties", json(true)) == json(false)) {
-        return false;
-      }
-    }
-  }
-  return true;
 }
 
 bool reads(const JsonSchema& schema, std::string_view text) {
@@ -251,7 +192,7 @@ TEST(JsonSchema, RandomOutputsCloseInTimeAndValidate) {
         }
         const json value = json::parse(out, nullptr, false);
         ASSERT_FALSE(value.is_discarded()) << out;
-        EXPECT_TRUE(valid(value, schema_json, schema_json)) << text << "\n" << out;
+        EXPECT_TRUE(test::valid_instance(value, schema_json)) << text << "\n" << out;
       }
     }
   }

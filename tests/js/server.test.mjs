@@ -1,5 +1,5 @@
-// `kvserve serve` driven by the official OpenAI Node client: completions, chat, streaming, errors (also under
-// mpirun with the model split over two ranks).
+// `kvserve serve` driven by the official OpenAI Node client: completions, chat, streaming, errors, logprobs,
+// penalties, JSON mode and structured outputs (also under mpirun with the model split over two ranks).
 // Run by ctest (kvserve_server_js) with KVS_BINARY and KVS_DEFAULT_MODEL_PATH set; dependencies
 // come from `npm ci` in this folder (`make js-deps`).
 import { test, before, after } from 'node:test';
@@ -13,6 +13,8 @@ try {
 } catch (e) {
   throw new Error(`the 'openai' package is missing: run 'make js-deps' (npm ci in tests/js) first (${e.message})`);
 }
+// Ajv (JSON Schema 2020-12) validates structured outputs: a validator independent of the server's.
+const { default: Ajv2020 } = await import('ajv/dist/2020.js');
 
 const binary = process.env.KVS_BINARY;
 const modelPath = process.env.KVS_DEFAULT_MODEL_PATH;
@@ -345,4 +347,77 @@ test('response_format json_object: every output parses to an object, over seeds 
       assert.equal(streamed, text);
     }
   }
+});
+
+// Each supported schema feature: required and optional properties, nested objects, arrays with item counts, enums,
+// consts, strings with lengths, numbers, integers, booleans, null, anyOf, $ref/$defs with recursion.
+const PERSON_SCHEMA = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 2, maxLength: 16 },
+    age: { type: 'integer' },
+    height: { type: 'number' },
+    pets: { type: 'array', items: { enum: ['cat', 'dog', 'fish'] }, minItems: 1, maxItems: 3 },
+    home: { anyOf: [{ $ref: '#/$defs/place' }, { type: 'null' }] },
+    friends: { type: 'array', items: { $ref: '#/$defs/friend' }, maxItems: 2 },
+    mood: { const: 'happy' },
+    vegan: { type: 'boolean' },
+  },
+  required: ['name', 'age', 'pets', 'home', 'friends', 'vegan'],
+  additionalProperties: false,
+  $defs: {
+    place: { type: 'object', properties: { city: { type: 'string' }, floor: { type: ['integer', 'null'] } },
+             required: ['city'], additionalProperties: false },
+    friend: { type: 'object', properties: { name: { type: 'string', maxLength: 8 },
+                                            friends: { type: 'array', items: { $ref: '#/$defs/friend' }, maxItems: 1 } },
+              required: ['name'], additionalProperties: false },
+  },
+};
+
+test('response_format json_schema: every output is an instance (Ajv), over seeds and budgets, whole and streamed', async () => {
+  const validate = new Ajv2020({ strict: false }).compile(PERSON_SCHEMA);
+  const keys = Object.keys(PERSON_SCHEMA.properties);
+  for (let seed = 1; seed <= 10; ++seed) {
+    const maxTokens = [80, 150, 300][seed % 3];
+    const request = {
+      model: 'stories260K', messages: [{ role: 'user', content: 'Describe a person as JSON' }], max_tokens: maxTokens,
+      temperature: 1.0, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: PERSON_SCHEMA } },
+    };
+    const r = await client.chat.completions.create(request);
+    const text = r.choices[0].message.content;
+    const doc = JSON.parse(text);
+    assert.ok(validate(doc), `${text}: ${JSON.stringify(validate.errors)}`);
+    assert.equal(r.choices[0].finish_reason, 'stop', text);
+    assert.ok(r.usage.completion_tokens <= maxTokens);
+    // Properties come in the schema's order.
+    const written = Object.keys(doc);
+    assert.deepEqual(written, keys.filter((k) => written.includes(k)), text);
+    if (seed % 5 === 0) {
+      let streamed = '';
+      for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+        streamed += chunk.choices[0]?.delta?.content ?? '';
+      }
+      assert.equal(streamed, text);
+    }
+  }
+});
+
+test('response_format json_schema: unsupported keywords and too small budgets are 400s that say why', async () => {
+  const ask = (schema, maxTokens = 100) => client.chat.completions.create({
+    model: 'stories260K', messages: [{ role: 'user', content: 'x' }], max_tokens: maxTokens,
+    response_format: { type: 'json_schema', json_schema: { name: 's', schema } },
+  });
+  await assert.rejects(ask({ type: 'object', properties: { d: { type: 'string', format: 'date' } } }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'response_format.json_schema.schema');
+    assert.match(e.message, /#\/properties\/d': 'format' is not supported/);
+    return true;
+  });
+  await assert.rejects(ask(PERSON_SCHEMA, 5), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'max_tokens');
+    assert.match(e.message, /shortest instance takes \d+ bytes/);
+    return true;
+  });
 });

@@ -226,7 +226,23 @@ TEST(OpenAiRequest, PenaltiesBiasAndLogprobs) {
   expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})"),
                "response_format.type", "text, json_object or json_schema");
   expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})"),
-               "response_format.type", "not supported");
+               "response_format.json_schema", "must be an object");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],
+                        "response_format":{"type":"json_schema","json_schema":{"name":"a"}}})"),
+               "response_format.json_schema.schema", "must be a JSON Schema object");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+                        "json_schema":{"name":"a","schema":{"type":"string","format":"email"}}}})"),
+               "response_format.json_schema.schema", "'format' is not supported");
+  // The schema's properties keep the order the request lists them in (the body is read again in order).
+  auto structured = chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+      "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"zeta":{"type":"integer"},
+      "alpha":{"type":"boolean"}},"required":["zeta","alpha"],"additionalProperties":false}}}})");
+  ASSERT_TRUE(structured.has_value()) << structured.error().message;
+  ASSERT_NE(structured->json_schema, nullptr);
+  const JsonSchema::Node& object = structured->json_schema->node(structured->json_schema->root());
+  ASSERT_EQ(object.properties.size(), 2u);
+  EXPECT_EQ(object.properties[0].key, "\"zeta\"");
+  EXPECT_EQ(object.properties[1].key, "\"alpha\"");
   auto chat_off = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})");
   ASSERT_TRUE(chat_off.has_value());
   EXPECT_FALSE(chat_off->logprobs.has_value());
