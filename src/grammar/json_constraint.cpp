@@ -24,8 +24,12 @@ JsonTokenIndex::JsonTokenIndex(std::vector<std::string> token_bytes, std::vector
     plain_[static_cast<size_t>(t)] = 0;
     ends_.push_back(t);
   }
-  for (size_t t = 0; t < bytes_.size(); ++t)
+  for (size_t t = 0; t < bytes_.size(); ++t) {
+    if (plain_[t]) plain_by_length_.push_back(static_cast<TokenId>(t));
     if (!plain_[t] && !end_[t] && !bytes_[t].empty()) not_plain_.push_back(static_cast<TokenId>(t));
+  }
+  std::stable_sort(plain_by_length_.begin(), plain_by_length_.end(),
+                   [this](TokenId a, TokenId b) { return bytes(a).size() > bytes(b).size(); });
   trie_.emplace_back();
   for (size_t t = 0; t < bytes_.size(); ++t)
     if (!end_[t] && !bytes_[t].empty()) add_to_trie(static_cast<TokenId>(t));
@@ -82,9 +86,15 @@ void JsonTokenIndex::walk_trie(const Machine& machine, size_t tokens_left, std::
 template <class Machine>
 void JsonTokenIndex::allowed(const Machine& machine, size_t tokens_left, std::vector<uint8_t>& allowed,
                              std::vector<Machine>& scratch) const {
-  // A plain token leaves a plain string as it was: it may come when the string's completion fits what is left.
-  if (machine.in_plain_string() && machine.completion_length() <= tokens_left) {
+  // A plain token leaves a plain string as it was (but for its length): it may come when the string's completion fits
+  // what is left and the token fits the string's maximum length.
+  const size_t room = machine.plain_string_room();
+  if (room > 0 && machine.completion_length() <= tokens_left) {
     allowed = plain_;
+    for (TokenId t : plain_by_length_) {  // longest first
+      if (bytes(t).size() <= room) break;
+      allowed[static_cast<size_t>(t)] = 0;
+    }
     if (scratch.empty()) scratch.push_back(machine);
     for (TokenId t : not_plain_) {
       Machine& trial = scratch[0];

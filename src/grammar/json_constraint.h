@@ -57,10 +57,11 @@ class JsonTokenIndex {
   std::vector<std::string> bytes_;
   std::vector<uint8_t> plain_;  // [t]: non-empty, bytes 0x20..0x7e without '"' and '\': continues any plain string
   std::vector<uint8_t> end_;
-  std::vector<TokenId> ends_;       // the end tokens
-  std::vector<TokenId> not_plain_;  // the tokens with bytes that are not plain_ (fed inside strings)
-  std::vector<TrieNode> trie_;      // [0]: the root (the empty prefix)
-  size_t longest_ = 0;              // the longest token's bytes
+  std::vector<TokenId> ends_;             // the end tokens
+  std::vector<TokenId> not_plain_;        // the tokens with bytes that are not plain_ (fed inside strings)
+  std::vector<TokenId> plain_by_length_;  // the plain_ tokens, longest first (refused past a string's maxLength)
+  std::vector<TrieNode> trie_;            // [0]: the root (the empty prefix)
+  size_t longest_ = 0;                    // the longest token's bytes
   // (token, earlier token): tokens whose bytes repeat an earlier token's, whose node holds that one; they follow it.
   std::vector<std::pair<TokenId, TokenId>> same_bytes_;
 };

@@ -30,7 +30,8 @@ class JsonStringLexer {
   // Between characters, no escape or multi-byte character open: a byte 0x20..0x7e other than '"' and '\' is a
   // character of its own (plain tokens continue the string; with a maximum length they count towards it).
   bool between_characters() const { return mode_ == Mode::kChars && utf8_left_ == 0 && !need_low_surrogate_; }
-  bool has_max_length() const { return max_chars_ != kNoLimit; }
+  // How many more characters the maximum length allows (kNoLimit: any).
+  uint32_t room() const { return max_chars_ == kNoLimit ? kNoLimit : max_chars_ - chars_; }
   // The fewest bytes that close the string, the closing quote included.
   size_t completion_length() const;
 

@@ -31,9 +31,10 @@ class JsonMachine {
   bool feed(std::string_view bytes);
   // A whole document has been read (only whitespace may follow, and generation can stop).
   bool complete() const { return mode_ == Mode::kDone; }
-  // Inside a string, between escapes and multi-byte characters: any byte of 0x20..0x7f but '"' and '\' continues it
-  // and leaves the state as it was (the token masker's fast path).
-  bool in_plain_string() const { return mode_ == Mode::kString && string_.between_characters(); }
+  // Inside a string, between escapes and multi-byte characters, any byte of 0x20..0x7e but '"' and '\' continues it
+  // and leaves the state as it was (the token masker's fast path): how many such bytes may follow (SIZE_MAX: any;
+  // 0: not in a string, or no room).
+  size_t plain_string_room() const { return mode_ == Mode::kString && string_.between_characters() ? SIZE_MAX : 0; }
   // A whole value has been read (complete(), or a number that the next byte may end): a holder that reads a value
   // of any kind with this machine (the schema machine's untyped values) may go on after it.
   bool value_can_end() const { return complete() || (mode_ == Mode::kNumber && depth_ == 0 && number_.can_end()); }

@@ -372,12 +372,13 @@ bool SchemaMachine::complete() const {
   return std::any_of(threads_.begin(), threads_.end(), [this](const Thread& t) { return can_end_at_root(t); });
 }
 
-bool SchemaMachine::in_plain_string() const {
-  if (threads_.size() != 1) return false;
+size_t SchemaMachine::plain_string_room() const {
+  if (threads_.size() != 1) return 0;
   const Thread& t = threads_[0];
-  if (t.done || t.frames[t.depth - 1].phase != Phase::kIn) return false;
-  return schema_->node(t.frames[t.depth - 1].node).kind == Kind::kString && t.string.between_characters() &&
-         !t.string.has_max_length();
+  if (t.done || t.frames[t.depth - 1].phase != Phase::kIn) return 0;
+  if (schema_->node(t.frames[t.depth - 1].node).kind != Kind::kString || !t.string.between_characters()) return 0;
+  const uint32_t room = t.string.room();
+  return room == JsonStringLexer::kNoLimit ? SIZE_MAX : room;
 }
 
 }  // namespace kvs

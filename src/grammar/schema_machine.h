@@ -38,8 +38,9 @@ class SchemaMachine {
   bool feed(std::string_view bytes);
   // An instance has been read (generation can stop).
   bool complete() const;
-  // Inside a string without a maximum length, between characters: plain bytes continue it (the masker's fast path).
-  bool in_plain_string() const;
+  // Inside a string, between characters: how many plain bytes (0x20..0x7e but '"' and '\') may follow, each a
+  // character of its own that changes nothing else (the masker's fast path); SIZE_MAX: any, 0: not in a string.
+  size_t plain_string_room() const;
   // The fewest bytes that complete an instance from here.
   size_t completion_length() const;
 

@@ -200,15 +200,16 @@ TEST(JsonSchema, RandomOutputsCloseInTimeAndValidate) {
 
 // The token index over the schema machine allows exactly the tokens a copy of the state accepts.
 TEST(JsonSchema, TokenIndexAllowsExactlyTheTokensAStateAccepts) {
-  const std::vector<std::string> vocab = {"",   "{",  "}",   "\"", "\"name\"", ":",        " ", "1",  "23", ",", "tr",
-                                          "ue", "ab", "\"a", "]",  "[",        "\"age\":", "é", "\\", "n",  "-"};
+  const std::vector<std::string> vocab = {"",   "{",   "}", "\"", "\"name\"", ":", " ",  "1", "23", ",",   "tr", "ue",
+                                          "ab", "\"a", "]", "[",  "\"age\":", "é", "\\", "n", "-",  "abc", "a"};
   auto person = compiled(kPerson);
   const JsonTokenIndex index(vocab, {0});
   std::vector<uint8_t> allowed;
   std::vector<SchemaMachine> scratch;
   for (const std::string prefix :
        {"", "{", "{\"", "{\"name\":\"", "{\"name\":\"a\",", "{\"name\":\"a\",\"age\":1",
-        "{\"name\":\"a\",\"age\":1,\"tags\":[", "{\"name\":\"a\",\"age\":1,\"tags\":[\"a\"]}"}) {
+        "{\"name\":\"a\",\"age\":1,\"tags\":[", "{\"name\":\"a\",\"age\":1,\"tags\":[\"a\"]}", "{\"name\":\"abcdefghij",
+        "{\"name\":\"abcdefghijab"}) {  // maxLength 12: room for 2, then none
     SchemaMachine m(*person);
     ASSERT_TRUE(m.feed(prefix)) << prefix;
     index.allowed(m, SIZE_MAX, allowed, scratch);
