@@ -100,7 +100,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       });
       if (argument(a, 2, "reverse", Value(false)).truthy()) std::reverse(items.begin(), items.end());
       Array out;
-      for (auto& [k, item] : items) out.emplace_back(Array{Value(k), item});
+      for (auto& [k, item] : items) out.push_back(Value::tuple({Value(k), item}));
       return Value(std::move(out));
     };
     f["first"] = [](const Value& v, const Arguments&) {
@@ -135,7 +135,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
     f["items"] = [](const Value& v, const Arguments&) {
       Array out;
       if (v.is_object())
-        for (const auto& [k, item] : v.as_object()) out.emplace_back(Array{Value(k), item});
+        for (const auto& [k, item] : v.as_object()) out.push_back(Value::tuple({Value(k), item}));
       return Value(std::move(out));
     };
     f["join"] = [](const Value& v, const Arguments& a) {
@@ -203,7 +203,8 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       const std::string method = argument(a, 1, "method", Value("common")).str();
       const double scale = std::pow(10.0, static_cast<double>(precision));
       const double x = v.as_float() * scale;
-      const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+      // Python's round: halves go to the even neighbour (round(2.5) == 2).
+      const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
       return Value(r / scale);
     };
     f["safe"] = [](const Value& v, const Arguments&) { return v; };

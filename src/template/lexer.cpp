@@ -34,7 +34,19 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class Lexer {
  public:
-  explicit Lexer(std::string_view source) : src_(source) {}
+  // Newlines are normalized to '\n' and one at the very end is dropped, as Jinja does (keep_trailing_newline off).
+  explicit Lexer(std::string_view source) {
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (source[i] == '\r') {
+        source_.push_back('\n');
+        if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+      } else {
+        source_.push_back(source[i]);
+      }
+    }
+    if (!source_.empty() && source_.back() == '\n') source_.pop_back();
+    src_ = source_;
+  }
 
   std::vector<Token> run() {
     bool strip_next_text = false;  // the previous tag ended with '-'
@@ -80,9 +92,6 @@ class Lexer {
       } else if (block && !keep_newline) {  // trim_blocks: the newline after a block or comment tag
         if (pos_ < src_.size() && src_[pos_] == '\n') {
           ++pos_;
-          ++line_;
-        } else if (pos_ + 1 < src_.size() && src_[pos_] == '\r' && src_[pos_ + 1] == '\n') {
-          pos_ += 2;
           ++line_;
         }
       }
@@ -266,6 +275,7 @@ class Lexer {
     tokens_.push_back({Token::Type::kString, std::move(value), line_});
   }
 
+  std::string source_;
   std::string_view src_;
   size_t pos_ = 0;
   size_t line_ = 1;

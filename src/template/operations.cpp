@@ -180,7 +180,7 @@ Value dict_method(const Value& dict, const std::string& name) {
   if (name == "items") {
     return Value(Function([dict](const Arguments&) {
       Array out;
-      for (const auto& [k, v] : dict.as_object()) out.emplace_back(Array{Value(k), v});
+      for (const auto& [k, v] : dict.as_object()) out.push_back(Value::tuple({Value(k), v}));
       return Value(std::move(out));
     }));
   }

@@ -211,6 +211,8 @@ class Parser {
       expect_statement_end();
       for (NodePtr& inner : parse_body({"endgeneration"}, ender)) body.push_back(std::move(inner));
       expect_statement_end();
+    } else if (keyword.rfind("end", 0) == 0 || keyword == "elif" || keyword == "else") {
+      fail(fmt::format("'{}' without its opening tag", keyword));
     } else {
       fail(fmt::format("unknown or unsupported tag '{}'", keyword));
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ctime>
+#include <utility>
 #include <unordered_map>
 
 #include "template/filters.h"
@@ -137,18 +138,17 @@ class Renderer {
       }
       case Node::Kind::kMacro: define_macro(n); return Flow::kNormal;
       case Node::Kind::kCallBlock: {
-        scopes_.emplace_back();
-        const size_t depth = scopes_.size();
-        scopes_.back()["caller"] = Value(Function([this, &n, depth](const Arguments&) {
-          std::vector<Scope> saved(scopes_.begin() + static_cast<std::ptrdiff_t>(depth), scopes_.end());
-          scopes_.resize(depth);
+        // The macro called gets caller(): the block's body, rendered in the scopes of the call site.
+        std::vector<Scope> site = scopes_;
+        pending_caller_ = Value(Function([this, &n, site](const Arguments&) {
+          std::vector<Scope> saved = std::exchange(scopes_, site);
           std::string text;
           render(n.body, text);
-          scopes_.insert(scopes_.end(), saved.begin(), saved.end());
+          scopes_ = std::move(saved);
           return Value(text);
         }));
         out += eval(*n.expr).str();
-        scopes_.pop_back();
+        pending_caller_ = Value();
         return Flow::kNormal;
       }
       case Node::Kind::kFilterBlock: {
@@ -178,6 +178,7 @@ class Renderer {
     }
     const auto count = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < count; ++i) {
+      scopes_.back().clear();  // each iteration starts from the enclosing scopes' values, as in Jinja
       assign(n.targets, items[static_cast<size_t>(i)]);
       Array cycle_items;
       Object loop{{"index", Value(i + 1)},
@@ -209,6 +210,7 @@ class Renderer {
       std::vector<Scope> saved(scopes_.begin() + static_cast<std::ptrdiff_t>(depth), scopes_.end());
       scopes_.resize(depth);
       scopes_.emplace_back();
+      if (!pending_caller_.is_undefined()) scopes_.back()["caller"] = std::exchange(pending_caller_, Value());
       for (size_t i = 0; i < n.parameters.size(); ++i) {
         const auto& [name, fallback] = n.parameters[i];
         const Value* given = a.get(i, name);
@@ -244,7 +246,7 @@ class Renderer {
       case Expr::Kind::kTuple: {
         Array items;
         for (const ExprPtr& item : e.items) items.push_back(eval(*item));
-        return Value(std::move(items));
+        return e.kind == Expr::Kind::kTuple ? Value::tuple(std::move(items)) : Value(std::move(items));
       }
       case Expr::Kind::kDict: {
         Object o;
@@ -287,6 +289,7 @@ class Renderer {
 
   const RenderOptions& options_;
   std::vector<Scope> scopes_;
+  Value pending_caller_;  // a {% call %} block's body, for the macro it calls
   size_t line_ = 0;
 };
 

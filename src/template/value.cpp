@@ -27,6 +27,12 @@ Value::Value(Array a) : type_(Type::kArray), array_(std::make_shared<Array>(std:
 Value::Value(Object o) : type_(Type::kObject), object_(std::make_shared<Object>(std::move(o))) {}
 Value::Value(Function f) : type_(Type::kFunction), function_(std::make_shared<const Function>(std::move(f))) {}
 
+Value Value::tuple(Array items) {
+  Value v(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
@@ -164,9 +170,10 @@ std::string Value::repr() const {
     case Type::kFloat: return python_float(float_);
     case Type::kString: return python_string_repr(*string_);
     case Type::kArray: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < array_->size(); ++i) out.append(i ? ", " : "").append((*array_)[i].repr());
-      return out + "]";
+      if (tuple_ && array_->size() == 1) out += ',';
+      return out + (tuple_ ? ")" : "]");
     }
     case Type::kObject: {
       std::string out = "{";

@@ -50,6 +50,8 @@ class Value {
   Value(Object o);        // NOLINT
   Value(Function f);      // NOLINT
   static Value from_json(const nlohmann::ordered_json& j);
+  // A list that prints as a Python tuple: ('a', 1) (dict items, tuple literals).
+  static Value tuple(Array items);
 
   Type type() const { return type_; }
   bool is_undefined() const { return type_ == Type::kUndefined; }
@@ -62,6 +64,7 @@ class Value {
   bool is_array() const { return type_ == Type::kArray; }
   bool is_object() const { return type_ == Type::kObject; }
   bool is_function() const { return type_ == Type::kFunction; }
+  bool is_tuple() const { return tuple_; }
 
   bool as_bool() const { return bool_; }
   int64_t as_int() const { return type_ == Type::kBool ? bool_ : int_; }
@@ -89,6 +92,7 @@ class Value {
 
  private:
   Type type_ = Type::kUndefined;
+  bool tuple_ = false;
   bool bool_ = false;
   int64_t int_ = 0;
   double float_ = 0;

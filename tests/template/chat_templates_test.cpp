@@ -69,5 +69,53 @@ TEST(ChatTemplates, RenderEveryCollectedTemplateAsJinja2Does) {
   EXPECT_GE(refusals, 10u);
 }
 
+// Each feature the subset has (whitespace control, loops and their scoping, macros, call and filter blocks, values
+// printed as Python prints them, operators, string and dict methods, slices, tojson, filters, tests, globals),
+// against Jinja2's renderings of snippets.json.
+TEST(ChatTemplates, SnippetsRenderAsJinja2Does) {
+  const auto snippets = nlohmann::ordered_json::parse(read(kDir / "snippets.json"));
+  for (const auto& [name, spec] : snippets.items()) {
+    SCOPED_TRACE(name);
+    auto parsed = Template::parse(spec["template"].get<std::string>());
+    ASSERT_TRUE(parsed) << parsed.status().message();
+    Object variables;
+    for (const auto& [key, value] : spec["variables"].items()) variables.emplace_back(key, Value::from_json(value));
+    const auto rendered = parsed->render(variables, fixed_clock());
+    const auto expected = kDir / "expected" / ("snippet." + name);
+    if (std::filesystem::exists(expected.string() + ".error")) {
+      ASSERT_FALSE(rendered);
+      EXPECT_EQ(rendered.status().message(), read(expected.string() + ".error"));
+      continue;
+    }
+    ASSERT_TRUE(rendered) << rendered.status().message();
+    EXPECT_EQ(*rendered, read(expected.string() + ".txt"));
+  }
+}
+
+// What the subset does not have is refused when the template is parsed, naming it and its line; malformed
+// templates say where.
+TEST(ChatTemplates, UnsupportedOrMalformedTemplatesAreRefusedWithTheirLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a\n{{ x | frobnicate }}", "line 2: the filter 'frobnicate' is not supported"},
+      {"{% if x is prime %}{% endif %}", "the test 'prime' is not supported"},
+      {"{% include 'other.jinja' %}", "unknown or unsupported tag 'include'"},
+      {"{% for x in y %}\n\n{{ x }}", "a block is not closed: expected '{% endfor %}'"},
+      {"{{ 'unterminated }}", "a string literal is not closed"},
+      {"\n\n{% endif %}", "line 3: 'endif' without its opening tag"},
+      {"{{ a b }}", "expected '}}', found 'b'"},
+  };
+  for (const auto& [source, message] : cases) {
+    auto parsed = Template::parse(source);
+    ASSERT_FALSE(parsed) << source;
+    EXPECT_NE(parsed.status().message().find(message), std::string::npos) << parsed.status().message();
+  }
+  // Errors while rendering name the line too.
+  auto t = Template::parse("ok\n{{ 1 + 'a' }}");
+  ASSERT_TRUE(t);
+  auto r = t->render({});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), "template error at line 2: unsupported operand type(s) for +: 'int' and 'str'");
+}
+
 }  // namespace
 }  // namespace kvs::jinja

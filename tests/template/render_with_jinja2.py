@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Renders every collected chat template (templates/*.jinja) for every conversation (conversations.json) the way
+"""Renders every collected chat template (templates/*.jinja) for every conversation (conversations.json), and the
+feature snippets of snippets.json (expected/snippet.<name>), the way
 Hugging Face transformers' apply_chat_template does (Jinja2's ImmutableSandboxedEnvironment with trim_blocks,
 lstrip_blocks and loopcontrols; tojson with ensure_ascii off; raise_exception; strftime_now), writing
 expected/<template>.<conversation>.txt, or .error with the exception's message when the template refuses the
@@ -54,6 +55,15 @@ def render_all():
                 out[key + ".error"] = str(e)
             except Exception as e:  # the template fails on this conversation some other way: an error is due
                 out[key + ".error"] = f"!{type(e).__name__}: {e}"
+    snippets = json.loads((HERE / "snippets.json").read_text())
+    for name, spec in snippets.items():
+        key = f"snippet.{name}"
+        try:
+            out[key + ".txt"] = env.from_string(spec["template"]).render(**spec["variables"])
+        except jinja2.exceptions.TemplateError as e:
+            out[key + ".error"] = str(e)
+        except Exception as e:
+            out[key + ".error"] = f"!{type(e).__name__}: {e}"
     return out
 
 
