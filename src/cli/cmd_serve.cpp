@@ -8,8 +8,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "cli/kv_dtype_option.h"
@@ -22,6 +24,7 @@
 #include "server/completion_service.h"
 #include "server/http_server.h"
 #include "server/served_model.h"
+#include "template/jinja_template.h"
 
 namespace kvs::cli {
 namespace {
@@ -34,7 +37,19 @@ struct ServeOptions {
   KvPrecisionOptions kv{.both = "f16"};  // as llama.cpp serves: half the KV memory, perplexity within 1e-5
   KvTierOptions tiers;
   size_t completion_max_tokens = 16;
+  std::string chat_template_file;  // replaces the model's tokenizer.chat_template
 };
+
+std::string read_chat_template(const std::string& path) {
+  if (path.empty()) return {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandError(fmt::format("--chat-template: cannot read '{}'", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto parsed = jinja::Template::parse(text.str());
+  if (!parsed) throw CommandError(fmt::format("--chat-template '{}': {}", path, parsed.status().message()));
+  return text.str();
+}
 
 // Blocks SIGINT and SIGTERM in every thread (construct before any thread starts) and waits for
 // them on a thread of its own, which calls `on_signal` for the first and exits the process for a
@@ -111,7 +126,8 @@ void serve(const ServeOptions& options) {
   if (!engine) throw CommandError(engine.status().message());
   EngineLoop loop(**engine);
   const std::string path = options.model.model_path.empty() ? default_model_path() : options.model.model_path;
-  const server::ServedModel model = server::describe_model(*loaded.model, *loaded.tokenizer, path, unix_seconds());
+  const server::ServedModel model = server::describe_model(*loaded.model, *loaded.tokenizer, path, unix_seconds(),
+                                                           read_chat_template(options.chat_template_file));
   server::CompletionService completions(
       loop, *loaded.tokenizer, model,
       {.completion_max_tokens = options.completion_max_tokens, .log_requests = options.http.log_requests});
@@ -122,7 +138,9 @@ void serve(const ServeOptions& options) {
   std::printf(
       "kvserve: serving '%s' (context %zu, chat template %s) on http://%s:%d with %zu %s KV blocks of %zu tokens "
       "(prefix cache %s), %zu threads%s, pid %d\n",
-      model.id.c_str(), model.context_length, std::string(model.chat_template.name()).c_str(),
+      model.id.c_str(), model.context_length,
+      (model.chat_template.renders_model_template() ? "jinja (the model's)" : std::string(model.chat_template.name()))
+          .c_str(),
       options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv_dtype).c_str(),
       config.block_size, config.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
       options.http.api_key.empty() ? "" : ", API key required", static_cast<int>(::getpid()));
@@ -138,6 +156,10 @@ void serve(const ServeOptions& options) {
     }
     std::printf("\n");
     std::fflush(stdout);
+  }
+  if (!model.chat_template.template_error().empty()) {
+    std::fprintf(stderr, "kvserve: the model's chat template is not rendered (%s); chat uses the %s format\n",
+                 model.chat_template.template_error().c_str(), std::string(model.chat_template.name()).c_str());
   }
   if (model.chat_template_unrecognized) {
     std::fprintf(stderr,
@@ -181,6 +203,9 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str();
   cmd->add_flag("--log-requests", http.log_requests, "Log one line per request to stderr");
+  cmd->add_option("--chat-template", options->chat_template_file,
+                  "A Jinja chat template file to render chat messages with instead of the model's "
+                  "tokenizer.chat_template");
   cmd->add_option(
          "--cors-origin", http.cors_origins,
          "Let web pages from this origin call the API from a browser (e.g. http://localhost:3000; '*' for any; "

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "model/llama2c_import.h"
@@ -17,6 +19,7 @@ struct Options {
   std::string type = "f32";
   std::string rope_scaling;
   bool tied_output = false;
+  std::string chat_template_file;
   std::string output;
 };
 
@@ -64,6 +67,9 @@ void register_synth(CLI::App& app) {
   cmd->add_flag("--tied-output,!--untied-output", opts->tied_output,
                 "Share the classifier with token_embd.weight (no output.weight); default: the preset's choice, "
                 "untied for custom shapes");
+  cmd->add_option("--chat-template", opts->chat_template_file,
+                  "A Jinja chat template file, written as tokenizer.chat_template")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tokenizer-from", opts->custom.tokenizer_from,
                   "A GGUF model or vocabulary file whose tokenizer (tokens, merges, pre-tokenizer, special ids, chat "
                   "template) the model gets; --vocab is then its token count")
@@ -108,6 +114,12 @@ void register_synth(CLI::App& app) {
     if (cmd->count("--tied-output") || cmd->count("--untied-output")) spec.tied_output = opts->tied_output;
     spec.seed = c.seed;
     spec.tokenizer_from = c.tokenizer_from;
+    if (!opts->chat_template_file.empty()) {
+      std::ifstream in(opts->chat_template_file, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      spec.chat_template = text.str();
+    }
     const auto types = WeightTypes::parse(opts->type);
     if (!types) throw CommandError(fmt::format("--type: {}", types.status().message()));
     spec.type = types->base;

@@ -522,6 +522,7 @@ Status write_synth_model(const SynthSpec& spec, const std::string& path) {
     w.erase_keys_with_prefix("tokenizer.");
     for (auto& [key, value] : tokenizer->keys) w.set(std::move(key), std::move(value));
   }
+  if (!s.chat_template.empty()) w.set_string("tokenizer.chat_template", s.chat_template);
   w.set_u64("kvserve.synth.seed", s.seed);
   if (s.rope_scaling == SynthRopeScaling::kLinear) {
     w.set_string(s.architecture + ".rope.scaling.type", "linear");

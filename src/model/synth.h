@@ -63,6 +63,8 @@ struct SynthSpec {
   // A GGUF whose tokenizer.* keys replace synth's vocabulary (vocab then = its token count), so a
   // random-weight model carries a real model's tokenizer and chat template. Empty: synth's own.
   std::string tokenizer_from = {};
+  // A Jinja chat template written as tokenizer.chat_template (after tokenizer_from's keys). Empty: none (or theirs).
+  std::string chat_template = {};
 };
 
 // Llama 3.1's RoPE factors [rope_dim / 2] for `spec` (what synth writes as rope_freqs.weight): pair i of

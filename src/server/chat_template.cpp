@@ -35,7 +35,16 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string bos_text,
   } else if (contains(source, "<|user|>")) {
     family = contains(source, "<|end|>") ? ChatTemplateFamily::kPhi3 : ChatTemplateFamily::kZephyr;
   }
-  return ChatTemplate(family, std::move(bos_text), std::move(eos_text));
+  ChatTemplate t(family, std::move(bos_text), std::move(eos_text));
+  if (!source.empty()) {
+    auto parsed = jinja::Template::parse(source);
+    if (parsed) {
+      t.jinja_ = std::make_shared<const jinja::Template>(std::move(*parsed));
+    } else {
+      t.template_error_ = parsed.status().message();
+    }
+  }
+  return t;
 }
 
 ChatTemplate ChatTemplate::of(ChatTemplateFamily family, std::string bos_text, std::string eos_text) {
@@ -70,7 +79,22 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
   return {};
 }
 
-std::string ChatTemplate::apply(std::span<const ChatMessage> messages) const {
+Expected<std::string> ChatTemplate::apply(std::span<const ChatMessage> messages) const {
+  if (!jinja_) return apply_family(messages);
+  jinja::Array list;
+  for (const ChatMessage& m : messages)
+    list.push_back(jinja::Value(jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}}));
+  const jinja::Object variables = {
+      {"messages", jinja::Value(std::move(list))}, {"tools", jinja::Value::none()},
+      {"documents", jinja::Value::none()},         {"add_generation_prompt", jinja::Value(true)},
+      {"bos_token", jinja::Value(bos_)},           {"eos_token", jinja::Value(eos_)}};
+  auto text = jinja_->render(variables);
+  if (!text)
+    return Status::invalid_argument("the model's chat template refused the messages: " + text.status().message());
+  return text;
+}
+
+std::string ChatTemplate::apply_family(std::span<const ChatMessage> messages) const {
   std::string out;
   switch (family_) {
     case ChatTemplateFamily::kChatMl:

@@ -1,6 +1,7 @@
-// Chat messages -> prompt text, for the common chat-template families found in GGUF files
-// (`tokenizer.chat_template`). There is no Jinja engine: the family is detected by marker
-// substrings of the template and each family's format is written out here in C++.
+// Chat messages -> prompt text. A model file's own `tokenizer.chat_template` is rendered as its authors wrote it by
+// kvserve's Jinja subset (template/jinja_template.h), as Hugging Face's apply_chat_template does (with
+// add_generation_prompt, bos_token and eos_token). A template the subset cannot parse, or none, falls back to the
+// family its marker substrings name, written out here in C++:
 //
 //   ChatML  <|im_start|>role\ncontent<|im_end|>\n ... <|im_start|>assistant\n
 //   Llama 3 <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> ... (assistant header)
@@ -11,14 +12,18 @@
 //   Gemma   <start_of_turn>user\ncontent<end_of_turn>\n ... <start_of_turn>model\n
 //   Plain   (no or unknown template) "System: ...\nUser: ...\nAssistant: ...\nUser: ...\nAssistant:"
 //
-// BOS at the very start is not part of the text: the caller encodes with the tokenizer's add_bos
-// setting and special-token parsing on.
+// The family also gives the stop strings. A BOS the text starts with is the caller's to drop when the tokenizer
+// adds one itself (bos_text()).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/status.h"
+#include "template/jinja_template.h"
 
 namespace kvs::server {
 
@@ -38,8 +43,14 @@ class ChatTemplate {
 
   ChatTemplateFamily family() const { return family_; }
   std::string_view name() const;
-  // The prompt for `messages` followed by the assistant's turn header (add_generation_prompt).
-  std::string apply(std::span<const ChatMessage> messages) const;
+  // The model's own template is rendered (else the family's format is written out).
+  bool renders_model_template() const { return jinja_ != nullptr; }
+  // Why the model's template is not rendered: the Jinja subset's parse error ("" when it is, or there is none).
+  const std::string& template_error() const { return template_error_; }
+  const std::string& bos_text() const { return bos_; }
+  // The prompt for `messages` followed by the assistant's turn header (add_generation_prompt); an error when the
+  // model's template refuses the conversation (its raise_exception message, e.g. a system role it has not).
+  Expected<std::string> apply(std::span<const ChatMessage> messages) const;
   // Text that ends the assistant's turn when the model writes it out as text (for Plain, the
   // start of a new user turn).
   std::vector<std::string> stop_strings() const;
@@ -47,12 +58,15 @@ class ChatTemplate {
  private:
   ChatTemplate(ChatTemplateFamily family, std::string bos_text, std::string eos_text)
       : family_(family), bos_(std::move(bos_text)), eos_(std::move(eos_text)) {}
+  std::string apply_family(std::span<const ChatMessage> messages) const;
   std::string apply_llama2(std::span<const ChatMessage> messages) const;
   std::string apply_system_merged(std::span<const ChatMessage> messages) const;  // Mistral, Gemma
 
   ChatTemplateFamily family_;
   std::string bos_;
   std::string eos_;
+  std::shared_ptr<const jinja::Template> jinja_;  // the model's template, parsed
+  std::string template_error_;
 };
 
 }  // namespace kvs::server

@@ -33,12 +33,18 @@ bool CompletionService::wait_until_idle(std::chrono::milliseconds limit) const {
   return active_ == 0;
 }
 
-RequestParams CompletionService::to_engine_request(const ApiRequest& request, std::string& echo_text) {
+ApiExpected<RequestParams> CompletionService::to_engine_request(const ApiRequest& request, std::string& echo_text) {
   RequestParams params;
   const bool chat = request.endpoint == Endpoint::kChatCompletions;
   if (chat) {
-    const std::string text = model_.chat_template.apply(request.messages);
-    params.prompt = tokenizer_.encode(text, tokenizer_.add_bos_by_default(), /*parse_special=*/true);
+    auto rendered = model_.chat_template.apply(request.messages);
+    if (!rendered) return ApiError::invalid("messages", rendered.status().message());
+    std::string& text = *rendered;
+    // A template that writes BOS (Llama's {{ bos_token }}) and a tokenizer that adds one would make two.
+    const std::string& bos = model_.chat_template.bos_text();
+    const bool adds_bos = tokenizer_.add_bos_by_default();
+    if (adds_bos && !bos.empty() && text.compare(0, bos.size(), bos) == 0) text.erase(0, bos.size());
+    params.prompt = tokenizer_.encode(text, adds_bos, /*parse_special=*/true);
     for (const std::string& stop : model_.chat_template.stop_strings()) params.stop_strings.push_back(stop);
   } else if (request.prompt_is_tokens) {
     params.prompt = request.prompt_tokens;
@@ -65,6 +71,14 @@ RequestParams CompletionService::to_engine_request(const ApiRequest& request, st
   return params;
 }
 
+ApiExpected<std::string> CompletionService::apply_template(std::string_view body) const {
+  auto request = parse_api_request(Endpoint::kChatCompletions, body, limits_);
+  if (!request) return request.error();
+  auto rendered = model_.chat_template.apply(request->messages);
+  if (!rendered) return ApiError::invalid("messages", rendered.status().message());
+  return std::move(*rendered);
+}
+
 ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::string_view body) {
   auto request = parse_api_request(endpoint, body, limits_);
   if (!request) return request.error();
@@ -74,7 +88,9 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
         fmt::format("The model '{}' does not exist; this server serves '{}'", request->model, model_.id), "model");
   }
   std::string echo_text;
-  RequestParams params = to_engine_request(*request, echo_text);
+  auto engine_request = to_engine_request(*request, echo_text);
+  if (!engine_request) return engine_request.error();
+  RequestParams params = std::move(*engine_request);
   // Completions' logprobs: text offsets count from the prompt's start; with echo the prompt's tokens are listed.
   const bool chat = endpoint == Endpoint::kChatCompletions;
   const size_t prompt_text_bytes = !request->logprobs || chat  ? 0

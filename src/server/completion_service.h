@@ -35,6 +35,8 @@ class CompletionService {
                     CompletionDefaults defaults = {});
 
   ApiExpected<StartedResponse> start(Endpoint endpoint, std::string_view body);
+  // POST /apply-template (llama.cpp's): the prompt text a chat completion request's messages make.
+  ApiExpected<std::string> apply_template(std::string_view body) const;
   // Responses started and not yet closed (their pumps are alive).
   size_t active_responses() const { return active_; }
   // Waits until no response is open or `limit` passed; true when none is open. For shutdown:
@@ -42,8 +44,9 @@ class CompletionService {
   bool wait_until_idle(std::chrono::milliseconds limit) const;
 
  private:
-  // The engine's request: prompt tokens (chat through the template), limits, sampling, stops.
-  RequestParams to_engine_request(const ApiRequest& request, std::string& echo_text);
+  // The engine's request: prompt tokens (chat through the template), limits, sampling, stops; a 400 when the
+  // model's chat template refuses the messages.
+  ApiExpected<RequestParams> to_engine_request(const ApiRequest& request, std::string& echo_text);
   uint64_t next_random();  // splitmix64 over a counter seeded at construction
 
   EngineLoop& loop_;

@@ -222,6 +222,14 @@ void HttpServer::install_routes() {
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(Endpoint::kChatCompletions, req, res);
   });
+  s.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    auto prompt = completions_.apply_template(req.body);
+    if (!prompt) {
+      write_error(res, prompt.error());
+      return;
+    }
+    res.set_content(nlohmann::json{{"prompt", *prompt}}.dump(), "application/json");
+  });
 }
 
 void HttpServer::handle_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {

@@ -15,11 +15,11 @@ nlohmann::json ServedModel::to_json() const {
           {"created", created},
           {"owned_by", "kvserve"},
           {"max_model_len", context_length},
-          {"chat_template", std::string(chat_template.name())}};
+          {"chat_template", chat_template.renders_model_template() ? "jinja" : std::string(chat_template.name())}};
 }
 
 ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer, const std::string& path,
-                           int64_t created) {
+                           int64_t created, const std::string& chat_template) {
   const std::filesystem::path file(path);
   ServedModel served;
   served.id = model.file().get_string("general.name").value_or("");
@@ -33,9 +33,11 @@ ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer
   served.created = created;
   const std::string bos = tokenizer.bos() >= 0 ? std::string(tokenizer.token_text(tokenizer.bos())) : "";
   const std::string eos = tokenizer.eos() >= 0 ? std::string(tokenizer.token_text(tokenizer.eos())) : "";
-  const std::string source = model.file().get_string("tokenizer.chat_template").value_or("");
+  const std::string source =
+      chat_template.empty() ? model.file().get_string("tokenizer.chat_template").value_or("") : chat_template;
   served.chat_template = ChatTemplate::detect(source, bos, eos);
-  served.chat_template_unrecognized = !source.empty() && served.chat_template.family() == ChatTemplateFamily::kPlain;
+  served.chat_template_unrecognized = !source.empty() && !served.chat_template.renders_model_template() &&
+                                      served.chat_template.family() == ChatTemplateFamily::kPlain;
   return served;
 }
 

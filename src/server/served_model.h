@@ -27,7 +27,8 @@ struct ServedModel {
   nlohmann::json to_json() const;  // an entry of GET /v1/models
 };
 
+// `chat_template`: a Jinja chat template that replaces the model file's tokenizer.chat_template ("": the file's).
 ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer, const std::string& path,
-                           int64_t created);
+                           int64_t created, const std::string& chat_template = {});
 
 }  // namespace kvs::server

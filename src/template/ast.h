@@ -50,14 +50,14 @@ using Body = std::vector<NodePtr>;
 
 struct Node {
   enum class Kind {
-    kText,      // text
-    kOutput,    // {{ expr }}
-    kIf,        // branches (condition, body) ..., otherwise
-    kFor,       // for targets in expr [if condition]: body, otherwise (when nothing was iterated)
-    kSet,       // set targets = expr, or set object.attribute = expr (attribute non-empty: targets[0] is object)
-    kSetBlock,  // set targets[0] %} body {% endset
-    kMacro,     // macro name(parameters) body
-    kCallBlock, // call expr: body, as caller()
+    kText,         // text
+    kOutput,       // {{ expr }}
+    kIf,           // branches (condition, body) ..., otherwise
+    kFor,          // for targets in expr [if condition]: body, otherwise (when nothing was iterated)
+    kSet,          // set targets = expr, or set object.attribute = expr (attribute non-empty: targets[0] is object)
+    kSetBlock,     // set targets[0] %} body {% endset
+    kMacro,        // macro name(parameters) body
+    kCallBlock,    // call expr: body, as caller()
     kFilterBlock,  // filter expr (the filter applied to body's text): the filter expression's input is body
     kBreak,
     kContinue,

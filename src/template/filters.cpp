@@ -36,8 +36,9 @@ Value attribute_path(const Value& item, const std::string& path) {
   while (i <= path.size()) {
     const size_t dot = std::min(path.find('.', i), path.size());
     const std::string part = path.substr(i, dot - i);
-    v = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) ? subscript(v, Value(static_cast<int64_t>(std::stoll(part))))
-                                                                          : subscript(v, Value(part));
+    v = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)
+            ? subscript(v, Value(static_cast<int64_t>(std::stoll(part))))
+            : subscript(v, Value(part));
     i = dot + 1;
   }
   return v;
@@ -300,8 +301,12 @@ const std::map<std::string, Test, std::less<>>& tests() {
       const Value o = other(a);
       return v.type() == o.type() && (v.is_none() || v.is_undefined() || v.equals(o));
     };
-    t["lower"] = [](const Value& v, const Arguments&) { return v.is_string() && lower(v.as_string()) == v.as_string(); };
-    t["upper"] = [](const Value& v, const Arguments&) { return v.is_string() && upper(v.as_string()) == v.as_string(); };
+    t["lower"] = [](const Value& v, const Arguments&) {
+      return v.is_string() && lower(v.as_string()) == v.as_string();
+    };
+    t["upper"] = [](const Value& v, const Arguments&) {
+      return v.is_string() && upper(v.as_string()) == v.as_string();
+    };
     return t;
   }();
   return table;

@@ -12,8 +12,19 @@
 namespace kvs::jinja {
 
 struct Token {
-  enum class Type { kText, kExpressionStart, kExpressionEnd, kStatementStart, kStatementEnd, kName, kString,
-                    kInteger, kFloat, kOperator, kEnd };
+  enum class Type {
+    kText,
+    kExpressionStart,
+    kExpressionEnd,
+    kStatementStart,
+    kStatementEnd,
+    kName,
+    kString,
+    kInteger,
+    kFloat,
+    kOperator,
+    kEnd
+  };
   Type type;
   std::string text;  // text, a name, a string literal's value, a number's digits, an operator
   size_t line = 1;

@@ -61,8 +61,9 @@ Value string_method(const std::string& s, const std::string& name) {
       for (const Value& o : options) {
         if (!o.is_string()) type_error(name + " first arg must be str or a tuple of str, not " + o.type_name());
         const std::string& t = o.as_string();
-        const bool hit = name == "startswith" ? s.compare(0, t.size(), t) == 0
-                                              : s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+        const bool hit = name == "startswith"
+                             ? s.compare(0, t.size(), t) == 0
+                             : s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
         if (hit) return Value(true);
       }
       return Value(false);

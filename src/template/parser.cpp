@@ -98,8 +98,7 @@ class Parser {
         ++i_;
         body.push_back(std::move(n));
       } else if (t.type == Type::kStatementStart) {
-        if (peek(1).type == Type::kName &&
-            std::find(enders.begin(), enders.end(), peek(1).text) != enders.end()) {
+        if (peek(1).type == Type::kName && std::find(enders.begin(), enders.end(), peek(1).text) != enders.end()) {
           i_ += 2;
           ender = t_[i_ - 1].text;
           return body;
@@ -280,9 +279,8 @@ class Parser {
     while (true) {
       std::string op;
       bool negated = false;
-      if (peek().type == Type::kOperator &&
-          (peek().text == "==" || peek().text == "!=" || peek().text == "<" || peek().text == ">" ||
-           peek().text == "<=" || peek().text == ">=")) {
+      if (peek().type == Type::kOperator && (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
+                                             peek().text == ">" || peek().text == "<=" || peek().text == ">=")) {
         op = peek().text;
         ++i_;
       } else if (at_name("in")) {

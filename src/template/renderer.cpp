@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <ctime>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 #include "template/filters.h"
 #include "template/jinja_template.h"
@@ -250,7 +250,8 @@ class Renderer {
       }
       case Expr::Kind::kDict: {
         Object o;
-        for (size_t i = 0; i + 1 < e.items.size(); i += 2) o.emplace_back(eval(*e.items[i]).str(), eval(*e.items[i + 1]));
+        for (size_t i = 0; i + 1 < e.items.size(); i += 2)
+          o.emplace_back(eval(*e.items[i]).str(), eval(*e.items[i + 1]));
         return Value(std::move(o));
       }
       case Expr::Kind::kAttribute: return attribute(eval(*e.a), e.name);

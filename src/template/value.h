@@ -40,15 +40,15 @@ class Value {
 
   Value() = default;  // undefined
   static Value none();
-  Value(bool b);          // NOLINT: implicit, as the literals they stand for
-  Value(int64_t i);       // NOLINT
+  Value(bool b);                                    // NOLINT: implicit, as the literals they stand for
+  Value(int64_t i);                                 // NOLINT
   Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double f);        // NOLINT
-  Value(std::string s);   // NOLINT
-  Value(const char* s) : Value(std::string(s)) {}  // NOLINT
-  Value(Array a);         // NOLINT
-  Value(Object o);        // NOLINT
-  Value(Function f);      // NOLINT
+  Value(double f);                                  // NOLINT
+  Value(std::string s);                             // NOLINT
+  Value(const char* s) : Value(std::string(s)) {}   // NOLINT
+  Value(Array a);                                   // NOLINT
+  Value(Object o);                                  // NOLINT
+  Value(Function f);                                // NOLINT
   static Value from_json(const nlohmann::ordered_json& j);
   // A list that prints as a Python tuple: ('a', 1) (dict items, tuple literals).
   static Value tuple(Array items);

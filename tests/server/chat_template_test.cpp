@@ -23,44 +23,45 @@ TEST(ChatTemplate, DetectsFamiliesByMarkers) {
 }
 
 TEST(ChatTemplate, ChatMl) {
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kChatMl).apply(kDialog),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kChatMl).apply(kDialog).value(),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, Llama3TrimsContent) {
   const std::vector<ChatMessage> messages = {{"user", "  Hi \n"}};
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kLlama3).apply(messages),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kLlama3).apply(messages).value(),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(ChatTemplate, Llama2PutsSystemInFirstInstruction) {
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kLlama2).apply(kDialog),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kLlama2).apply(kDialog).value(),
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
 }
 
 TEST(ChatTemplate, MistralMergesSystemIntoFirstUserTurn) {
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kMistral).apply(kDialog),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kMistral).apply(kDialog).value(),
             "[INST] Be brief.\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
 }
 
 TEST(ChatTemplate, ZephyrUsesTheModelsEos) {
   const std::vector<ChatMessage> messages = {{"user", "Hi"}};
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kZephyr, "<s>", "<|endoftext|>").apply(messages),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kZephyr, "<s>", "<|endoftext|>").apply(messages).value(),
             "<|user|>\nHi<|endoftext|>\n<|assistant|>\n");
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kPhi3).apply(messages), "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kPhi3).apply(messages).value(),
+            "<|user|>\nHi<|end|>\n<|assistant|>\n");
 }
 
 TEST(ChatTemplate, GemmaHasNoSystemRoleAndCallsTheAssistantModel) {
-  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kGemma).apply(kDialog),
+  EXPECT_EQ(ChatTemplate::of(ChatTemplateFamily::kGemma).apply(kDialog).value(),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
 }
 
 TEST(ChatTemplate, PlainFallbackAndItsStop) {
   const ChatTemplate plain = ChatTemplate::of(ChatTemplateFamily::kPlain);
-  EXPECT_EQ(plain.apply(kDialog), "System: Be brief.\nUser: Hi\nAssistant: Hello!\nUser: Bye\nAssistant:");
+  EXPECT_EQ(plain.apply(kDialog).value(), "System: Be brief.\nUser: Hi\nAssistant: Hello!\nUser: Bye\nAssistant:");
   EXPECT_EQ(plain.stop_strings(), std::vector<std::string>{"\nUser:"});
   EXPECT_EQ(plain.name(), "plain");
 }

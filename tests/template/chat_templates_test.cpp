@@ -26,9 +26,7 @@ std::string read(const std::filesystem::path& path) {
 }
 
 // strftime_now's instant in render_with_jinja2.py: 2024-07-26 12:00:00 UTC.
-RenderOptions fixed_clock() {
-  return {.now = std::chrono::system_clock::from_time_t(1721995200)};
-}
+RenderOptions fixed_clock() { return {.now = std::chrono::system_clock::from_time_t(1721995200)}; }
 
 TEST(ChatTemplates, RenderEveryCollectedTemplateAsJinja2Does) {
   const auto tokens = nlohmann::ordered_json::parse(read(kDir / "templates.json"));

@@ -1,0 +1,93 @@
+// The model's own chat template behind the server: a synthetic model carrying a real template
+// (tests/template/templates, written by `synth --chat-template`) renders chat messages as Jinja2 does
+// (tests/template/expected), POST /apply-template shows that prompt, a chat completion is computed on exactly
+// its tokens, a template's refusal (Gemma's "System role not supported") is a 400 with its message, and
+// `serve --chat-template FILE` replaces the file's template.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "server_process.h"
+#include "test_support.h"
+
+namespace kvs::test {
+namespace {
+
+using nlohmann::json;
+
+const std::string kTemplates = std::string(KVS_SOURCE_DIR) + "/tests/template/";
+
+std::string synth_with_template(const TempDir& dir, const std::string& template_name) {
+  const std::string model = dir.file(template_name + ".gguf");
+  const std::string cmd = std::string("'") + KVS_BINARY + "' synth --preset tiny-qwen2 --chat-template '" + kTemplates +
+                          "templates/" + template_name + ".jinja' -o '" + model + "' > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return model;
+}
+
+json conversation(const std::string& name) {
+  return json::parse(read_file(kTemplates + "conversations.json"))[name]["messages"];
+}
+
+TEST(ServerChatTemplate, TheModelsTemplateRendersAsJinja2AndTheChatRunsOnIt) {
+  std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir("server_chat_template");
+  const std::string qwen = "Qwen-Qwen2.5-7B-Instruct";
+  ServerProcess server(dir, {"-m", synth_with_template(dir, qwen)});
+  ASSERT_TRUE(server.started()) << server.stderr_text();
+  EXPECT_NE(server.stdout_text().find("chat template jinja (the model's)"), std::string::npos);
+  auto client = server.client();
+  for (const std::string name : {"user", "system", "multi_turn", "unicode"}) {
+    SCOPED_TRACE(name);
+    const json messages = conversation(name);
+    const auto applied = post_json(client, "/apply-template", json{{"messages", messages}}.dump());
+    ASSERT_EQ(applied.status, 200) << applied.body;
+    const std::string expected = read_file(kTemplates + "expected/" + qwen + "." + name + ".txt");
+    EXPECT_EQ(applied.json()["prompt"], expected);
+    // The chat request's prompt is that text's tokens: as many as a completion of it counts.
+    const auto chat = post_json(client, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());
+    const auto plain = post_json(client, "/v1/completions", json{{"prompt", expected}, {"max_tokens", 1}}.dump());
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], plain.json()["usage"]["prompt_tokens"]);
+  }
+  EXPECT_EQ(get(client, "/v1/models").json()["data"][0]["chat_template"], "jinja");
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(ServerChatTemplate, ATemplatesRefusalIsA400AndAFileTemplateReplacesTheModels) {
+  std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir("server_chat_template_refusal");
+  const std::string gemma = "google-gemma-7b-it";
+  const std::string model = synth_with_template(dir, gemma);
+  {
+    ServerProcess server(dir, {"-m", model});
+    ASSERT_TRUE(server.started()) << server.stderr_text();
+    auto client = server.client();
+    const auto refused =
+        post_json(client, "/v1/chat/completions", json{{"messages", conversation("system")}, {"max_tokens", 1}}.dump());
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_EQ(refused.json()["error"]["param"], "messages");
+    EXPECT_NE(refused.json()["error"]["message"].get<std::string>().find("System role not supported"),
+              std::string::npos)
+        << refused.body;
+    const auto accepted =
+        post_json(client, "/v1/chat/completions", json{{"messages", conversation("user")}, {"max_tokens", 1}}.dump());
+    EXPECT_EQ(accepted.status, 200) << accepted.body;
+    EXPECT_EQ(server.terminate(), 0);
+  }
+  // --chat-template: ChatML from a file instead of the model's Gemma template.
+  const std::string chatml = "teknium-OpenHermes-2.5-Mistral-7B-chatml";
+  TempDir second("server_chat_template_file");
+  ServerProcess server(second, {"-m", model, "--chat-template", kTemplates + "templates/" + chatml + ".jinja"});
+  ASSERT_TRUE(server.started()) << server.stderr_text();
+  auto client = server.client();
+  const auto applied = post_json(client, "/apply-template", json{{"messages", conversation("system")}}.dump());
+  ASSERT_EQ(applied.status, 200) << applied.body;
+  EXPECT_EQ(applied.json()["prompt"], read_file(kTemplates + "expected/" + chatml + ".system.txt"));
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace kvs::test
