@@ -36,6 +36,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string bos_text,
     family = contains(source, "<|end|>") ? ChatTemplateFamily::kPhi3 : ChatTemplateFamily::kZephyr;
   }
   ChatTemplate t(family, std::move(bos_text), std::move(eos_text));
+  t.nine_character_ids_ = contains(source, "[TOOL_CALLS]") || contains(source, "length != 9");
   if (!source.empty()) {
     auto parsed = jinja::Template::parse(source);
     if (parsed) {
@@ -79,19 +80,62 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
   return {};
 }
 
-Expected<std::string> ChatTemplate::apply(std::span<const ChatMessage> messages) const {
-  if (!jinja_) return apply_family(messages);
+Expected<std::string> ChatTemplate::apply(std::span<const ChatMessage> messages,
+                                          const nlohmann::ordered_json& tools) const {
+  const bool has_tools = tools.is_array() && !tools.empty();
+  if (!jinja_) {
+    if (!has_tools) return apply_family(messages);
+    return apply_family(with_tools_as_text(messages, tools));
+  }
   jinja::Array list;
-  for (const ChatMessage& m : messages)
-    list.push_back(jinja::Value(jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}}));
-  const jinja::Object variables = {
-      {"messages", jinja::Value(std::move(list))}, {"tools", jinja::Value::none()},
-      {"documents", jinja::Value::none()},         {"add_generation_prompt", jinja::Value(true)},
-      {"bos_token", jinja::Value(bos_)},           {"eos_token", jinja::Value(eos_)}};
+  for (const ChatMessage& m : messages) {
+    jinja::Object message = {{"role", jinja::Value(m.role)},
+                             {"content", m.null_content ? jinja::Value::none() : jinja::Value(m.content)}};
+    if (m.tool_calls.is_array()) message.emplace_back("tool_calls", jinja::Value::from_json(m.tool_calls));
+    if (m.role == "tool") message.emplace_back("tool_call_id", jinja::Value(m.tool_call_id));
+    if (!m.name.empty()) message.emplace_back("name", jinja::Value(m.name));
+    list.push_back(jinja::Value(std::move(message)));
+  }
+  const jinja::Object variables = {{"messages", jinja::Value(std::move(list))},
+                                   {"tools", has_tools ? jinja::Value::from_json(tools) : jinja::Value::none()},
+                                   {"documents", jinja::Value::none()},
+                                   {"add_generation_prompt", jinja::Value(true)},
+                                   {"bos_token", jinja::Value(bos_)},
+                                   {"eos_token", jinja::Value(eos_)}};
   auto text = jinja_->render(variables);
   if (!text)
     return Status::invalid_argument("the model's chat template refused the messages: " + text.status().message());
   return text;
+}
+
+// For the families written out in C++: the tools described in a system message, calls and results as text.
+std::vector<ChatMessage> ChatTemplate::with_tools_as_text(std::span<const ChatMessage> messages,
+                                                          const nlohmann::ordered_json& tools) {
+  std::string described =
+      "You can call these functions. To call one, answer with only a JSON object {\"name\": <the function's name>, "
+      "\"arguments\": <an object of its arguments>}.\n";
+  for (const auto& tool : tools) described.append("\n").append(tool["function"].dump());
+  std::vector<ChatMessage> out;
+  if (messages.empty() || messages[0].role != "system") out.push_back({.role = "system", .content = described});
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    ChatMessage text{.role = m.role, .content = m.content};
+    if (i == 0 && m.role == "system") text.content.append("\n\n").append(described);
+    if (m.tool_calls.is_array()) {
+      for (const auto& call : m.tool_calls) {
+        if (!text.content.empty()) text.content += '\n';
+        text.content +=
+            nlohmann::ordered_json{{"name", call["function"]["name"]}, {"arguments", call["function"]["arguments"]}}
+                .dump();
+      }
+    }
+    if (m.role == "tool") {
+      text.role = "user";
+      text.content = "The result of " + (m.name.empty() ? m.tool_call_id : m.name) + ": " + m.content;
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
 }
 
 std::string ChatTemplate::apply_family(std::span<const ChatMessage> messages) const {

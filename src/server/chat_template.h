@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,8 +29,13 @@
 namespace kvs::server {
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
-  std::string content;
+  std::string role = {};  // "system", "user", "assistant" or "tool"
+  std::string content = {};
+  bool null_content = false;  // an assistant's tool-call turn without text (content null)
+  // assistant: the calls made, [{id, type, function: {name, arguments}}], arguments an object when they parse as one
+  nlohmann::ordered_json tool_calls = {};
+  std::string tool_call_id = {};  // tool: the call answered
+  std::string name = {};          // tool: the function's name, when given
 };
 
 enum class ChatTemplateFamily { kPlain, kChatMl, kLlama2, kLlama3, kMistral, kZephyr, kPhi3, kGemma };
@@ -50,7 +56,12 @@ class ChatTemplate {
   const std::string& bos_text() const { return bos_; }
   // The prompt for `messages` followed by the assistant's turn header (add_generation_prompt); an error when the
   // model's template refuses the conversation (its raise_exception message, e.g. a system role it has not).
-  Expected<std::string> apply(std::span<const ChatMessage> messages) const;
+  // `tools`: the request's tools (OpenAI's array) for the template to describe, or null. The families written out
+  // in C++ describe them in a system message and write calls and results as text.
+  Expected<std::string> apply(std::span<const ChatMessage> messages,
+                              const nlohmann::ordered_json& tools = nlohmann::ordered_json()) const;
+  // The template checks that call ids are 9 letters or digits (Mistral's): ids made for it must be.
+  bool wants_nine_character_call_ids() const { return nine_character_ids_; }
   // Text that ends the assistant's turn when the model writes it out as text (for Plain, the
   // start of a new user turn).
   std::vector<std::string> stop_strings() const;
@@ -59,6 +70,8 @@ class ChatTemplate {
   ChatTemplate(ChatTemplateFamily family, std::string bos_text, std::string eos_text)
       : family_(family), bos_(std::move(bos_text)), eos_(std::move(eos_text)) {}
   std::string apply_family(std::span<const ChatMessage> messages) const;
+  static std::vector<ChatMessage> with_tools_as_text(std::span<const ChatMessage> messages,
+                                                     const nlohmann::ordered_json& tools);
   std::string apply_llama2(std::span<const ChatMessage> messages) const;
   std::string apply_system_merged(std::span<const ChatMessage> messages) const;  // Mistral, Gemma
 
@@ -67,6 +80,7 @@ class ChatTemplate {
   std::string eos_;
   std::shared_ptr<const jinja::Template> jinja_;  // the model's template, parsed
   std::string template_error_;
+  bool nine_character_ids_ = false;
 };
 
 }  // namespace kvs::server

@@ -37,7 +37,7 @@ ApiExpected<RequestParams> CompletionService::to_engine_request(const ApiRequest
   RequestParams params;
   const bool chat = request.endpoint == Endpoint::kChatCompletions;
   if (chat) {
-    auto rendered = model_.chat_template.apply(request.messages);
+    auto rendered = model_.chat_template.apply(request.messages, request.tools ? request.tools->tools : nullptr);
     if (!rendered) return ApiError::invalid("messages", rendered.status().message());
     std::string& text = *rendered;
     // A template that writes BOS (Llama's {{ bos_token }}) and a tokenizer that adds one would make two.
@@ -67,6 +67,7 @@ ApiExpected<RequestParams> CompletionService::to_engine_request(const ApiRequest
   params.logprobs = request.logprobs;
   params.json_object = request.json_object;
   params.json_schema = request.json_schema;
+  if (request.tools && request.tools->forced) params.json_schema = request.tools->forced;  // the call is certain
   if (request.logprobs && request.echo) params.prompt_logprobs = request.logprobs;
   return params;
 }
@@ -74,7 +75,7 @@ ApiExpected<RequestParams> CompletionService::to_engine_request(const ApiRequest
 ApiExpected<std::string> CompletionService::apply_template(std::string_view body) const {
   auto request = parse_api_request(Endpoint::kChatCompletions, body, limits_);
   if (!request) return request.error();
-  auto rendered = model_.chat_template.apply(request->messages);
+  auto rendered = model_.chat_template.apply(request->messages, request->tools ? request->tools->tools : nullptr);
   if (!rendered) return ApiError::invalid("messages", rendered.status().message());
   return std::move(*rendered);
 }
@@ -112,7 +113,10 @@ ApiExpected<StartedResponse> CompletionService::start(Endpoint endpoint, std::st
                       .num_samples = request->best_of,
                       .num_choices = request->n,
                       .logprobs_tokenizer = request->logprobs ? &tokenizer_ : nullptr,
-                      .prompt_text_bytes = prompt_text_bytes};
+                      .prompt_text_bytes = prompt_text_bytes,
+                      .tools = request->tools,
+                      .tool_call_id_seed = next_random(),
+                      .nine_character_call_ids = model_.chat_template.wants_nine_character_call_ids()};
   options.echo_prompt = std::move(echo_prompt);
   ++active_;
   auto on_close = [this, id, request_id = meta.id](const Usage* usage) {

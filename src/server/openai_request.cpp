@@ -151,6 +151,28 @@ MaybeError parse_content(const json& v, const std::string& param, std::string& o
   return std::nullopt;
 }
 
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments: "<JSON text>"}}]. The
+// arguments go to the chat template as an object when they parse as one (templates write them with tojson).
+MaybeError parse_tool_calls(const json& v, const std::string& param, ChatMessage& message) {
+  if (!v.is_array()) return wrong_type(param, "an array of tool calls", v);
+  message.tool_calls = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& call = v[i];
+    const std::string at = fmt::format("{}[{}]", param, i);
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+      return wrong_type(at, "a tool call {id, type, function: {name, arguments}}", call);
+    std::string id, name, arguments;
+    KVS_API_TRY(read_string(call.value("id", json()), at + ".id", id));
+    KVS_API_TRY(read_string(call["function"].value("name", json()), at + ".function.name", name));
+    KVS_API_TRY(read_string(call["function"].value("arguments", json()), at + ".function.arguments", arguments));
+    const auto parsed = nlohmann::ordered_json::parse(arguments, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::ordered_json args = parsed.is_object() ? parsed : nlohmann::ordered_json(arguments);
+    message.tool_calls.push_back(
+        {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}});
+  }
+  return std::nullopt;
+}
+
 MaybeError parse_messages(const json& v, ApiRequest& r) {
   if (!v.is_array()) return wrong_type("messages", "an array of messages", v);
   if (v.empty()) return ApiError::invalid("messages", "'messages' must hold at least one message");
@@ -161,15 +183,26 @@ MaybeError parse_messages(const json& v, ApiRequest& r) {
     ChatMessage message;
     KVS_API_TRY(read_string(m.value("role", json()), param + ".role", message.role));
     if (message.role == "developer") message.role = "system";
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return ApiError::invalid(param + ".role", fmt::format("'{}.role' must be system, developer, user or assistant, "
-                                                            "got \"{}\" (tool messages are not supported)",
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {
+      return ApiError::invalid(param + ".role", fmt::format("'{}.role' must be system, developer, user, assistant or "
+                                                            "tool, got \"{}\"",
                                                             param, message.role));
     }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty()) {
-      return unsupported(param + ".tool_calls", "(tool calls)");
+    const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty();
+    if (calls) {
+      if (message.role != "assistant")
+        return unsupported(param + ".tool_calls", "(only assistant messages make calls)");
+      KVS_API_TRY(parse_tool_calls(m["tool_calls"], param + ".tool_calls", message));
     }
-    KVS_API_TRY(parse_content(m.value("content", json()), param + ".content", message.content));
+    if (message.role == "tool") {
+      KVS_API_TRY(read_string(m.value("tool_call_id", json()), param + ".tool_call_id", message.tool_call_id));
+      if (m.contains("name") && m["name"].is_string()) message.name = m["name"].get<std::string>();
+    }
+    if (calls && m.value("content", json()).is_null()) {
+      message.null_content = true;
+    } else {
+      KVS_API_TRY(parse_content(m.value("content", json()), param + ".content", message.content));
+    }
     r.messages.push_back(std::move(message));
   }
   return std::nullopt;
@@ -203,19 +236,18 @@ MaybeError check_neutral(const std::string& key, const json& v) {
   if (key == "suffix") {
     if (!v.is_string()) return wrong_type(key, "a string", v);
     if (!v.get_ref<const std::string&>().empty()) return unsupported(key, "(non-empty)");
-  } else if (key == "tools" || key == "functions") {
+  } else if (key == "functions") {
     if (!v.is_array()) return wrong_type(key, "an array", v);
-    if (!v.empty()) return unsupported(key, "(tool calling)");
+    if (!v.empty()) return unsupported(key, "(the legacy functions; send them as 'tools')");
   }
   return std::nullopt;
 }
 
 bool is_ignored(const std::string& key) {
-  return key == "user" || key == "metadata" || key == "store" || key == "service_tier" ||
-         key == "parallel_tool_calls" || key == "tool_choice" || key == "function_call";
+  return key == "user" || key == "metadata" || key == "store" || key == "service_tier" || key == "function_call";
 }
 
-bool is_neutral_only(const std::string& key) { return key == "suffix" || key == "tools" || key == "functions"; }
+bool is_neutral_only(const std::string& key) { return key == "suffix" || key == "functions"; }
 
 // response_format: {"type": "text"} (the default), {"type": "json_object"} (JSON mode) or {"type": "json_schema",
 // "json_schema": {"name": ..., "schema": {...}, "strict": ...}} (structured outputs: the schema is compiled once the
@@ -248,12 +280,27 @@ MaybeError parse_response_format(const json& v, ApiRequest& r) {
 
 // The schema of response_format json_schema, compiled. The body is read again keeping keys in their order (json
 // sorts them): properties are written in the order the schema lists them.
-MaybeError compile_json_schema(std::string_view body, ApiRequest& r) {
-  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+MaybeError compile_json_schema(const nlohmann::ordered_json& ordered, ApiRequest& r) {
   const std::string text = ordered["response_format"]["json_schema"]["schema"].dump();
   auto schema = JsonSchema::compile(text);
   if (!schema) return ApiError::invalid("response_format.json_schema.schema", schema.status().message());
   r.json_schema = std::move(*schema);
+  return std::nullopt;
+}
+
+// tools and tool_choice (server/tool_calls.h), their schemas in the request's key order.
+MaybeError read_tools(const nlohmann::ordered_json& ordered, ApiRequest& r) {
+  const nlohmann::ordered_json none;
+  auto tools = parse_tool_request(
+      ordered.contains("tools") && !ordered["tools"].is_null() ? ordered["tools"] : nlohmann::ordered_json::array(),
+      ordered.contains("tool_choice") ? ordered["tool_choice"] : none, r.parallel_tool_calls);
+  if (!tools) return tools.error();
+  if (tools->forced && (r.json_object || r.json_schema)) {
+    return ApiError::invalid("tool_choice",
+                             "a required or named 'tool_choice' does not combine with "
+                             "'response_format' json_object or json_schema (the output is the call)");
+  }
+  r.tools = std::make_shared<const ToolRequest>(std::move(*tools));
   return std::nullopt;
 }
 
@@ -353,6 +400,12 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
   } else if (key == "logprobs") {  // completions: how many alternatives
     KVS_API_TRY(read_int(v, key, 0, 5, integer));
     r.logprobs = static_cast<size_t>(integer);
+  } else if ((key == "tools" || key == "tool_choice") && chat) {
+    if (key == "tools" && !v.is_array()) return wrong_type(key, "an array of tools", v);
+    r.has_tools = true;  // read with the schema's order kept, once every field is read (read_tools)
+  } else if (key == "parallel_tool_calls" && chat) {
+    if (!v.is_boolean()) return wrong_type(key, "a boolean", v);
+    r.parallel_tool_calls = v.get<bool>();
   } else if (key == "response_format") {
     return parse_response_format(v, r);
   } else if (key == "repetition_penalty") {
@@ -444,7 +497,11 @@ ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view bo
     if (value.is_null()) continue;  // null means "not given"
     KVS_API_TRY(parse_field(key, value, limits, r));
   }
-  if (r.has_json_schema) KVS_API_TRY(compile_json_schema(body, r));
+  if (r.has_json_schema || r.has_tools) {  // read again keeping keys in order (json sorts them)
+    const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (r.has_json_schema) KVS_API_TRY(compile_json_schema(ordered, r));
+    if (r.has_tools) KVS_API_TRY(read_tools(ordered, r));
+  }
   if (r.max_tokens && *r.max_tokens > limits.context_length && !(r.kv_policy && r.kv_policy->evicts()))
     return max_tokens_error(r.max_tokens_key, doc[r.max_tokens_key], limits);
   const bool chat = endpoint == Endpoint::kChatCompletions;

@@ -9,9 +9,10 @@
 // OpenAI's frequency_penalty and presence_penalty (-2..2) and logit_bias (token id -> -100..100) go to the sampler;
 // logprobs (chat: a boolean with top_logprobs 0-20; completions: 0-5 alternatives, with echo the prompt's too).
 // response_format json_object (JSON mode: the output is one JSON object, engine/request.h) and json_schema (structured
-// outputs: an instance of the schema, grammar/json_schema.h; unsupported keywords are a 400). Accepted only at their
-// neutral value (else 400): suffix "", tools []. Ignored: user, metadata, store, service_tier, parallel_tool_calls. Any
-// other field is rejected as unrecognized, as OpenAI does.
+// outputs: an instance of the schema, grammar/json_schema.h; unsupported keywords are a 400). Chat's tools,
+// tool_choice and parallel_tool_calls (server/tool_calls.h), with assistant tool_calls and tool messages in the
+// history. Accepted only at their neutral value (else 400): suffix "", functions []. Ignored: user, metadata, store,
+// service_tier, function_call. Any other field is rejected as unrecognized, as OpenAI does.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include "kv/policies/kv_policy.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
+#include "server/tool_calls.h"
 
 namespace kvs::server {
 
@@ -71,6 +73,9 @@ struct ApiRequest {
   bool json_object = false;            // response_format json_object: the output is one JSON object
   bool has_json_schema = false;        // response_format json_schema: the output is an instance of json_schema
   std::shared_ptr<const JsonSchema> json_schema;
+  bool has_tools = false;  // chat: tools or tool_choice given
+  bool parallel_tool_calls = true;
+  std::shared_ptr<const ToolRequest> tools;  // chat with tools: what the template renders and the output may call
 };
 
 ApiExpected<ApiRequest> parse_api_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);

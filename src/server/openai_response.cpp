@@ -36,7 +36,10 @@ json full_response(const ResponseMeta& meta, std::span<const Choice> choices, co
     json choice = {
         {"index", i}, {"finish_reason", std::string(choices[i].finish_reason)}, {"logprobs", choices[i].logprobs}};
     if (is_chat(meta)) {
-      choice["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      const bool calls = choices[i].tool_calls.is_array() && !choices[i].tool_calls.empty();
+      choice["message"] = {{"role", "assistant"},
+                           {"content", calls && choices[i].text.empty() ? json(nullptr) : json(choices[i].text)}};
+      if (calls) choice["message"]["tool_calls"] = choices[i].tool_calls;
     } else {
       choice["text"] = choices[i].text;
     }
@@ -59,6 +62,20 @@ json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& tex
     choice["text"] = text;
   }
   body["choices"] = json::array({std::move(choice)});
+  if (include_usage) body["usage"] = nullptr;
+  return body;
+}
+
+json tool_calls_chunk(const ResponseMeta& meta, size_t index, const json& calls, bool include_usage) {
+  json body = envelope(meta, /*chunk=*/true);
+  json deltas = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = calls[i];
+    call["index"] = i;
+    deltas.push_back(std::move(call));
+  }
+  body["choices"] = json::array(
+      {{{"index", index}, {"delta", {{"tool_calls", deltas}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
   if (include_usage) body["usage"] = nullptr;
   return body;
 }

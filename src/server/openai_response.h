@@ -31,7 +31,8 @@ struct ResponseMeta {
 struct Choice {
   std::string text;
   std::string_view finish_reason;
-  nlohmann::json logprobs = nullptr;  // server/logprobs_json.h's object, or null
+  nlohmann::json logprobs = nullptr;    // server/logprobs_json.h's object, or null
+  nlohmann::json tool_calls = nullptr;  // chat: message.tool_calls (then an empty text is a null content), or null
 };
 
 // The whole response; choice i gets index i.
@@ -43,6 +44,10 @@ nlohmann::json full_response(const ResponseMeta& meta, std::span<const Choice> c
 nlohmann::json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text, bool first,
                             std::optional<std::string_view> finish_reason, bool include_usage,
                             const nlohmann::json& logprobs = nullptr);
+// A chat chunk whose delta holds `calls` (message.tool_calls' items) as OpenAI streams them: each with its index,
+// id, type, and function name and arguments.
+nlohmann::json tool_calls_chunk(const ResponseMeta& meta, size_t index, const nlohmann::json& calls,
+                                bool include_usage);
 // The final chunk of stream_options.include_usage: no choices, only usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 

@@ -17,6 +17,10 @@ ResponsePump::ResponsePump(std::shared_ptr<RequestStream> stream, CloseHook on_c
     for (Sample& s : samples_)
       s.logprobs.emplace(*options_.logprobs_tokenizer, meta_.endpoint, options_.prompt_text_bytes);
   }
+  if (options_.tools) {
+    for (Sample& s : samples_) s.tool_stream.emplace(*options_.tools);
+    call_ids_.emplace(options_.tool_call_id_seed, options_.nine_character_call_ids);
+  }
   KVS_ASSERT(options_.num_choices >= 1 && options_.num_choices <= options_.num_samples &&
                  (!options_.stream || options_.num_choices == options_.num_samples),
              "{} choices of {} samples (stream {})", options_.num_choices, options_.num_samples, options_.stream);
@@ -75,30 +79,51 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
     }
     if (!output.logprobs.empty()) logprobs = sample.logprobs->add(output.logprobs);
   }
+  const std::string text = sample.tool_stream ? sample.tool_stream->push(output.text) : output.text;
   if (options_.stream) {
-    if (!output.text.empty() || !logprobs.is_null()) {
-      out += sse_event(stream_chunk(meta_, output.sample, output.text, /*first=*/false, std::nullopt,
-                                    options_.include_usage, logprobs));
+    if (!text.empty() || !logprobs.is_null()) {
+      out += sse_event(
+          stream_chunk(meta_, output.sample, text, /*first=*/false, std::nullopt, options_.include_usage, logprobs));
     }
   } else {
-    sample.text += output.text;
+    sample.text += text;
   }
   if (!output.finished || sample.finished) return;
   sample.finished = true;
   sample.reason = output.finish_reason;
+  if (sample.tool_stream) finish_tool_calls(output.sample, sample, out);
   const size_t drawn = output.completion_tokens + (output.finish_reason == FinishReason::kEos ? 1 : 0);
   sample.mean_logprob = drawn == 0 ? 0.0 : output.cumulative_logprob / static_cast<double>(drawn);
   usage_.completion_tokens += output.completion_tokens;
   usage_.prompt_tokens = output.prompt_tokens;
   if (output.sample == 0) usage_.cached_tokens = output.cached_tokens;
   if (options_.stream) {
-    out += sse_event(stream_chunk(meta_, output.sample, "", /*first=*/false, finish_reason_name(sample.reason),
-                                  options_.include_usage));
+    out +=
+        sse_event(stream_chunk(meta_, output.sample, "", /*first=*/false, finish_name(sample), options_.include_usage));
   }
   if (++num_finished_ == samples_.size()) {
     finished_ = true;
     finish_body(out);
   }
+}
+
+void ResponsePump::finish_tool_calls(size_t index, Sample& sample, std::string& out) {
+  ToolCallOutput read = sample.tool_stream->finish(*call_ids_);
+  if (read.content) {
+    if (options_.stream) {
+      out +=
+          sse_event(stream_chunk(meta_, index, *read.content, /*first=*/false, std::nullopt, options_.include_usage));
+    } else {
+      sample.text += *read.content;
+    }
+  }
+  if (read.tool_calls.empty()) return;
+  sample.tool_calls = std::move(read.tool_calls);
+  if (options_.stream) out += sse_event(tool_calls_chunk(meta_, index, sample.tool_calls, options_.include_usage));
+}
+
+std::string_view ResponsePump::finish_name(const Sample& sample) {
+  return sample.tool_calls.is_array() ? "tool_calls" : finish_reason_name(sample.reason);
 }
 
 std::vector<Choice> ResponsePump::choices() const {
@@ -112,8 +137,9 @@ std::vector<Choice> ResponsePump::choices() const {
   for (size_t i = 0; i < options_.num_choices; ++i) {
     const Sample& s = samples_[order[i]];
     out.push_back({.text = s.text,
-                   .finish_reason = finish_reason_name(s.reason),
-                   .logprobs = s.logprobs ? s.logprobs->all() : nlohmann::json(nullptr)});
+                   .finish_reason = finish_name(s),
+                   .logprobs = s.logprobs ? s.logprobs->all() : nlohmann::json(nullptr),
+                   .tool_calls = s.tool_calls});
   }
   return out;
 }

@@ -8,6 +8,8 @@
 //                   samples than choices (best_of > n), the choices are the samples with the highest
 //                   log-probability per generated token (EOS included), best first.
 // Usage: the prompt once, the completion tokens of every sample (the discarded ones too, as OpenAI bills).
+// With tools (chat), text that may be a call is held back; a finished sample's calls become message.tool_calls
+// (stream: one delta per call with its id, name and arguments) and its finish reason "tool_calls".
 // A failed write means the client is gone. Destroying the pump before the request finished
 // cancels it, so the engine frees its KV blocks (RAII: no cancel call to forget).
 #pragma once
@@ -22,6 +24,7 @@
 #include "engine/engine_loop.h"
 #include "server/logprobs_json.h"
 #include "server/openai_response.h"
+#include "server/tool_calls.h"
 
 namespace kvs::server {
 
@@ -38,6 +41,10 @@ struct PumpOptions {
   const Tokenizer* logprobs_tokenizer = nullptr;
   size_t prompt_text_bytes = 0;           // completions: text_offset counts from the prompt's start (OpenAI's)
   std::vector<TokenId> echo_prompt = {};  // with echo and logprobs: the prompt's tokens
+  // Chat with tools: the output is read back into tool_calls (server/tool_calls.h), streamed as OpenAI streams them.
+  std::shared_ptr<const ToolRequest> tools = {};
+  uint64_t tool_call_id_seed = 0;
+  bool nine_character_call_ids = false;
 };
 
 class ResponsePump {
@@ -65,7 +72,12 @@ class ResponsePump {
     FinishReason reason = FinishReason::kLength;
     double mean_logprob = 0.0;  // per generated token, when finished
     std::optional<ChoiceLogprobs> logprobs;
+    std::optional<ToolCallStream> tool_stream;  // with tools
+    nlohmann::json tool_calls = nullptr;        // read when finished
   };
+  // With tools: the finished sample's held-back text read into calls (stream: their chunks appended to `out`).
+  void finish_tool_calls(size_t index, Sample& sample, std::string& out);
+  static std::string_view finish_name(const Sample& sample);  // "tool_calls" when it made calls
   // Appends the body bytes for one engine output to `out` (stream mode) or collects it.
   void on_output(const RequestOutput& output, std::string& out);
   void finish_body(std::string& out);
@@ -82,6 +94,7 @@ class ResponsePump {
   std::vector<Sample> samples_;
   size_t num_finished_ = 0;
   Status error_;  // an engine error ends the response
+  std::optional<ToolCallIds> call_ids_;
   std::chrono::steady_clock::time_point last_write_;
 };
 

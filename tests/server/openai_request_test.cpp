@@ -156,6 +156,38 @@ TEST(OpenAiRequest, ChatMessages) {
   expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"prompt":"x"})"), "prompt", "Unrecognized");
 }
 
+// Tools: the request's tools and choice (server/tool_calls.h), a history with an assistant's calls (arguments
+// parsed for the template) and the tool's answer.
+TEST(OpenAiRequest, ToolsAndToolMessages) {
+  auto r = chat(R"({"messages":[{"role":"user","content":"Weather?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"zeta\": 1, \"alpha\": 2}"}}]},
+    {"role":"tool","tool_call_id":"c1","content":"sunny"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+    "tool_choice":"required","parallel_tool_calls":false})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_NE(r->tools, nullptr);
+  EXPECT_EQ(r->tools->choice, ToolChoice::kRequired);
+  EXPECT_FALSE(r->tools->parallel);
+  EXPECT_NE(r->tools->forced, nullptr);
+  ASSERT_EQ(r->messages.size(), 3u);
+  EXPECT_TRUE(r->messages[1].null_content);
+  const auto& arguments = r->messages[1].tool_calls[0]["function"]["arguments"];
+  ASSERT_TRUE(arguments.is_object()) << "parsed for the template";
+  EXPECT_EQ(arguments.dump(), R"({"zeta":1,"alpha":2})") << "in the order written";
+  EXPECT_EQ(r->messages[2].role, "tool");
+  EXPECT_EQ(r->messages[2].tool_call_id, "c1");
+  expect_error(chat(R"({"messages":[{"role":"tool","content":"x"}]})"), "messages[0].tool_call_id", "string");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x","tool_calls":[{"id":"a"}]}]})"),
+               "messages[0].tool_calls", "only assistant");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":{}})"), "tools", "array");
+  expect_error(
+      chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+                        "tool_choice":"required","response_format":{"type":"json_object"}})"),
+      "tool_choice", "does not combine");
+  expect_error(completion(R"({"prompt":"x","tools":[]})"), "tools", "Unrecognized");
+}
+
 TEST(OpenAiRequest, BadJsonAndBadTypes) {
   expect_error(completion("{\"prompt\": "), "", "not valid JSON");
   expect_error(completion("[1,2]"), "", "must be a JSON object");
@@ -191,7 +223,9 @@ TEST(OpenAiRequest, RangesAndUnsupportedValues) {
   expect_error(completion(R"({"prompt":"x","logit_bias":{"5":-101}})"), "logit_bias.5", "between -100 and 100");
   expect_error(completion(R"({"prompt":"x","logit_bias":[5]})"), "logit_bias", "must be an object");
   expect_error(completion(R"({"prompt":"x","suffix":"end"})"), "suffix", "not supported");
-  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"), "tools",
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
+               "tools[0].function", "must be an object");
+  expect_error(chat(R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})"), "functions",
                "not supported");
   expect_error(completion(R"({"prompt":"x","stream_options":{"include_usage":true}})"), "stream_options",
                "only allowed when 'stream' is true");
