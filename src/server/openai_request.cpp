@@ -5,82 +5,13 @@
 #include <cmath>
 #include <limits>
 
+#include "server/chat_messages.h"
+#include "server/request_fields.h"
+
 namespace kvs::server {
 namespace {
 
 using nlohmann::json;
-using MaybeError = std::optional<ApiError>;
-
-#define KVS_API_TRY(expr)                   \
-  do {                                      \
-    if (MaybeError e_ = (expr)) return *e_; \
-  } while (0)
-
-std::string type_name(const json& v) {
-  if (v.is_boolean()) return "boolean";
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number()) return "number";
-  if (v.is_string()) return "string";
-  if (v.is_array()) return "array";
-  if (v.is_object()) return "object";
-  return "null";
-}
-
-// Shortens a value for an error message.
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
-ApiError wrong_type(const std::string& param, const char* expected, const json& v) {
-  return ApiError::invalid(param, fmt::format("'{}' must be {}, got {} {}", param, expected, type_name(v), shown(v)),
-                           "invalid_type");
-}
-
-MaybeError read_number(const json& v, const std::string& param, double lo, double hi, double& out) {
-  if (!v.is_number()) return wrong_type(param, "a number", v);
-  const double x = v.get<double>();
-  if (!(x >= lo && x <= hi)) {
-    return ApiError::invalid(param, fmt::format("'{}' must be between {} and {}, got {}", param, lo, hi, shown(v)));
-  }
-  out = x;
-  return std::nullopt;
-}
-
-MaybeError read_int(const json& v, const std::string& param, int64_t lo, int64_t hi, int64_t& out) {
-  const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
-                              std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e18;
-  if (!v.is_number_integer() && !integral_float) return wrong_type(param, "an integer", v);
-  int64_t x = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                       : static_cast<int64_t>(u);
-  } else {
-    x = integral_float ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
-  }
-  if (x < lo || x > hi) {
-    return ApiError::invalid(param, fmt::format("'{}' must be between {} and {}, got {}", param, lo, hi, shown(v)));
-  }
-  out = x;
-  return std::nullopt;
-}
-
-MaybeError read_bool(const json& v, const std::string& param, bool& out) {
-  if (!v.is_boolean()) return wrong_type(param, "a boolean", v);
-  out = v.get<bool>();
-  return std::nullopt;
-}
-
-MaybeError read_string(const json& v, const std::string& param, std::string& out) {
-  if (!v.is_string()) return wrong_type(param, "a string", v);
-  out = v.get<std::string>();
-  return std::nullopt;
-}
-
-ApiError unsupported(const std::string& param, const std::string& what) {
-  return ApiError::invalid(param, fmt::format("'{}' {} is not supported by this server", param, what), "unsupported");
-}
 
 MaybeError parse_stop(const json& v, const RequestLimits& limits, std::vector<std::string>& out) {
   std::vector<json> items = v.is_array() ? v.get<std::vector<json>>() : std::vector<json>{v};
@@ -129,83 +60,6 @@ MaybeError parse_prompt(const json& v, const RequestLimits& limits, ApiRequest& 
     return parse_token_ids(v[0], limits, r.prompt_tokens);
   }
   return wrong_type("prompt", "a string, a token id array or a one-item list", v[0]);
-}
-
-MaybeError parse_content(const json& v, const std::string& param, std::string& out) {
-  if (v.is_string()) {
-    out = v.get<std::string>();
-    return std::nullopt;
-  }
-  if (!v.is_array()) return wrong_type(param, "a string or an array of text parts", v);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& part = v[i];
-    const std::string part_param = fmt::format("{}[{}]", param, i);
-    if (!part.is_object() || !part.contains("type")) return wrong_type(part_param, "a content part object", part);
-    if (part["type"] != "text") {
-      return unsupported(part_param + ".type", fmt::format("{} (only text content parts)", shown(part["type"])));
-    }
-    std::string text;
-    KVS_API_TRY(read_string(part.value("text", json()), part_param + ".text", text));
-    out += text;
-  }
-  return std::nullopt;
-}
-
-// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments: "<JSON text>"}}]. The
-// arguments go to the chat template as an object when they parse as one (templates write them with tojson).
-MaybeError parse_tool_calls(const json& v, const std::string& param, ChatMessage& message) {
-  if (!v.is_array()) return wrong_type(param, "an array of tool calls", v);
-  message.tool_calls = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& call = v[i];
-    const std::string at = fmt::format("{}[{}]", param, i);
-    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
-      return wrong_type(at, "a tool call {id, type, function: {name, arguments}}", call);
-    std::string id, name, arguments;
-    KVS_API_TRY(read_string(call.value("id", json()), at + ".id", id));
-    KVS_API_TRY(read_string(call["function"].value("name", json()), at + ".function.name", name));
-    KVS_API_TRY(read_string(call["function"].value("arguments", json()), at + ".function.arguments", arguments));
-    const auto parsed = nlohmann::ordered_json::parse(arguments, nullptr, /*allow_exceptions=*/false);
-    const nlohmann::ordered_json args = parsed.is_object() ? parsed : nlohmann::ordered_json(arguments);
-    message.tool_calls.push_back(
-        {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}});
-  }
-  return std::nullopt;
-}
-
-MaybeError parse_messages(const json& v, ApiRequest& r) {
-  if (!v.is_array()) return wrong_type("messages", "an array of messages", v);
-  if (v.empty()) return ApiError::invalid("messages", "'messages' must hold at least one message");
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& m = v[i];
-    const std::string param = fmt::format("messages[{}]", i);
-    if (!m.is_object()) return wrong_type(param, "an object", m);
-    ChatMessage message;
-    KVS_API_TRY(read_string(m.value("role", json()), param + ".role", message.role));
-    if (message.role == "developer") message.role = "system";
-    if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {
-      return ApiError::invalid(param + ".role", fmt::format("'{}.role' must be system, developer, user, assistant or "
-                                                            "tool, got \"{}\"",
-                                                            param, message.role));
-    }
-    const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty();
-    if (calls) {
-      if (message.role != "assistant")
-        return unsupported(param + ".tool_calls", "(only assistant messages make calls)");
-      KVS_API_TRY(parse_tool_calls(m["tool_calls"], param + ".tool_calls", message));
-    }
-    if (message.role == "tool") {
-      KVS_API_TRY(read_string(m.value("tool_call_id", json()), param + ".tool_call_id", message.tool_call_id));
-      if (m.contains("name") && m["name"].is_string()) message.name = m["name"].get<std::string>();
-    }
-    if (calls && m.value("content", json()).is_null()) {
-      message.null_content = true;
-    } else {
-      KVS_API_TRY(parse_content(m.value("content", json()), param + ".content", message.content));
-    }
-    r.messages.push_back(std::move(message));
-  }
-  return std::nullopt;
 }
 
 // logit_bias: {"token id": bias}, ids below the vocabulary size, biases in [-100, 100].
@@ -363,7 +217,7 @@ MaybeError parse_field(const std::string& key, const json& v, const RequestLimit
   int64_t integer = 0;
   if (key == "model") return read_string(v, key, r.model);
   if (key == "prompt" && !chat) return parse_prompt(v, limits, r);
-  if (key == "messages" && chat) return parse_messages(v, r);
+  if (key == "messages" && chat) return parse_messages(v, r.messages);
   if (key == "max_tokens" || (key == "max_completion_tokens" && chat)) {
     // At most the context, unless an eviction policy bounds the cache (checked once every field is read).
     if (v.is_number() && !(v.get<double>() >= 1)) return max_tokens_error(key, v, limits);

@@ -421,3 +421,65 @@ test('response_format json_schema: unsupported keywords and too small budgets ar
     return true;
   });
 });
+
+const ADD_TOOL = {
+  type: 'function',
+  function: {
+    name: 'add',
+    description: 'Add two integers',
+    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } }, required: ['a', 'b'],
+                  additionalProperties: false },
+  },
+};
+
+test('tools: a required call comes back as tool_calls valid for the function, whole and streamed, and the round trip runs', async () => {
+  const validate = new Ajv2020({ strict: false }).compile(ADD_TOOL.function.parameters);
+  const messages = [{ role: 'user', content: 'What is 2 + 3?' }];
+  const request = { model: 'stories260K', messages, tools: [ADD_TOOL], tool_choice: 'required', max_tokens: 60, seed: 5 };
+  const r = await client.chat.completions.create(request);
+  const choice = r.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.content, null);
+  assert.ok(choice.message.tool_calls.length >= 1);
+  for (const call of choice.message.tool_calls) {
+    assert.equal(call.type, 'function');
+    assert.equal(call.function.name, 'add');
+    assert.match(call.id, /^call_[A-Za-z0-9]{24}$/);
+    const args = JSON.parse(call.function.arguments);
+    assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+  }
+  // Streamed: the deltas the client assembles name the same calls (ids are new).
+  const calls = [];
+  let finish = null;
+  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    for (const d of c.delta?.tool_calls ?? []) {
+      calls[d.index] ??= { id: '', name: '', arguments: '' };
+      calls[d.index].id += d.id ?? '';
+      calls[d.index].name += d.function?.name ?? '';
+      calls[d.index].arguments += d.function?.arguments ?? '';
+    }
+    finish = c.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.deepEqual(calls.map((c) => [c.name, c.arguments]),
+    choice.message.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  // A named choice: the function's arguments.
+  const named = await client.chat.completions.create({
+    ...request, tool_choice: { type: 'function', function: { name: 'add' } }, seed: 9,
+  });
+  assert.equal(named.choices[0].message.tool_calls[0].function.name, 'add');
+  assert.ok(validate(JSON.parse(named.choices[0].message.tool_calls[0].function.arguments)));
+  // The round trip: the call and its result go back; the model answers (tool_choice none: text).
+  const call = choice.message.tool_calls[0];
+  const answer = await client.chat.completions.create({
+    model: 'stories260K', max_tokens: 8, seed: 1, tools: [ADD_TOOL], tool_choice: 'none',
+    messages: [...messages, choice.message, { role: 'tool', tool_call_id: call.id, content: '5' }],
+  });
+  assert.equal(typeof answer.choices[0].message.content, 'string');
+  assert.equal(answer.choices[0].message.tool_calls, undefined);
+  // Errors name the field.
+  await assert.rejects(client.chat.completions.create({ ...request, tool_choice: { type: 'function', function: { name: 'mul' } } }),
+    (e) => e.status === 400 && e.param === 'tool_choice.function.name');
+});
