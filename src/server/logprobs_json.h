@@ -33,7 +33,8 @@ class ChoiceLogprobs {
 
  private:
   // One token: its text and (null: a first prompt token, which has none) its entry.
-  void append(nlohmann::json& into, const std::string& text, const TokenLogprob* entry);
+  // leading: the token is the first piece of the prompt's text (its alternatives lose a dummy-prefix space too).
+  void append(nlohmann::json& into, const std::string& text, const TokenLogprob* entry, bool leading);
   nlohmann::json empty() const;
 
   const Tokenizer& tokenizer_;

@@ -36,8 +36,10 @@ ResponsePump::Progress ResponsePump::pump(const ByteSink& write) {
   if (!started_) {
     started_ = true;
     const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
+    // Completions streaming an echo with logprobs: the echo waits for its tokens' logprobs (one chunk, as OpenAI's).
+    const bool echo_waits = options_.stream && !options_.echo_prompt.empty();
     for (size_t i = 0; i < samples_.size(); ++i) {
-      if (options_.stream && (chat || !options_.echo_text.empty())) {
+      if (options_.stream && !echo_waits && (chat || !options_.echo_text.empty())) {
         out +=
             sse_event(stream_chunk(meta_, i, options_.echo_text, /*first=*/true, std::nullopt, options_.include_usage));
       } else if (!options_.stream) {
@@ -72,9 +74,9 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
   if (sample.logprobs) {
     if (!options_.echo_prompt.empty() && !output.prompt_logprobs.empty()) {
       sample.logprobs->add_prompt(options_.echo_prompt, output.prompt_logprobs);
-      if (options_.stream) {  // the echoed text went first; its tokens' logprobs come as they are known
-        out += sse_event(stream_chunk(meta_, output.sample, "", /*first=*/false, std::nullopt, options_.include_usage,
-                                      sample.logprobs->all()));
+      if (options_.stream) {  // the echoed text with its tokens' logprobs
+        out += sse_event(stream_chunk(meta_, output.sample, options_.echo_text, /*first=*/true, std::nullopt,
+                                      options_.include_usage, sample.logprobs->all()));
       }
     }
     if (!output.logprobs.empty()) logprobs = sample.logprobs->add(output.logprobs);

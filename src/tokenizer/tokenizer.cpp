@@ -40,16 +40,22 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_bos, bool
 
 std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   std::string text;
-  bool first = impl_->strips_leading_space();
+  bool first = true;  // until the first piece that is not empty
   for (const TokenId id : ids) {
     std::string piece = token_bytes(id);
     if (first && !piece.empty()) {
-      if (piece.front() == ' ') piece.erase(0, 1);
+      piece = leading_piece_bytes(id);
       first = false;
     }
     text += piece;
   }
   return text;
+}
+
+std::string Tokenizer::leading_piece_bytes(TokenId id) const {
+  std::string piece = token_bytes(id);
+  if (impl_->strips_leading_space() && !piece.empty() && piece.front() == ' ') piece.erase(0, 1);
+  return piece;
 }
 
 std::string Tokenizer::token_bytes(TokenId id) const { return impl_->contains(id) ? impl_->piece(id) : std::string(); }

@@ -41,6 +41,8 @@ class Tokenizer {
   std::string_view token_text(TokenId id) const;  // the vocabulary entry as stored ("" if out of range)
   // Whether decode drops the first piece's leading space (SentencePiece dummy prefix).
   bool strips_leading_space() const;
+  // token_bytes as the first piece of a decoded text: without its one leading space when strips_leading_space().
+  std::string leading_piece_bytes(TokenId id) const;
   const Vocab& vocab() const;
 
   size_t vocab_size() const;

@@ -285,6 +285,18 @@ test('completions: echo with logprobs scores a prompt as the generation scored t
     const b = s.token_logprobs[promptTokens + i];
     assert.ok(Math.abs(a - b) < 1e-4, `token ${i} '${g.tokens[i]}': generated ${a}, scored in the prompt ${b}`);
   }
+  // The text's first piece is written without the dummy-prefix space, and so are its alternatives.
+  assert.ok(!s.tokens[1].startsWith(' '));
+  assert.ok(Object.keys(s.top_logprobs[1]).every((k) => !k.startsWith(' ')), JSON.stringify(s.top_logprobs[1]));
+  // Streamed: the first chunk holds the echo and its tokens' logprobs (as OpenAI's); the chunks add up to the whole.
+  const chunks = [];
+  for await (const chunk of await client.completions.create({
+    model: 'stories260K', prompt: text, max_tokens: 1, temperature: 0, logprobs: 2, echo: true, stream: true,
+  })) chunks.push(chunk.choices[0]);
+  assert.equal(chunks[0].text, text);
+  assert.equal(chunks[0].logprobs.tokens.join(''), text);
+  assert.deepEqual(chunks.flatMap((c) => c.logprobs?.tokens ?? []), s.tokens);
+  assert.equal(chunks.map((c) => c.text).join(''), scored.choices[0].text);
 });
 
 test('frequency and presence penalties change the greedy choice as OpenAI\'s formula says', async () => {
