@@ -64,6 +64,10 @@ bool SchemaMachine::whitespace(Thread& t) const {
   return true;
 }
 
+void SchemaMachine::skip_whitespace(Thread t) {
+  if (whitespace(t)) add(std::move(t));
+}
+
 void SchemaMachine::value_ended(Thread& t) const {
   --t.depth;
   t.whitespace = 0;
@@ -103,7 +107,7 @@ size_t SchemaMachine::property_completion(const JsonSchema::Node& object, uint64
 
 void SchemaMachine::step(Thread t, uint8_t c) {
   if (t.done) {
-    if (is_whitespace(c) && whitespace(t)) add(std::move(t));
+    if (is_whitespace(c)) skip_whitespace(std::move(t));
     return;
   }
   Frame& f = t.frames[t.depth - 1];
@@ -118,10 +122,7 @@ void SchemaMachine::step(Thread t, uint8_t c) {
   };
   switch (f.phase) {
     case Phase::kStart:
-      if (is_whitespace(c)) {
-        if (whitespace(t)) add(std::move(t));
-        return;
-      }
+      if (is_whitespace(c)) return skip_whitespace(std::move(t));
       start(std::move(t), c, 0);
       return;
     case Phase::kIn:
@@ -173,32 +174,22 @@ void SchemaMachine::step(Thread t, uint8_t c) {
     case Phase::kOpen:
     case Phase::kComma:
     case Phase::kAfter:
-      if (is_whitespace(c)) {
-        if (whitespace(t)) add(std::move(t));
+      if (is_whitespace(c)) return skip_whitespace(std::move(t));
+      if (node.kind == Kind::kObject && c == '"' && f.phase != Phase::kAfter) {
+        key_start(allowed_properties(node, f.count));
         return;
       }
-      if (node.kind == Kind::kArray) {
-        if (c == ',' && f.count < node.max_items) {
-          f.phase = Phase::kArrayNext;
-        } else if (c == ']' && f.count >= node.min_items) {
+      {  // (arrays are here only after a value: kAfter)
+        const bool array = node.kind == Kind::kArray;
+        const bool more = array ? f.count < node.max_items : allowed_properties(node, f.count) != 0;
+        const bool may_close = array ? f.count >= node.min_items : node.required_tail[f.count] == 0;
+        if (c == ',' && f.phase == Phase::kAfter && more) {
+          f.phase = array ? Phase::kArrayNext : Phase::kComma;
+        } else if (c == (array ? ']' : '}') && f.phase != Phase::kComma && may_close) {
           value_ended(t);
         } else {
           return;
         }
-        t.whitespace = 0;
-        add(std::move(t));
-        return;
-      }
-      if (c == '"' && f.phase != Phase::kAfter) {
-        key_start(allowed_properties(node, f.count));
-        return;
-      }
-      if (c == ',' && f.phase == Phase::kAfter && allowed_properties(node, f.count) != 0) {
-        f.phase = Phase::kComma;
-      } else if (c == '}' && f.phase != Phase::kComma && node.required_tail[f.count] == 0) {
-        value_ended(t);
-      } else {
-        return;
       }
       t.whitespace = 0;
       add(std::move(t));
@@ -219,10 +210,7 @@ void SchemaMachine::step(Thread t, uint8_t c) {
       return;
     }
     case Phase::kColon:
-      if (is_whitespace(c)) {
-        if (whitespace(t)) add(std::move(t));
-        return;
-      }
+      if (is_whitespace(c)) return skip_whitespace(std::move(t));
       if (c != ':') return;
       t.whitespace = 0;
       f.phase = Phase::kValue;
@@ -230,10 +218,7 @@ void SchemaMachine::step(Thread t, uint8_t c) {
       return;
     case Phase::kArrayOpen:
     case Phase::kArrayNext:
-      if (is_whitespace(c)) {
-        if (whitespace(t)) add(std::move(t));
-        return;
-      }
+      if (is_whitespace(c)) return skip_whitespace(std::move(t));
       if (f.phase == Phase::kArrayOpen && c == ']') {
         if (node.min_items > 0) return;
         t.whitespace = 0;

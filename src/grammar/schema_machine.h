@@ -77,7 +77,8 @@ class SchemaMachine {
   void step(Thread t, uint8_t c);                   // appends the threads that read c to threads_
   void start(Thread t, uint8_t c, int expansions);  // the top frame (kStart) reads its first byte (forks at anyOf)
   void value_ended(Thread& t) const;
-  bool whitespace(Thread& t) const;
+  bool whitespace(Thread& t) const;  // counts a whitespace byte; false past the run limit
+  void skip_whitespace(Thread t);    // adds t having read a whitespace byte, if the run allows
   uint64_t allowed_properties(const JsonSchema::Node& object, uint32_t next) const;
   size_t property_completion(const JsonSchema::Node& object, uint64_t candidates, size_t key_bytes_read) const;
   size_t thread_completion(const Thread& t) const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/utf8.h"
 #include "template/value.h"
 
 namespace kvs::jinja {
@@ -13,24 +14,6 @@ namespace {
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 class Lexer {
  public:
@@ -263,7 +246,9 @@ class Lexer {
           const std::string hex(src_.substr(pos_, n));
           if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
             fail(fmt::format("a bad escape '\\{}{}' in a string literal", e, hex));
-          append_utf8(value, static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
+          const auto code_point = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+          if (code_point > 0x10ffff) fail(fmt::format("the escape '\\{}{}' is past U+10FFFF", e, hex));
+          utf8::append(value, code_point);
           pos_ += n;
           break;
         }

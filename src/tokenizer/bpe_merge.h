@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace kvs {
 

@@ -4,11 +4,11 @@
 // (ties: leftmost) until no pair is in tokenizer.ggml.merges.
 #include <unordered_map>
 
+#include "core/utf8.h"
 #include "tokenizer/bpe_merge.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace kvs {
 namespace {

@@ -1,6 +1,6 @@
 #include "tokenizer/pretokenizer.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace kvs {
 

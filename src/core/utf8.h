@@ -1,5 +1,5 @@
-// UTF-8 helpers shared by the tokenizers and the streaming decoder. Decoding is strict (RFC 3629:
-// no overlong forms, no surrogates, nothing above U+10FFFF) but never fails: ill-formed bytes come
+// UTF-8 helpers shared by the tokenizers, the streaming decoder and the chat-template lexer. Decoding is strict
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF) but never fails: ill-formed bytes come
 // back as an invalid unit, so callers can keep the raw bytes or replace them.
 #pragma once
 
