@@ -15,6 +15,8 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+constexpr int kMaxBrackets = 200;  // the parser recurses per bracket: bounded, as the template is untrusted
+
 class Lexer {
  public:
   // Newlines are normalized to '\n' and one at the very end is dropped, as Jinja does (keep_trailing_newline off).
@@ -178,7 +180,8 @@ class Lexer {
         for (const char* two : kTwo)
           if (src_.substr(pos_, 2) == two) op = two;
         if (op.size() == 1 && !std::strchr("+-*/%~<>=()[]{},.:|", c)) fail(fmt::format("unexpected character '{}'", c));
-        if (op == "(" || op == "[" || op == "{") ++depth;
+        if ((op == "(" || op == "[" || op == "{") && ++depth > kMaxBrackets)
+          fail(fmt::format("brackets nest deeper than {}", kMaxBrackets));
         if ((op == ")" || op == "]" || op == "}") && depth > 0) --depth;
         pos_ += op.size();
         tokens_.push_back({Token::Type::kOperator, op, line_});

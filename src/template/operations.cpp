@@ -10,6 +10,8 @@ namespace {
 
 [[noreturn]] void type_error(const std::string& what) { throw TemplateError(what); }
 
+constexpr uint64_t kMaxRepeated = 1 << 24;  // 'x' * n: a template is untrusted input
+
 bool numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
 bool python_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -286,6 +288,9 @@ Value binary_operator(const std::string& op, const Value& a, const Value& b) {
     return Value(std::move(out));
   }
   if (op == "*" && (a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) {
+    const size_t unit = a.is_string() ? a.as_string().size() : a.as_array().size();
+    if (b.as_int() > 0 && unit > 0 && static_cast<uint64_t>(b.as_int()) > kMaxRepeated / unit)
+      type_error(fmt::format("a repetition of more than {} items or bytes", kMaxRepeated));
     if (a.is_string()) {
       std::string out;
       for (int64_t i = 0; i < b.as_int(); ++i) out += a.as_string();

@@ -38,6 +38,7 @@ class Parser : public ExpressionParser {
 
   // Statements and text up to a {% tag %} named in `enders` (left after its name; `ender` says which) or the end.
   Body parse_body(std::initializer_list<std::string_view> enders, std::string& ender) {
+    if (++depth_ > kMaxBlockDepth) fail(fmt::format("blocks nest deeper than {}", kMaxBlockDepth));
     Body body;
     ender.clear();
     while (peek().type != Type::kEnd) {
@@ -57,6 +58,7 @@ class Parser : public ExpressionParser {
         if (peek(1).type == Type::kName && std::find(enders.begin(), enders.end(), peek(1).text) != enders.end()) {
           i_ += 2;
           ender = t_[i_ - 1].text;
+          --depth_;
           return body;
         }
         ++i_;
@@ -172,6 +174,9 @@ class Parser : public ExpressionParser {
       fail(fmt::format("unknown or unsupported tag '{}'", keyword));
     }
   }
+
+  static constexpr int kMaxBlockDepth = 200;  // parse_body recurses per block: bounded, as the template is untrusted
+  int depth_ = 0;
 };
 
 }  // namespace

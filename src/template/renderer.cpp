@@ -19,6 +19,8 @@ struct RaisedError : TemplateError {
   using TemplateError::TemplateError;
 };
 
+constexpr int64_t kMaxRange = 1'000'000;
+
 class Renderer {
  public:
   Renderer(const Object& variables, const RenderOptions& options) : options_(options) {
@@ -62,6 +64,9 @@ class Renderer {
         if (a.positional.size() >= 3) step = a.positional[2].as_int();
       }
       if (step == 0) throw TemplateError("range() arg 3 must not be zero");
+      const int64_t span = step > 0 ? stop - start : start - stop;
+      if (span / (step > 0 ? step : -step) > kMaxRange)
+        throw TemplateError(fmt::format("range() of more than {} items", kMaxRange));
       Array out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
       return Value(std::move(out));
@@ -207,6 +212,8 @@ class Renderer {
   void define_macro(const Node& n) {
     const size_t depth = scopes_.size();  // the macro sees the scopes it was defined in, not its caller's
     scopes_.back()[n.text] = Value(Function([this, &n, depth](const Arguments& a) {
+      if (++macro_depth_ > kMaxMacroDepth)
+        throw TemplateError(fmt::format("macro '{}' calls itself deeper than {} levels", n.text, kMaxMacroDepth));
       std::vector<Scope> saved(scopes_.begin() + static_cast<std::ptrdiff_t>(depth), scopes_.end());
       scopes_.resize(depth);
       scopes_.emplace_back();
@@ -222,6 +229,7 @@ class Renderer {
       line_ = line;
       scopes_.pop_back();
       scopes_.insert(scopes_.end(), saved.begin(), saved.end());
+      --macro_depth_;
       return Value(text);
     }));
   }
@@ -290,7 +298,9 @@ class Renderer {
 
   const RenderOptions& options_;
   std::vector<Scope> scopes_;
-  Value pending_caller_;  // a {% call %} block's body, for the macro it calls
+  Value pending_caller_;                      // a {% call %} block's body, for the macro it calls
+  static constexpr int kMaxMacroDepth = 100;  // a template is untrusted input: recursion is bounded
+  int macro_depth_ = 0;
   size_t line_ = 0;
 };
 

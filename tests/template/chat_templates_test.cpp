@@ -93,7 +93,7 @@ TEST(ChatTemplates, SnippetsRenderAsJinja2Does) {
 // What the subset does not have is refused when the template is parsed, naming it and its line; malformed
 // templates say where.
 TEST(ChatTemplates, UnsupportedOrMalformedTemplatesAreRefusedWithTheirLine) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"a\n{{ x | frobnicate }}", "line 2: the filter 'frobnicate' is not supported"},
       {"{% if x is prime %}{% endif %}", "the test 'prime' is not supported"},
       {"{% include 'other.jinja' %}", "unknown or unsupported tag 'include'"},
@@ -102,10 +102,29 @@ TEST(ChatTemplates, UnsupportedOrMalformedTemplatesAreRefusedWithTheirLine) {
       {"\n\n{% endif %}", "line 3: 'endif' without its opening tag"},
       {"{{ a b }}", "expected '}}', found 'b'"},
   };
+  std::string deep_brackets = "{{ ", deep_blocks;
+  for (int i = 0; i < 300; ++i) deep_brackets += "(";
+  deep_brackets += "1";
+  for (int i = 0; i < 300; ++i) deep_brackets += ")";
+  deep_brackets += " }}";
+  for (int i = 0; i < 300; ++i) deep_blocks += "{% if 1 %}";
+  cases.emplace_back(deep_brackets, "brackets nest deeper than 200");
+  cases.emplace_back(deep_blocks, "blocks nest deeper than 200");
   for (const auto& [source, message] : cases) {
     auto parsed = Template::parse(source);
     ASSERT_FALSE(parsed) << source;
     EXPECT_NE(parsed.status().message().find(message), std::string::npos) << parsed.status().message();
+  }
+  // A template is untrusted input: unbounded recursion and huge repetitions are errors, not crashes.
+  for (const auto& [source, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "deeper than 100 levels"},
+           {"{{ range(10000000000) | length }}", "more than 1000000 items"},
+           {"{{ 'ab' * 100000000000 }}", "repetition of more than"}}) {
+    auto t = Template::parse(source);
+    ASSERT_TRUE(t) << source;
+    auto r = t->render({});
+    ASSERT_FALSE(r) << source;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
   }
   // Errors while rendering name the line too.
   auto t = Template::parse("ok\n{{ 1 + 'a' }}");
