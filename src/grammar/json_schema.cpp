@@ -120,9 +120,13 @@ class SchemaCompiler {
     } catch (const json::exception&) {
       return error(pointer, fmt::format("'$ref' {} is not a JSON pointer", ref.dump()));
     }
-    if (!document_.contains(json_pointer))
-      return error(pointer, fmt::format("'$ref' {} names nothing in the schema", ref.dump()));
-    return compile(document_.at(json_pointer), path);
+    const json* target_schema = nullptr;
+    try {
+      if (document_.contains(json_pointer)) target_schema = &document_.at(json_pointer);
+    } catch (const json::exception&) {  // e.g. a non-number step into an array
+    }
+    if (!target_schema) return error(pointer, fmt::format("'$ref' {} names nothing in the schema", ref.dump()));
+    return compile(*target_schema, path);
   }
 
   Expected<uint32_t> compile_schema(const json& schema, const std::string& pointer) {
@@ -152,6 +156,12 @@ class SchemaCompiler {
       if (!all.is_array() || all.size() != 1 || !constraining("allOf").empty())
         return error(pointer, "'allOf' is supported with one schema and nothing beside it");
       return compile(all[0], pointer + "/allOf/0");
+    }
+    // anyOf beside other constraints means both: not written (the alternatives alone would be followed).
+    if (schema.contains("anyOf")) {
+      if (std::string other = constraining("anyOf"); !other.empty())
+        return error(pointer,
+                     fmt::format("'anyOf' beside '{}' is not supported (move it into the alternatives)", other));
     }
     // A node reached by a $ref may be compiled before it is finished (recursion): its index is reserved first.
     const uint32_t index = add_node(node_of(JsonSchema::Kind::kAny));

@@ -72,7 +72,8 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
   Sample& sample = samples_[output.sample];
   nlohmann::json logprobs = nullptr;  // of this output's tokens
   if (sample.logprobs) {
-    if (!options_.echo_prompt.empty() && !output.prompt_logprobs.empty()) {
+    if (!options_.echo_prompt.empty() && !sample.echo_scored) {  // the first output brings the prompt's logprobs
+      sample.echo_scored = true;
       sample.logprobs->add_prompt(options_.echo_prompt, output.prompt_logprobs);
       if (options_.stream) {  // the echoed text with its tokens' logprobs
         out += sse_event(stream_chunk(meta_, output.sample, options_.echo_text, /*first=*/true, std::nullopt,

@@ -72,6 +72,7 @@ class ResponsePump {
     FinishReason reason = FinishReason::kLength;
     double mean_logprob = 0.0;  // per generated token, when finished
     std::optional<ChoiceLogprobs> logprobs;
+    bool echo_scored = false;                   // with echo and logprobs: the prompt's tokens are listed
     std::optional<ToolCallStream> tool_stream;  // with tools
     nlohmann::json tool_calls = nullptr;        // read when finished
   };

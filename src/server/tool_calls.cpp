@@ -13,6 +13,12 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr std::array<std::string_view, 3> kMarkers = {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"};
 
+// obj[key] when it is a string, else "" (value() would throw on another type: a 500 instead of a 400).
+std::string string_at(const ordered_json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool valid_name(const std::string& name) {
   return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
@@ -118,12 +124,12 @@ ApiExpected<ToolRequest> parse_tool_request(const ordered_json& tools, const ord
   for (size_t i = 0; i < tools.size(); ++i) {
     const ordered_json& tool = tools[i];
     const std::string param = fmt::format("tools[{}]", i);
-    if (!tool.is_object() || tool.value("type", "") != "function")
+    if (!tool.is_object() || string_at(tool, "type") != "function")
       return ApiError::invalid(param + ".type", fmt::format("'{}.type' must be \"function\"", param));
     if (!tool.contains("function") || !tool["function"].is_object())
       return ApiError::invalid(param + ".function", fmt::format("'{}.function' must be an object", param));
     const ordered_json& f = tool["function"];
-    const std::string name = f.value("name", "");
+    const std::string name = string_at(f, "name");
     if (!valid_name(name)) {
       return ApiError::invalid(param + ".function.name",
                                fmt::format("'{}.function.name' must be 1-64 letters, digits, '_' or '-', got {}", param,
@@ -151,7 +157,7 @@ ApiExpected<ToolRequest> parse_tool_request(const ordered_json& tools, const ord
       return ApiError::invalid("tool_choice",
                                fmt::format("'tool_choice' must be none, auto, required or a function, got \"{}\"", c));
     }
-  } else if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("function") &&
+  } else if (choice.is_object() && string_at(choice, "type") == "function" && choice.contains("function") &&
              choice["function"].is_object() && choice["function"].contains("name")) {
     r.choice = ToolChoice::kNamed;
     r.named = choice["function"]["name"].is_string() ? choice["function"]["name"].get<std::string>() : "";

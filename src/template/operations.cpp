@@ -273,7 +273,7 @@ Value binary_operator(const std::string& op, const Value& a, const Value& b) {
       return Value(m != 0 && ((m < 0) != (b.as_float() < 0)) ? m + b.as_float() : m);
     }
     if (op == "**") {
-      if (ints && b.as_int() >= 0) {
+      if (ints && b.as_int() >= 0 && b.as_int() <= 64) {  // (larger powers overflow: a float, as no loop runs long)
         int64_t r = 1;
         for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
         return Value(r);

@@ -112,7 +112,10 @@ class Renderer {
   Flow render(const Node& n, std::string& out) {
     switch (n.kind) {
       case Node::Kind::kText: out += n.text; return Flow::kNormal;
-      case Node::Kind::kOutput: out += eval(*n.expr).str(); return Flow::kNormal;
+      case Node::Kind::kOutput:
+        out += eval(*n.expr).str();
+        if (out.size() > kMaxOutput) throw TemplateError(fmt::format("the output passed {} bytes", kMaxOutput));
+        return Flow::kNormal;
       case Node::Kind::kIf:
         for (const auto& [condition, body] : n.branches)
           if (eval(*condition).truthy()) return render(body, out);
@@ -182,6 +185,8 @@ class Renderer {
       items = std::move(kept);
     }
     const auto count = static_cast<int64_t>(items.size());
+    if ((iterations_ += count) > kMaxIterations)
+      throw TemplateError(fmt::format("the loops ran more than {} times", kMaxIterations));
     for (int64_t i = 0; i < count; ++i) {
       scopes_.back().clear();  // each iteration starts from the enclosing scopes' values, as in Jinja
       assign(n.targets, items[static_cast<size_t>(i)]);
@@ -298,9 +303,13 @@ class Renderer {
 
   const RenderOptions& options_;
   std::vector<Scope> scopes_;
-  Value pending_caller_;                      // a {% call %} block's body, for the macro it calls
-  static constexpr int kMaxMacroDepth = 100;  // a template is untrusted input: recursion is bounded
+  Value pending_caller_;  // a {% call %} block's body, for the macro it calls
+  // A template is untrusted input: recursion, loops and output are bounded.
+  static constexpr int kMaxMacroDepth = 100;
+  static constexpr int64_t kMaxIterations = 10'000'000;
+  static constexpr size_t kMaxOutput = size_t{64} << 20;
   int macro_depth_ = 0;
+  int64_t iterations_ = 0;
   size_t line_ = 0;
 };
 

@@ -297,6 +297,14 @@ test('completions: echo with logprobs scores a prompt as the generation scored t
   assert.equal(chunks[0].logprobs.tokens.join(''), text);
   assert.deepEqual(chunks.flatMap((c) => c.logprobs?.tokens ?? []), s.tokens);
   assert.equal(chunks.map((c) => c.text).join(''), scored.choices[0].text);
+  // A one-token prompt has no scored token, but its echo still comes, with the token listed.
+  const one = [];
+  for await (const chunk of await client.completions.create({
+    model: 'stories260K', prompt: [300], max_tokens: 1, temperature: 0, logprobs: 1, echo: true, stream: true,
+  })) one.push(chunk.choices[0]);
+  assert.equal(one[0].logprobs.tokens.length, 1);
+  assert.equal(one[0].logprobs.token_logprobs[0], null);
+  assert.equal(one[0].text, one[0].logprobs.tokens[0]);
 });
 
 test('frequency and presence penalties change the greedy choice as OpenAI\'s formula says', async () => {

@@ -145,12 +145,14 @@ TEST(ServerChatTemplate, ToolsAndToolCallsRenderThroughTheTemplateAndACallComesB
       messages.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "{\"temperature\": 21}"}});
     }
   }
-  const auto answer =
-      post_json(client, "/v1/chat/completions",
-                json{{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 8}}.dump());
+  const auto answer = post_json(
+      client, "/v1/chat/completions",
+      json{{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 8}, {"seed", 4}}.dump());
   ASSERT_EQ(answer.status, 200) << answer.body;
-  EXPECT_EQ(answer.json()["choices"][0]["finish_reason"], "length");
-  EXPECT_TRUE(answer.json()["choices"][0]["message"]["content"].is_string());
+  const json answered = answer.json()["choices"][0];
+  EXPECT_TRUE(answered["finish_reason"] == "length" || answered["finish_reason"] == "stop") << answer.body;
+  EXPECT_TRUE(answered["message"]["content"].is_string());
+  EXPECT_FALSE(answered["message"].contains("tool_calls")) << "none: text only";
   const auto prompt = post_json(client, "/apply-template", json{{"messages", messages}, {"tools", tools}}.dump());
   EXPECT_NE(prompt.json()["prompt"].get<std::string>().find("<tool_response>\n{\"temperature\": 21}\n</tool_response>"),
             std::string::npos)

@@ -35,6 +35,9 @@ bool is_instance(const JsonSchema& schema, std::string_view text) {
 TEST(ToolCalls, RequestsAreValidatedNamingTheField) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {R"([{"type": "retrieval"}])", "null", "tools[0].type"},
+      {R"([{"type": 5}])", "null", "tools[0].type"},
+      {R"([{"type": "function", "function": {"name": 7}}])", "null", "tools[0].function.name"},
+      {R"([{"type": "function", "function": {"name": "f"}}])", R"({"type": 1})", "tool_choice"},
       {R"([{"type": "function", "function": {"name": "bad name"}}])", "null", "tools[0].function.name"},
       {R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])", "null",
        "tools[1].function.name"},

@@ -119,7 +119,10 @@ TEST(ChatTemplates, UnsupportedOrMalformedTemplatesAreRefusedWithTheirLine) {
   for (const auto& [source, message] : std::vector<std::pair<std::string, std::string>>{
            {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "deeper than 100 levels"},
            {"{{ range(10000000000) | length }}", "more than 1000000 items"},
-           {"{{ 'ab' * 100000000000 }}", "repetition of more than"}}) {
+           {"{{ 'ab' * 100000000000 }}", "repetition of more than"},
+           {"{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
+            "loops ran more than 10000000 times"},
+           {"{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", "the output passed"}}) {
     auto t = Template::parse(source);
     ASSERT_TRUE(t) << source;
     auto r = t->render({});
