@@ -94,6 +94,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
     };
     f["d"] = f["default"];
     f["dictsort"] = [](const Value& v, const Arguments& a) {
+      if (!v.is_object()) throw TemplateError(fmt::format("dictsort expects a dict, got {}", v.type_name()));
       std::vector<std::pair<std::string, Value>> items = v.as_object();
       const bool by_value = argument(a, 1, "by", Value("key")).str() == "value";
       std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {

@@ -96,6 +96,7 @@ Value string_method(const std::string& s, const std::string& name) {
         }
         return Value(std::move(parts));
       }
+      if (!sep->is_string()) type_error("must be str or None, not " + sep->type_name());
       const std::string& d = sep->as_string();
       if (d.empty()) type_error("empty separator");
       size_t i = 0;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // (the full header is value.cpp's: it is slow to compile)
 #include <optional>
 #include <stdexcept>
 #include <string>

@@ -122,7 +122,9 @@ TEST(ChatTemplates, UnsupportedOrMalformedTemplatesAreRefusedWithTheirLine) {
            {"{{ 'ab' * 100000000000 }}", "repetition of more than"},
            {"{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
             "loops ran more than 10000000 times"},
-           {"{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", "the output passed"}}) {
+           {"{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", "the output passed"},
+           {"{{ nothing | dictsort }}", "dictsort expects a dict, got Undefined"},
+           {"{{ 'a b'.split(5) }}", "must be str or None, not int"}}) {
     auto t = Template::parse(source);
     ASSERT_TRUE(t) << source;
     auto r = t->render({});
