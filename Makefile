@@ -25,8 +25,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: generate a story with the default model (stories260K, converted at build time).
-run: build
+# The main job: generate a story with the default model (stories260K, converted at build time). Builds only the
+# kvserve binary and the default model, not the test binaries.
+run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kvserve default_model
 	$(BUILD)/kvserve run -p "$(PROMPT)" -n 256
 
 # The whole test suite: formatting, the release build (warnings are errors) on the CPU's best kernels,

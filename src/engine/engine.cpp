@@ -5,6 +5,7 @@
 
 #include "engine/json_vocabulary.h"
 #include "engine/tensor_parallel.h"
+#include "kv/tiers/offload_planner.h"
 
 namespace kvs {
 namespace {
@@ -125,16 +126,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   if (!comm) return engine;
   // Tensor parallelism: whatever happened here, the workers are waiting to hear it.
   Status mine = engine ? Status::ok() : engine.status();
-  if (mine.is_ok() && config.kv_tiers.enabled()) {
-    mine = Status::unimplemented(
-        fmt::format("KV offload tiers with tensor parallelism (--tp {}) are not supported yet", comm->size()));
-  }
   std::optional<TensorParallelSession> session;
   if (mine.is_ok()) {
+    const KvTierStack* tiers = (*engine)->tiers_.get();
     session = TensorParallelSession{.groups = (*engine)->kv_groups_,
                                     .window = config.kv_window,
                                     .hybrid = config.kv_hybrid && config.kv_layout == KvLayout::kPaged,
-                                    .mla_form = config.mla_form};
+                                    .mla_form = config.mla_form,
+                                    .host_tier_bytes = tiers ? tiers->host().stats().capacity_bytes : 0};
   }
   auto driver = TensorParallelDriver::start(*comm, session ? &*session : nullptr, model.file_fingerprint(), mine);
   if (!driver) return driver.status();
@@ -151,7 +150,15 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
   auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
   KVS_RETURN_IF_ERROR(engine->check_policy(config.kv_policy.resolved(engine->kv_->block_size())));
-  if (config.kv_tiers.enabled() && !model.communicator()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
+  if (config.kv_tiers.enabled()) {
+    if (model.communicator() && !config.kv_tiers.disk_directory.empty()) {
+      return Status::unimplemented(fmt::format(
+          "a KV disk tier with tensor parallelism (--tp {}) is not supported: each rank's share of a block would need "
+          "a disk tier of its own; use --kv-host alone",
+          model.communicator()->size()));
+    }
+    KVS_RETURN_IF_ERROR(engine->attach_tiers());
+  }
   return engine;
 }
 
@@ -174,6 +181,8 @@ Status Engine::attach_tiers() {
   }
   if (!stack) return stack.status();
   tiers_ = std::move(stack).value();
+  executor_->set_host_slabs(&tiers_->host_slabs());
+  executor_->set_disk(tiers_.get());
   return kv_->attach_tiers(tiers_.get());
 }
 
@@ -197,38 +206,29 @@ void Engine::prefetch_waiting() {
   }
 }
 
-void Engine::run_transfers() {
-  KvCacheManager& kv = kv_->group(0);
-  if (kv.pending_transfers().empty()) return;
-  std::vector<std::byte>& bytes = transfer_buffer_;
-  bytes.resize(storages_[0].block_bytes());
-  const auto start = std::chrono::steady_clock::now();
-  size_t moved = 0;  // bytes copied between the pool and the host tier
-  for (const KvBlockTransfer& t : kv.pending_transfers()) {
-    const bool held = t.kind != KvBlockTransfer::Kind::kLoad && tiers_->holds(t.hash, t.tokens);
-    switch (t.kind) {
-      case KvBlockTransfer::Kind::kDemote:
-        if (held && (tiers_->disk() == nullptr || tiers_->on_disk(t.hash, t.tokens))) continue;
-        storages_[0].read_block(t.block, bytes);
-        tiers_->demote(t.hash, t.tokens, bytes);
-        break;
-      case KvBlockTransfer::Kind::kKeep:  // a block of a swapped-out sequence: no copy when the tier holds it
-        if (!held) storages_[0].read_block(t.block, bytes);
-        (void)tiers_->keep(t.hash, t.tokens, held ? std::span<const std::byte>() : bytes);  // else recomputed
-        if (held) continue;
-        break;
-      case KvBlockTransfer::Kind::kLoad: {
-        const Status loaded = tiers_->load(t.hash, bytes);  // pinned since the lookup: held
-        KVS_ASSERT(loaded.is_ok(), "a pinned host tier block failed to load: {}", loaded.message());
-        storages_[0].write_block(t.block, bytes);
-        break;
-      }
+void Engine::apply_kv_ops() {
+  if (tiers_) plan_tier_transfers(kv_->group(0).pending_transfers(), *tiers_, kv_ops_);
+  for (size_t g = 0; g < kv_->num_groups(); ++g) {
+    for (const KvBlockCopy& c : kv_->group(g).pending_copies()) {
+      kv_ops_.push_back(KvCopySlots{.group = static_cast<uint32_t>(g),
+                                    .from = c.source,
+                                    .to = c.destination,
+                                    .num_slots = static_cast<uint32_t>(c.num_slots),
+                                    .from_tail = c.source_tail,
+                                    .to_tail = c.destination_tail});
     }
-    moved += bytes.size();
   }
-  kv.transfers_done();
-  scheduler_.preemption_costs().copy_bytes.observe(static_cast<double>(moved),
-                                                   seconds_between(start, std::chrono::steady_clock::now()));
+  if (!kv_ops_.empty()) {
+    if (tp_) tp_->send(kv_ops_);
+    const auto applied = executor_->apply(kv_ops_);
+    KVS_ASSERT(applied.has_value(), "the KV op log failed: {}", applied.status().message());
+    kv_ops_.clear();
+    if (applied->tier_bytes > 0) {
+      scheduler_.preemption_costs().copy_bytes.observe(static_cast<double>(applied->tier_bytes), applied->tier_seconds);
+    }
+  }
+  if (tiers_) kv_->group(0).transfers_done();
+  for (size_t g = 0; g < kv_->num_groups(); ++g) kv_->group(g).copies_done();
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -246,6 +246,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   kv_groups_ = layout.groups;
+  executor_ =
+      std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model), model_key_rotation(model.config()));
 }
 
 Status Engine::check_policy(const KvPolicyParams& policy) const {
@@ -550,8 +552,7 @@ bool Engine::step() {
   if (requests_.empty()) return false;
   // Caches at their budget make room first: the blocks they free are free for this step.
   for (SequenceState* seq : scheduler_.running()) {
-    if (evictor_.evict_if_full(as_request(seq), *kv_, storages_, tp_.get()) > 0)
-      ++recorder_.totals().kv_evictions_total;
+    if (evictor_.evict_if_full(as_request(seq), *kv_, kv_ops_) > 0) ++recorder_.totals().kv_evictions_total;
   }
   if (tiers_) prefetch_waiting();
   SchedulePlan plan = scheduler_.schedule();
@@ -560,7 +561,7 @@ bool Engine::step() {
     RequestOutput out;
     finish(as_request(seq), FinishReason::kKvCacheFull, out);
   }
-  if (tiers_) run_transfers();  // before anything writes the blocks: a demotion reads their old content
+  apply_kv_ops();  // before the forward pass writes the blocks: a demotion reads their old content
   if (plan.chunks.empty()) {
     if (tiers_ && tiers_->num_prefetching() > 0) {  // only reads from disk are left to wait for
       tiers_->wait_for_prefetch(std::chrono::milliseconds(50));
@@ -569,15 +570,6 @@ bool Engine::step() {
     return !plan.out_of_memory.empty() || !plan.preempted.empty();
   }
 
-  // Partial prefix hits: their matching slots are copied into the sequences' own blocks first.
-  for (size_t g = 0; g < storages_.size(); ++g) {
-    for (const KvBlockCopy& c : kv_->group(g).pending_copies()) {
-      storages_[g].copy_slots(c.source, c.destination, c.num_slots);
-      if (c.source_tail != kNoKeyTail) storages_[g].copy_key_tail(c.source_tail, c.destination_tail);
-      if (tp_) tp_->copy(g, c);
-    }
-    kv_->group(g).copies_done();
-  }
   for (const ScheduledChunk& chunk : plan.chunks) {  // a sequence (re)starting from nothing starts with no scores
     Request& r = as_request(chunk.seq);
     if (chunk.first == 0 && r.kv_scores) r.kv_scores->clear();

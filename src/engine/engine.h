@@ -120,8 +120,10 @@ class Engine {
   Status attach_tiers();
   // Starts disk reads for the prefixes of waiting requests; marks those that wait for them.
   void prefetch_waiting();
-  // Moves the bytes of demotions and loads (kv_cache_manager.h), in order.
-  void run_transfers();
+  // The step's KV op log (kv/kv_ops.h): the compactions already in it, then the offload planner's tier moves and the
+  // managers' slot copies, applied by the executor (and sent to the other tensor-parallel ranks) before the forward
+  // pass; then the managers' pins on what the moves read are let go.
+  void apply_kv_ops();
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 
@@ -130,11 +132,12 @@ class Engine {
   EngineConfig config_;
   KvLayerGroups layers_;                      // which pool each layer's K/V live in
   std::unique_ptr<KvTierStack> tiers_;        // offload tiers below the pool (none unless configured)
-  std::vector<std::byte> transfer_buffer_;    // one block's bytes on their way to or from the tiers
   std::unique_ptr<HybridKvManager> kv_;       // block accounting, per layer group
   std::unique_ptr<TensorParallelDriver> tp_;  // a model split over ranks: what rank 0 sends the others
   std::vector<KvStorage> storages_;           // [layer group]: the K/V bytes its blocks index
   std::vector<KvCacheConfig> kv_groups_;      // [layer group]: what its pool was made of
+  std::unique_ptr<HostKvExecutor> executor_;  // moves the bytes of the KV op log in storages_ and the tiers
+  std::vector<KvOp> kv_ops_;                  // this step's KV op log
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id

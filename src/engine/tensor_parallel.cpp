@@ -6,15 +6,14 @@
 #include <cstring>
 #include <map>
 
-#include "attention/compact_kv.h"
 #include "dist/byte_stream.h"
 #include "engine/kv_evictor.h"
+#include "engine/kv_op_wire.h"
 
 namespace kvs {
 namespace {
 
 enum class Message : uint8_t { kStart = 1, kStep = 2, kStop = 3, kEnd = 4 };
-enum class Op : uint8_t { kCopy = 1, kCompact = 2 };
 
 // Heavy-hitter policies: the attention mass of a step, one block per sequence that gathers it (in the batch's
 // group and sequence order) of num_layers x the model's KV heads x its slot capacity counters. Every rank adds its
@@ -141,6 +140,7 @@ Expected<std::unique_ptr<TensorParallelDriver>> TensorParallelDriver::start(Comm
     out.put<uint64_t>(session->window);
     out.put<uint8_t>(session->hybrid);
     out.put<uint8_t>(static_cast<uint8_t>(session->mla_form));
+    out.put<uint64_t>(session->host_tier_bytes);
     out.put<uint64_t>(session->groups.size());
     for (const KvCacheConfig& g : session->groups) {
       out.put(g.spec);
@@ -161,36 +161,15 @@ void TensorParallelDriver::end_all(Communicator& comm) {
   comm.broadcast(message, 0);
 }
 
-void TensorParallelDriver::copy(size_t group, const KvBlockCopy& c) {
-  ByteWriter out(ops_);
-  out.put(Op::kCopy);
-  out.put<uint64_t>(group);
-  out.put(c);
-  ++num_ops_;
-}
-
-void TensorParallelDriver::compact(size_t group, std::span<const BlockId> blocks,
-                                   std::span<const std::vector<uint32_t>> kept) {
-  ByteWriter out(ops_);
-  out.put(Op::kCompact);
-  out.put<uint64_t>(group);
-  out.put_array(blocks);
-  out.put<uint64_t>(kept.size());
-  for (const std::vector<uint32_t>& row : kept) out.put_array(std::span<const uint32_t>(row));
-  ++num_ops_;
-}
-
 void TensorParallelDriver::forward(const ForwardBatch& batch) {
   message_.clear();
   ByteWriter out(message_);
   out.put(Message::kStep);
   out.put(id());
-  out.put<uint32_t>(num_ops_);
-  message_.insert(message_.end(), ops_.begin(), ops_.end());
+  write_kv_ops(out, ops_);
   write_batch(out, batch);
   comm_.broadcast(message_, 0);
   ops_.clear();
-  num_ops_ = 0;
 }
 
 void TensorParallelDriver::add_scores(const ForwardBatch& batch) {
@@ -237,6 +216,7 @@ class WorkerSession {
     const auto window = start.get<uint64_t>();
     const bool hybrid = start.get<uint8_t>() != 0;
     mla_form_ = static_cast<MlaForm>(start.get<uint8_t>());
+    host_tier_bytes_ = start.get<uint64_t>();
     const ModelConfig& c = shard.config();
     layers_ = KvLayerGroups::make(c.num_layers, c.layer_windows, window, hybrid);
     groups_.resize(start.get<uint64_t>());
@@ -257,30 +237,20 @@ class WorkerSession {
   void open(const Model& shard, ThreadPool& pool) {
     for (const KvCacheConfig& g : groups_) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
     runner_ = shard.make_runner(pool, mla_form_);
-    rotation_ = model_key_rotation(shard.config());
+    executor_ =
+        std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard), model_key_rotation(shard.config()));
+    if (host_tier_bytes_ > 0) {
+      host_slabs_ = std::make_unique<HostSlabs>(host_tier_bytes_);
+      executor_->set_host_slabs(host_slabs_.get());
+    }
   }
 
   // One step's message (after its kind and session): the KV operations, then the forward pass, then the step's
   // attention mass summed to rank 0 when a sequence gathers it.
   void step(const Model& shard, Communicator& comm, ByteReader& in) {
-    for (uint32_t i = 0, ops = in.get<uint32_t>(); i < ops; ++i) {
-      const Op op = in.get<Op>();
-      KvStorage& storage = storages_.at(in.get<uint64_t>());
-      if (op == Op::kCopy) {
-        const auto c = in.get<KvBlockCopy>();
-        storage.copy_slots(c.source, c.destination, c.num_slots);
-        if (c.source_tail != kNoKeyTail) storage.copy_key_tail(c.source_tail, c.destination_tail);
-      } else {
-        in.get_array(blocks_);
-        kept_.resize(in.get<uint64_t>());
-        for (std::vector<uint32_t>& row : kept_) in.get_array(row);
-        const ModelConfig& c = shard.config();
-        compact_kv(
-            storage, blocks_,
-            kept_rows_of_heads(kept_, c.num_layers, c.num_kv_heads, shard.first_kv_head(), storage.spec().num_kv_heads),
-            rotation_);
-      }
-    }
+    read_kv_ops(in, ops_);
+    const auto applied = executor_->apply(ops_);
+    KVS_ASSERT(applied.has_value(), "rank {}: {}", comm.rank(), applied.status().message());
     runner_->forward(batch_.read(in, layers_, shard.config().num_layers, shard.first_kv_head()), storages_, {});
     if (!batch_.slot_mass.empty()) comm.all_reduce_sum(std::span<uint64_t>(batch_.slot_mass));
   }
@@ -291,10 +261,11 @@ class WorkerSession {
   MlaForm mla_form_ = MlaForm::kAuto;
   std::vector<KvStorage> storages_;
   std::unique_ptr<ModelRunner> runner_;
-  KeyRotation rotation_;
+  size_t host_tier_bytes_ = 0;
+  std::unique_ptr<HostSlabs> host_slabs_;  // rank 0's host tier slots, this rank's heads
+  std::unique_ptr<HostKvExecutor> executor_;
+  std::vector<KvOp> ops_;
   DecodedBatch batch_;
-  std::vector<BlockId> blocks_;
-  std::vector<std::vector<uint32_t>> kept_;
 };
 
 }  // namespace

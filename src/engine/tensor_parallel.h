@@ -1,11 +1,11 @@
 // Tensor parallelism in the engine (model/tensor_shard.h splits the model): rank 0 runs the engine (scheduler,
 // the one KV manager that decides placement, sampling, the server) over its shard, and every step broadcasts
-// to the other ranks what touches their shards, in order: the KV operations since the last forward pass
-// (partial-prefix and copy-on-write slot copies, key-tail copies, an eviction policy's compactions) and the
-// forward batch (tokens, positions, per layer group each token's slot and what its attention reads, the rows
-// whose logits are wanted). Each worker applies them to its own KV storage (its KV heads, the same block ids)
-// and runs its shard's forward pass, whose all-reduces and logits gather meet rank 0's. Block tables are
-// therefore identical on every rank by construction.
+// to the other ranks what touches their shards, in order: the KV op log since the last forward pass
+// (kv/kv_ops.h: slot and key-tail copies, compactions, blocks to and from the host tier's slots), which each applies
+// with its own executor, and the forward batch (tokens, positions, per layer group each token's slot and what its
+// attention reads, the rows whose logits are wanted). Each worker applies them to its own KV storage (its KV heads, the
+// same block ids) and runs its shard's forward pass, whose all-reduces and logits gather meet rank 0's. Block tables
+// are therefore identical on every rank by construction.
 //
 // Each engine rank 0 creates is a session: the workers mirror its KV pools (rank 0 sends their specs and sizes),
 // compare their model files (Model::file_fingerprint) and agree: a rank that cannot take part (its file differs,
@@ -20,6 +20,7 @@
 
 #include "dist/communicator.h"
 #include "engine/engine.h"
+#include "kv/kv_ops.h"
 
 namespace kvs {
 
@@ -34,6 +35,7 @@ struct TensorParallelSession {
   size_t window = 0;    // EngineConfig::kv_window
   bool hybrid = false;  // layers of different windows in pools of their own
   MlaForm mla_form = MlaForm::kAuto;
+  size_t host_tier_bytes = 0;  // the host tier's budget (kv_host_tier_bytes): every rank holds its slots
 };
 
 // Rank 0's end of one engine's life (Engine holds one when its model is split over more than one rank).
@@ -47,9 +49,9 @@ class TensorParallelDriver {
   static void end_all(Communicator& comm);
   ~TensorParallelDriver() { stop(); }
 
-  void copy(size_t group, const KvBlockCopy& copy);
-  void compact(size_t group, std::span<const BlockId> blocks, std::span<const std::vector<uint32_t>> kept);
-  // Sends the operations recorded so far and `batch`; rank 0 then runs its own forward pass.
+  // Queues rank 0's KV op log (applied there) for the workers; it goes with the next forward pass.
+  void send(std::span<const KvOp> ops) { ops_.insert(ops_.end(), ops.begin(), ops.end()); }
+  // Sends the KV ops queued so far and `batch`; rank 0 then runs its own forward pass.
   void forward(const ForwardBatch& batch);
   // After rank 0's forward pass of `batch`: adds the other ranks' attention mass to its sequences' slot mass (the
   // heavy-hitter scores of the KV heads they hold; nothing when no sequence gathers it).
@@ -62,8 +64,7 @@ class TensorParallelDriver {
  private:
   explicit TensorParallelDriver(Communicator& comm) : comm_(comm) {}
   Communicator& comm_;
-  std::vector<std::byte> ops_;  // the KV operations since the last forward pass, serialized
-  uint32_t num_ops_ = 0;
+  std::vector<KvOp> ops_;  // the KV op log since the last forward pass
   std::vector<std::byte> message_;
   std::vector<uint64_t> scores_;  // add_scores' buffer
   bool stopped_ = false;

@@ -284,17 +284,51 @@ TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
   auto cut = DecoderModel::load(path, WeightPacking::kForCpu, eight[0].get());
   ASSERT_FALSE(cut);
   EXPECT_NE(cut.status().message().find("cuts a block"), std::string::npos) << cut.status().message();
-  // Offload tiers are not supported with tensor parallelism yet: rank 0 says so, and the worker stops with it.
+  // A disk tier would hold one rank's share of each block: rank 0 says so, and the worker stops with it.
   TpGroup group(test::default_model_path(), 2);
   ASSERT_TRUE(group.status().is_ok());
   test::DefaultModel f;
-  const EngineConfig tiers{.kv_tiers = {.host_bytes = size_t{1} << 24}};
+  const EngineConfig disk{
+      .kv_tiers = {.host_bytes = size_t{1} << 24, .disk_directory = dir.file("kv"), .disk_bytes = size_t{1} << 24}};
   Status engine_status;
   const auto workers = group.run(
-      [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), tiers).status(); });
-  EXPECT_NE(engine_status.message().find("not supported yet"), std::string::npos) << engine_status.message();
+      [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), disk).status(); });
+  EXPECT_NE(engine_status.message().find("a KV disk tier with tensor parallelism (--tp 2) is not supported"),
+            std::string::npos)
+      << engine_status.message();
   EXPECT_NE(workers[1].message().find("rank 0 failed"), std::string::npos) << workers[1].message();
-  EXPECT_NE(workers[1].message().find("not supported yet"), std::string::npos) << "every rank hears rank 0's reason";
+  EXPECT_NE(workers[1].message().find("use --kv-host alone"), std::string::npos) << "every rank hears rank 0's reason";
+}
+
+// A host tier under tensor parallelism: rank 0's offload planner decides, and every rank moves its own heads' share
+// of each block to and from the same host tier slots (the KV op log), so the split model gives the whole model's
+// output with the same tiers. Prompts that come back after the pool evicted them load their blocks from the tier
+// (one sequence at a time through a pool of 12 blocks), and requests preempted for lack of blocks are swapped out to
+// the tier and loaded back. A worker that loaded nothing (or the wrong slot) would attend over other K/V for its
+// heads, and the logits would differ by far more than the bound.
+TEST(TensorParallel, HostTierDemotionsLoadsAndSwapsMoveEveryRanksShare) {
+  test::DefaultModel f;
+  const size_t block_bytes = KvStorage(engine_kv_spec(*f.model, {}), 1).block_bytes();
+  std::vector<RequestParams> returning;
+  for (uint64_t round = 0; round < 2; ++round)
+    for (uint64_t i = 0; i < 5; ++i) returning.push_back(test::greedy_request(f.random_tokens(60, 700 + i), 12));
+  const EngineMetrics demoted = expect_split_matches_whole(
+      test::default_model_path(), 2, {.max_seqs = 1, .kv_blocks = 12, .kv_tiers = {.host_bytes = 64 * block_bytes}},
+      returning);
+  EXPECT_GT(demoted.kv_demoted_blocks_total, 0u);
+  EXPECT_GE(demoted.prefix_cache_tier_hits_tokens_total, 5u * 48) << "every returning prompt's blocks from the tier";
+
+  std::vector<RequestParams> crowded;
+  for (uint64_t i = 0; i < 6; ++i) crowded.push_back(test::greedy_request(f.random_tokens(70, 500 + i), 50, false));
+  const EngineMetrics swapped = expect_split_matches_whole(test::default_model_path(), 2,
+                                                           {.max_batch_tokens = 64,
+                                                            .max_seqs = 6,
+                                                            .kv_blocks = 20,
+                                                            .kv_tiers = {.host_bytes = 200 * block_bytes},
+                                                            .kv_preempt = KvPreemptMode::kSwap},
+                                                           crowded);
+  EXPECT_GT(swapped.preemptions_swapped_total, 0u);
+  EXPECT_EQ(swapped.preempted_tokens_recomputed_total, 0u);
 }
 
 }  // namespace

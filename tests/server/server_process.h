@@ -23,10 +23,13 @@ namespace kvs::test {
 
 class ServerProcess {
  public:
-  // `args` follow `kvserve serve --port 0`; output goes to files in `dir`.
-  ServerProcess(const TempDir& dir, std::vector<std::string> args) : out_path_(dir.file("serve.out")) {
+  // `args` follow `kvserve serve --port 0`, after `launcher` (e.g. mpirun and its flags; its first word a path);
+  // output goes to files in `dir`.
+  ServerProcess(const TempDir& dir, std::vector<std::string> args, std::vector<std::string> launcher = {})
+      : out_path_(dir.file("serve.out")) {
     err_path_ = dir.file("serve.err");
-    std::vector<std::string> argv = {KVS_BINARY, "serve", "--port", "0"};
+    std::vector<std::string> argv = std::move(launcher);
+    for (const char* word : {KVS_BINARY, "serve", "--port", "0"}) argv.push_back(word);
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -8,7 +8,7 @@
 namespace kvs {
 
 HostTier::HostTier(size_t capacity_bytes, EvictSink on_evict)
-    : capacity_(capacity_bytes), on_evict_(std::move(on_evict)) {
+    : capacity_(capacity_bytes), on_evict_(std::move(on_evict)), slabs_(capacity_bytes) {
   stats_.capacity_bytes = capacity_bytes;
 }
 
@@ -17,26 +17,13 @@ void HostTier::touch(Entry& entry, const TierBlockKey& key) {
   entry.lru = lru_.insert(lru_.end(), key);
 }
 
-std::span<std::byte> HostTier::slot_bytes(size_t slot) {
-  return slabs_[slot / slots_per_slab_].span().subspan((slot % slots_per_slab_) * block_bytes_, block_bytes_);
-}
-
-std::span<const std::byte> HostTier::slot_bytes(size_t slot) const {
-  return slabs_[slot / slots_per_slab_].span().subspan((slot % slots_per_slab_) * block_bytes_, block_bytes_);
-}
-
 size_t HostTier::take_slot() {
   if (!free_slots_.empty()) {
     const size_t slot = free_slots_.back();
     free_slots_.pop_back();
     return slot;
   }
-  if (num_slots_ == slabs_.size() * slots_per_slab_) {
-    // Slots held never exceed the budget's (make_room), so the last slab needs only what is left of it.
-    const size_t left = capacity_ / block_bytes_ - num_slots_;
-    slabs_.emplace_back(std::min(slots_per_slab_, left) * block_bytes_, PageHint::kHuge);
-  }
-  return num_slots_++;
+  return num_slots_++;  // slots held never exceed the budget's (make_room)
 }
 
 bool HostTier::make_room(size_t bytes) {
@@ -51,47 +38,55 @@ bool HostTier::make_room(size_t bytes) {
     it = lru_.erase(it);
     Entry dropped = std::move(victim);
     entries_.erase(key);
-    bytes_held_ -= block_bytes_;
+    bytes_held_ -= slabs_.block_bytes();
     ++stats_.evictions;
-    if (on_evict_) on_evict_(key, dropped.tokens, slot_bytes(dropped.slot));
+    if (on_evict_) on_evict_(key, dropped.tokens, slabs_.slot(dropped.slot));
     free_slots_.push_back(dropped.slot);
   }
   return bytes_held_ + bytes <= capacity_;
 }
 
-Status HostTier::store(const TierBlockKey& key, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+std::optional<HostTier::Placement> HostTier::place(const TierBlockKey& key, std::span<const TokenId> tokens,
+                                                   size_t bytes) {
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (std::ranges::equal(it->second.tokens, tokens)) {  // already held: now the most recently used
       touch(it->second, key);
-      return Status::ok();
+      return Placement{.slot = it->second.slot, .write = false};
     }
-    if (it->second.pins > 0) {
+    if (it->second.pins > 0) {  // the newer content cannot replace a pinned one under the same hash
       ++stats_.rejected;
-      return Status::unavailable("the host tier holds a pinned block under the same hash with other tokens");
+      return std::nullopt;
     }
     drop(key);  // a hash collision: the newer content replaces the older
   }
-  if (block_bytes_ == 0 && !bytes.empty()) {
-    block_bytes_ = bytes.size();
-    slots_per_slab_ = std::max<size_t>(1, std::min(kSlabBytes, capacity_) / block_bytes_);
-  }
-  if (bytes.size() != block_bytes_) {
+  if (slabs_.block_bytes() == 0 && bytes > 0) slabs_.set_block_bytes(bytes);
+  if (bytes != slabs_.block_bytes() || !make_room(bytes)) {
     ++stats_.rejected;
-    return Status::invalid_argument(
-        fmt::format("the host tier holds blocks of {} bytes, not {}", block_bytes_, bytes.size()));
+    return std::nullopt;
   }
-  if (!make_room(bytes.size())) {
-    ++stats_.rejected;
+  Entry entry{.tokens = {tokens.begin(), tokens.end()}, .slot = take_slot()};
+  const size_t slot = entry.slot;
+  entry.lru = lru_.insert(lru_.end(), key);
+  entries_.emplace(key, std::move(entry));
+  bytes_held_ += bytes;
+  ++stats_.stores;
+  stats_.bytes_stored += bytes;
+  return Placement{.slot = slot, .write = true};
+}
+
+Status HostTier::store(const TierBlockKey& key, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+  const auto placed = place(key, tokens, bytes.size());
+  if (!placed) {
+    if (auto it = entries_.find(key); it != entries_.end() && it->second.pins > 0)
+      return Status::unavailable("the host tier holds a pinned block under the same hash with other tokens");
+    if (bytes.size() != slabs_.block_bytes()) {
+      return Status::invalid_argument(
+          fmt::format("the host tier holds blocks of {} bytes, not {}", slabs_.block_bytes(), bytes.size()));
+    }
     return Status::out_of_memory(fmt::format("the host tier of {} bytes has no room for a block of {} ({} pinned)",
                                              capacity_, bytes.size(), num_pinned()));
   }
-  Entry entry{.tokens = {tokens.begin(), tokens.end()}, .slot = take_slot()};
-  std::memcpy(slot_bytes(entry.slot).data(), bytes.data(), bytes.size());
-  entry.lru = lru_.insert(lru_.end(), key);
-  entries_.emplace(key, std::move(entry));
-  bytes_held_ += bytes.size();
-  ++stats_.stores;
-  stats_.bytes_stored += bytes.size();
+  if (placed->write) std::memcpy(slabs_.slot(placed->slot).data(), bytes.data(), bytes.size());
   return Status::ok();
 }
 
@@ -100,21 +95,28 @@ bool HostTier::contains(const TierBlockKey& key, std::span<const TokenId> tokens
   return it != entries_.end() && std::ranges::equal(it->second.tokens, tokens);
 }
 
-Status HostTier::load(const TierBlockKey& key, std::span<std::byte> out) {
+Expected<size_t> HostTier::slot_to_load(const TierBlockKey& key, size_t bytes) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     ++stats_.load_failures;
     return Status::not_found("the host tier does not hold the block");
   }
-  if (block_bytes_ != out.size()) {
+  if (slabs_.block_bytes() != bytes) {
     ++stats_.load_failures;
-    return Status::invalid_argument(fmt::format("a block of {} bytes loaded into {} bytes", block_bytes_, out.size()));
+    return Status::invalid_argument(
+        fmt::format("a block of {} bytes loaded into {} bytes", slabs_.block_bytes(), bytes));
   }
-  std::memcpy(out.data(), slot_bytes(it->second.slot).data(), out.size());
   touch(it->second, key);
   ++stats_.hits;
   ++stats_.loads;
-  stats_.bytes_loaded += out.size();
+  stats_.bytes_loaded += bytes;
+  return it->second.slot;
+}
+
+Status HostTier::load(const TierBlockKey& key, std::span<std::byte> out) {
+  const auto slot = slot_to_load(key, out.size());
+  if (!slot) return slot.status();
+  std::memcpy(out.data(), slabs_.slot(*slot).data(), out.size());
   return Status::ok();
 }
 
@@ -122,7 +124,7 @@ void HostTier::drop(const TierBlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   KVS_ASSERT(it->second.pins == 0, "a pinned block is dropped from the host tier");
-  bytes_held_ -= block_bytes_;
+  bytes_held_ -= slabs_.block_bytes();
   free_slots_.push_back(it->second.slot);
   lru_.erase(it->second.lru);
   entries_.erase(it);
@@ -155,7 +157,7 @@ TierStats HostTier::stats() const {
 Status HostTier::check_invariants() const {
   size_t bytes = 0;
   for (const auto& [key, entry] : entries_) {
-    bytes += block_bytes_;
+    bytes += slabs_.block_bytes();
     if (!(*entry.lru == key)) return Status::corrupt("a host tier entry's LRU position names another block");
   }
   if (bytes != bytes_held_)

@@ -3,18 +3,19 @@
 // block is never dropped to make room. What it drops to make room goes to `on_evict` (the next tier
 // down), in the order dropped. Engine thread only.
 //
-// Memory: blocks live in slots of slabs (64 MiB each, or the budget if less; 2 MiB pages asked for),
-// allocated as the tier fills and kept: a dropped block's slot takes the next one, so a full tier stores
-// without allocating or faulting pages in (a fresh 4 KiB-page buffer per block cost a page fault per 4 KiB).
-// Every block of one tier has the same size (the first store's); another size is refused.
+// Memory: blocks live in slots of host slabs (kv/tiers/host_slabs.h): a dropped block's slot takes the next one.
+// Every block of one tier has the same size (the first store's); another size is refused. The directory (which
+// block a slot holds, pins, LRU order) and the bytes can be used apart: place() and slot_to_load() decide without
+// copying, for an executor that moves the bytes later (kv/tiers/offload_planner.h); store() and load() do both.
 #pragma once
 
 #include <functional>
 #include <list>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
-#include "core/aligned_buffer.h"
+#include "kv/tiers/host_slabs.h"
 #include "kv/tiers/kv_tier.h"
 
 namespace kvs {
@@ -33,6 +34,19 @@ class HostTier final : public KvTier {
   void drop(const TierBlockKey& key) override;
   TierStats stats() const override;
 
+  // Where a block of `bytes` bytes goes: store() without the copy. `write` is false when the tier holds the block
+  // already (it is now the most recently used); else its slot was made room for and the caller writes the slot's
+  // bytes (slabs()) before anything reads them. Nothing when store() would refuse it (counted as it would be).
+  struct Placement {
+    size_t slot = 0;
+    bool write = false;
+  };
+  std::optional<Placement> place(const TierBlockKey& key, std::span<const TokenId> tokens, size_t bytes);
+  // load() without the copy: the slot of a held block of `bytes` bytes, now the most recently used and counted as a
+  // load, or the reason there is none (counted as a failed load).
+  Expected<size_t> slot_to_load(const TierBlockKey& key, size_t bytes);
+  HostSlabs& slabs() { return slabs_; }
+
   // Pins a held block against being dropped to make room (pins count); false when it is not held.
   bool pin(const TierBlockKey& key);
   void unpin(const TierBlockKey& key);
@@ -47,10 +61,7 @@ class HostTier final : public KvTier {
     uint32_t pins = 0;
     std::list<TierBlockKey>::iterator lru = {};  // position in lru_ (front: least recently used)
   };
-  static constexpr size_t kSlabBytes = size_t{64} << 20;
-  std::span<std::byte> slot_bytes(size_t slot);
-  std::span<const std::byte> slot_bytes(size_t slot) const;
-  // A free slot: a dropped block's, or the next of the last slab, or the first of a new one.
+  // A free slot: a dropped block's, or the next one never used.
   size_t take_slot();
   // Drops unpinned blocks, least recently used first, until `bytes` more fit; false when they cannot.
   bool make_room(size_t bytes);
@@ -61,9 +72,7 @@ class HostTier final : public KvTier {
   std::unordered_map<TierBlockKey, Entry, TierBlockKeyHash> entries_;
   std::list<TierBlockKey> lru_;
   size_t bytes_held_ = 0;
-  size_t block_bytes_ = 0;  // of every block (set by the first store)
-  size_t slots_per_slab_ = 0;
-  std::vector<AlignedBuffer<std::byte>> slabs_;
+  HostSlabs slabs_;                 // the blocks' bytes (their size set by the first store)
   size_t num_slots_ = 0;            // slots handed out from the slabs so far
   std::vector<size_t> free_slots_;  // of dropped blocks
   mutable TierStats stats_;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "kv/tiers/block_file.h"
 
 namespace kvs {
@@ -53,12 +55,25 @@ void KvTierStack::persist(const BlockHash& hash, std::span<const TokenId> tokens
   if (disk_ && !disk_->contains(key(hash), tokens)) (void)disk_->store(key(hash), tokens, bytes);
 }
 
-bool KvTierStack::keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+std::optional<HostTier::Placement> KvTierStack::place_kept(const BlockHash& hash, std::span<const TokenId> tokens) {
   const TierBlockKey k = key(hash);
-  if (!host_->contains(k, tokens) && (bytes.empty() || !host_->store(k, tokens, bytes))) return false;
+  std::optional<HostTier::Placement> placed;
+  if (host_->contains(k, tokens)) {
+    placed = HostTier::Placement{.write = false};  // held: nothing to write, the slot does not matter
+  } else {
+    placed = host_->place(k, tokens, format_.block_bytes);
+    if (!placed) return std::nullopt;
+  }
   KVS_ASSERT(host_->pin(k), "a block just stored in the host tier is gone");
   ++kept_[k];
-  return true;
+  return placed;
+}
+
+bool KvTierStack::keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+  if (!host_->contains(key(hash), tokens) && bytes.size() != format_.block_bytes) return false;
+  const auto placed = place_kept(hash, tokens);
+  if (placed && placed->write) std::memcpy(host_->slabs().slot(placed->slot).data(), bytes.data(), bytes.size());
+  return placed.has_value();
 }
 
 void KvTierStack::release_kept(const BlockHash& hash) {

@@ -61,6 +61,16 @@ class KvTierStack {
   void unpin(const BlockHash& hash) { host_->unpin(key(hash)); }
   // Copies a pinned host block into `out`.
   Status load(const BlockHash& hash, std::span<std::byte> out);
+  // The decisions of demote(), keep() and load() without their bytes, for the offload planner
+  // (kv/tiers/offload_planner.h), whose executor then moves the bytes through host_slabs(): where a demoted block
+  // goes in the host tier (nothing: refused), where a kept one goes, now pinned (nothing: it cannot be kept), and the
+  // slot a pinned block loads from.
+  std::optional<HostTier::Placement> place_demoted(const BlockHash& hash, std::span<const TokenId> tokens) {
+    return host_->place(key(hash), tokens, format_.block_bytes);
+  }
+  std::optional<HostTier::Placement> place_kept(const BlockHash& hash, std::span<const TokenId> tokens);
+  Expected<size_t> slot_to_load(const BlockHash& hash) { return host_->slot_to_load(key(hash), format_.block_bytes); }
+  HostSlabs& host_slabs() { return host_->slabs(); }
   // A block evicted from the pool: kept in the host tier, and written to the disk tier.
   void demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
   // Swap: keeps a block in the host tier, pinned until release_kept(); `bytes` are stored unless it holds the
