@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/json_vocabulary.h"
 #include "engine/tensor_parallel.h"
 #include "kv/tiers/offload_planner.h"
 
@@ -242,7 +241,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
           {.max_batch_tokens = config.max_batch_tokens, .max_seqs = config.max_seqs, .preempt = config.kv_preempt},
           *kv_),
       runner_(model.make_runner(pool, config.mla_form)),
-      evictor_(model) {
+      evictor_(model),
+      logits_processors_(tokenizer) {
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   kv_groups_ = layout.groups;
@@ -354,21 +354,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         "baseline",
         params.num_samples));
   }
-  if (params.json_object && params.max_new_tokens < 2) {
-    return Status::invalid_argument(
-               fmt::format("JSON mode needs at least 2 tokens to write an object ('{{}}'), but max_tokens is {}",
-                           params.max_new_tokens))
-        .with_field("max_tokens");
-  }
-  if (params.json_schema) {  // each byte of the shortest instance may take a token of its own
-    const size_t shortest = params.json_schema->node(params.json_schema->root()).shortest;
-    if (params.max_new_tokens < shortest) {
-      return Status::invalid_argument(fmt::format("the schema's shortest instance takes {} bytes, which may need as "
-                                                  "many tokens, but max_tokens is {}",
-                                                  shortest, params.max_new_tokens))
-          .with_field("max_tokens");
-    }
-  }
+  KVS_RETURN_IF_ERROR(LogitsProcessors::validate(params));
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
@@ -379,11 +365,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->num_forks = request->params.num_samples - 1;
   request->runs_past_context = past_context;
   if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
-  if (request->params.json_schema) {
-    request->constraint = std::make_unique<JsonConstraint>(json_index(), request->params.json_schema);
-  } else if (request->params.json_object) {
-    request->constraint = std::make_unique<JsonConstraint>(json_index());
-  }
+  request->logits_processor = logits_processors_.make(request->params);
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());
   recorder_.totals().prompt_tokens_total += request->num_prompt_tokens;
@@ -453,11 +435,6 @@ void Engine::finish(Request& r, FinishReason reason, RequestOutput& out) {
   requests_.erase(r.id.value);
 }
 
-std::shared_ptr<const JsonTokenIndex> Engine::json_index() {
-  if (!json_index_) json_index_ = json_token_index(tokenizer_);
-  return json_index_;
-}
-
 void Engine::fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs) {
   const size_t forks = std::exchange(first.num_forks, 0);
   for (size_t i = 1; i <= forks; ++i) {
@@ -471,7 +448,7 @@ void Engine::fork_samples(Request& first, std::span<const float> logits, std::ve
     sample->kv_window = first.kv_window;
     sample->use_prefix_cache = first.use_prefix_cache;
     sample->num_cached_tokens = first.num_cached_tokens;
-    if (first.constraint) sample->constraint = std::make_unique<JsonConstraint>(*first.constraint);
+    if (first.logits_processor) sample->logits_processor = first.logits_processor->fork();
     kv_->fork(first.id, id);
     scheduler_.add_running(sample.get());
     Request& forked = *sample;
@@ -492,15 +469,14 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
   }
   if (r.num_forks > 0) fork_samples(r, logits, outputs);  // before r's own token: they share its prompt
   std::span<const float> drawn_from = logits;
-  if (r.constraint) {  // JSON mode: only tokens that continue the document (logprobs stay the model's)
+  if (r.logits_processor) {  // only the tokens it allows (logprobs stay the model's)
     constrained_logits_.assign(logits.begin(), logits.end());
-    // After this token: what max_tokens and the context leave (a document must close within them).
+    // After this token: what max_tokens and the context leave (an output must be whole within them).
     const auto after = [](size_t limit, size_t used) { return limit > used + 1 ? limit - used - 1 : 0; };
     size_t left = after(r.params.max_new_tokens, r.num_generated());
     if (!r.runs_past_context) left = std::min(left, after(model_.config().context_length, r.num_tokens()));
-    if (!r.constraint->mask(constrained_logits_, left)) {
-      out.error = Status::unavailable(
-          "structured output: no token of the model's vocabulary continues the output within the tokens left");
+    if (Status masked = r.logits_processor->mask(constrained_logits_, left); !masked) {
+      out.error = std::move(masked);
       finish(r, FinishReason::kAborted, out);
       return true;
     }
@@ -508,7 +484,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
   }
   const TokenId token =
       r.sampler.sample(drawn_from, r.tokens, std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens));
-  if (r.constraint) r.constraint->accept(token);
+  if (r.logits_processor) r.logits_processor->accept(token);
   if (r.params.track_logprob) r.cumulative_logprob += token_logprob(logits, token);
   const auto now = std::chrono::steady_clock::now();
   EngineMetrics& m = recorder_.totals();
@@ -534,7 +510,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
   out.cumulative_logprob = r.cumulative_logprob;
   if (matched.stopped) {
     finish(r, FinishReason::kStopString, out);
-  } else if (r.constraint && r.constraint->complete()) {
+  } else if (r.logits_processor && r.logits_processor->complete()) {
     finish(r, FinishReason::kDocumentComplete, out);
   } else if (r.num_generated() >= r.params.max_new_tokens) {
     finish(r, FinishReason::kLength, out);

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "engine/batch_builder.h"
 #include "engine/kv_evictor.h"
+#include "engine/logits_processor.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -102,8 +103,6 @@ class Engine {
   };
   // Samples after a chunk that reached the end of its request's tokens; true when it finished.
   bool advance(Request& r, std::span<const float> logits, std::vector<PendingOutput>& outputs);
-  // The vocabulary's bytes for JSON mode (made once).
-  std::shared_ptr<const JsonTokenIndex> json_index();
   // The other samples of `first`, whose prompt was just computed: each shares its blocks and draws
   // its first token from the same logits.
   void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
@@ -147,8 +146,8 @@ class Engine {
   KvEvictor evictor_;
   ModelInput input_;  // reused across steps
   std::vector<float> logits_;
-  std::vector<float> constrained_logits_;             // a JSON-mode request's logits, masked
-  std::shared_ptr<const JsonTokenIndex> json_index_;  // the vocabulary for JSON mode, made at its first request
+  LogitsProcessors logits_processors_;     // makes each request's (JSON mode, structured outputs)
+  std::vector<float> constrained_logits_;  // a constrained request's logits, masked
 };
 
 }  // namespace kvs

@@ -1,6 +1,10 @@
 #include "engine/request.h"
 
+#include "engine/logits_processor.h"
+
 namespace kvs {
+
+Request::~Request() = default;
 
 Request::Request(SeqId id_, RequestParams params_, const Tokenizer& tokenizer, OutputSink sink_, SteadyTime arrival_)
     : SequenceState(id_, params_.prompt),

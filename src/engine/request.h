@@ -18,7 +18,7 @@
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
-#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
 #include "kv/policies/kv_policy.h"
 #include "kv/policies/slot_scores.h"
 #include "tokenizer/tokenizer.h"
@@ -131,8 +131,11 @@ struct SequenceState {
   bool kv_loading = false;            // blocks of its prefix are on their way from disk: not admitted until they are
 };
 
+class LogitsProcessor;  // engine/logits_processor.h
+
 struct Request : SequenceState {
   Request(SeqId id, RequestParams params, const Tokenizer& tokenizer, OutputSink sink, SteadyTime arrival);
+  ~Request();
 
   RequestParams params;
   SeqId request_id;   // the request it is a sample of: its own id for sample 0
@@ -147,10 +150,10 @@ struct Request : SequenceState {
   SteadyTime arrival;
   SteadyTime last_token_time{};
   bool has_first_token = false;
-  bool runs_past_context = false;               // its memory is bounded: it may outgrow the model's context
-  std::unique_ptr<KvEvictionPolicy> kv_policy;  // null: no eviction
-  std::unique_ptr<SlotScores> kv_scores;        // the policy's scores, when it needs them
-  std::unique_ptr<JsonConstraint> constraint;   // JSON mode: what the output may continue with
+  bool runs_past_context = false;                     // its memory is bounded: it may outgrow the model's context
+  std::unique_ptr<KvEvictionPolicy> kv_policy;        // null: no eviction
+  std::unique_ptr<SlotScores> kv_scores;              // the policy's scores, when it needs them
+  std::unique_ptr<LogitsProcessor> logits_processor;  // what constrains its next token (JSON mode); null: nothing
 };
 
 }  // namespace kvs
