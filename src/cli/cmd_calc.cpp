@@ -1,5 +1,5 @@
-// kvserve calc: how much KV memory a model needs, from the same sizing function the engine
-// allocates with.
+// kvserve calc: how much KV memory a model needs, from the same layer groups and sizing functions the engine
+// allocates with (kv/kv_pool_layout.h).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 #include "cli/kv_dtype_option.h"
 #include "core/byte_size.h"
 #include "kv/kv_layer_groups.h"
+#include "kv/kv_pool_layout.h"
 #include "kv/kv_presets.h"
 #include "kv/kv_sizing.h"
 #include "kv/tiers/kv_tier_stack.h"
@@ -141,20 +142,19 @@ void run(const CalcOptions& o) {
   const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
   const size_t tails_per_seq = kv_key_tails_for_sequences(spec, 1), tail_bytes = kv_key_tail_bytes(spec);
   // Sliding windows: each group's layers hold what their window reads (the engine's hybrid layout).
-  const KvLayerGroups layout = KvLayerGroups::make(spec.num_layers, shape.layer_windows, kv.window, kv.hybrid);
+  const KvPoolGroups pools = kv_pool_groups({.spec = spec, .layer_windows = shape.layer_windows}, kv.window, kv.hybrid);
   std::vector<GroupFigures> groups;
   size_t hybrid_per_seq = 0;
-  for (const KvLayerGroup& g : layout.groups) {
-    KvCacheSpec group_spec = spec;
-    group_spec.num_layers = g.layers.size();
-    const size_t bytes = kv_bytes_for_sequences(group_spec, tokens, 1, g.window);
-    groups.push_back({.spec = group_spec,
-                      .window = g.window,
+  for (size_t g = 0; g < pools.specs.size(); ++g) {
+    const size_t window = pools.layers.groups[g].window;
+    const size_t bytes = kv_bytes_for_sequences(pools.specs[g], tokens, 1, window);
+    groups.push_back({.spec = pools.specs[g],
+                      .window = window,
                       .bytes_per_seq = bytes,
-                      .blocks_per_seq = kv_blocks_held(tokens, spec.block_size, g.window)});
+                      .blocks_per_seq = kv_blocks_held(tokens, spec.block_size, window)});
     hybrid_per_seq += bytes;
   }
-  const bool windowed = layout.groups.size() > 1 || layout.groups[0].window > 0;
+  const bool windowed = groups.size() > 1 || groups[0].window > 0;
   // With windows, a sequence holds its groups' bytes; the plain figures are every layer holding every token.
   const size_t seq_bytes = windowed ? hybrid_per_seq : per_seq, all_seqs = seq_bytes * o.seqs;
   const auto seqs_in = [&](size_t b) { return windowed ? b / seq_bytes : kv_max_seqs_in_budget(spec, tokens, b); };

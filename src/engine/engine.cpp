@@ -54,68 +54,18 @@ Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig
   KVS_RETURN_IF_ERROR(config.validate());
   const ModelConfig& c = model.config();
   if (c.is_mla() && config.kv_window > 0) return mla_refuses(fmt::format("a KV window ({} tokens)", config.kv_window));
-  const KvCacheSpec spec = engine_kv_spec(model, config);
-  KVS_RETURN_IF_ERROR(spec.validate());
-  const bool paged = config.kv_layout == KvLayout::kPaged;
-  EngineKvLayout layout{
-      .layers = KvLayerGroups::make(c.num_layers, c.layer_windows, config.kv_window, config.kv_hybrid && paged)};
-  const size_t n = layout.layers.groups.size(), seqs = config.max_seqs;
-  const size_t chunk = config.max_batch_tokens;
-  std::vector<KvCacheSpec> specs(n, spec);
-  std::vector<size_t> tails(n), need(n), block_bytes(n), blocks(n);  // need: blocks for max_seqs sequences
-  // With a window on every layer a sequence may outgrow the context (its memory stays bounded): each window
-  // group then needs room for its window and a chunk, whatever the context.
-  const bool all_windowed = layout.layers.groups[0].window > 0;
-  for (size_t g = 0; g < n; ++g) {
-    specs[g].num_layers = layout.layers.groups[g].layers.size();
-    tails[g] = kv_key_tails_for_sequences(specs[g], seqs);
-    const size_t window = layout.layers.groups[g].window;
-    const size_t longest = all_windowed ? c.context_length + window + chunk : c.context_length;
-    need[g] = seqs * kv_max_blocks_per_sequence(spec.block_size, window, longest, chunk);
-    block_bytes[g] = kv_bytes_per_block(specs[g]).total();
-  }
-  const auto tail_bytes = [&](size_t g) { return tails[g] * kv_key_tail_bytes(specs[g]); };
-  const bool has_global = layout.layers.groups[0].window == 0;
-  if (config.kv_blocks > 0) {
-    for (size_t g = 0; g < n; ++g)
-      blocks[g] = g == 0 && has_global ? config.kv_blocks : std::min(config.kv_blocks, need[g]);
-  } else {
-    size_t budget = config.kv_memory_bytes;
-    if (budget == 0) {  // room for max_seqs whole contexts, or 1 GiB, whichever is less
-      size_t full = 0;
-      for (size_t g = 0; g < n; ++g) full += need[g] * block_bytes[g] + tail_bytes(g);
-      budget = std::min<size_t>(size_t{1} << 30, full);
-    }
-    // Window groups: what they need, scaled down to half the budget (all of it without a global group).
-    size_t window_bytes = 0;
-    for (size_t g = has_global; g < n; ++g) window_bytes += need[g] * block_bytes[g] + tail_bytes(g);
-    const size_t window_budget = has_global ? budget / 2 : budget;
-    const double scale = window_bytes > window_budget ? double(window_budget) / double(window_bytes) : 1.0;
-    size_t used = 0;
-    for (size_t g = has_global; g < n; ++g) {
-      blocks[g] = static_cast<size_t>(double(need[g]) * scale);
-      used += blocks[g] * block_bytes[g] + tail_bytes(g);
-    }
-    if (has_global) blocks[0] = kv_blocks_in_budget(specs[0], budget > used ? budget - used : 0, tails[0]);
-    for (size_t g = 0; g < n; ++g) {
-      if (blocks[g] == 0) {
-        return Status::out_of_memory(fmt::format("a KV budget of {} bytes leaves {} (of {}) no block of {} bytes",
-                                                 budget, layout.layers.groups.size() > 1 ? "a layer group" : "the pool",
-                                                 layout.layers.describe(), block_bytes[g]));
-      }
-    }
-  }
-  const std::string identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size);
-  for (size_t g = 0; g < n; ++g) {
-    // The contiguous layout is the plain reference: no prefix cache.
-    layout.groups.push_back(KvCacheConfig{.spec = specs[g],
-                                          .num_blocks = blocks[g],
-                                          .prefix_caching = config.prefix_caching && paged,
-                                          .model_identity = identity,
-                                          .num_key_tails = tails[g],
-                                          .window = layout.layers.groups[g].window});
-  }
-  return layout;
+  return kv_pool_layout(
+      {.spec = engine_kv_spec(model, config),
+       .context_length = c.context_length,
+       .layer_windows = c.layer_windows,
+       .identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size)},
+      {.max_seqs = config.max_seqs,
+       .max_batch_tokens = config.max_batch_tokens,
+       .memory_bytes = config.kv_memory_bytes,
+       .blocks = config.kv_blocks,
+       .window = config.kv_window,
+       .hybrid = config.kv_hybrid,
+       .prefix_caching = config.prefix_caching});
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,

@@ -20,6 +20,7 @@
 #include "engine/scheduler.h"
 #include "kv/hybrid_kv_manager.h"
 #include "kv/kv_layer_groups.h"
+#include "kv/kv_pool_layout.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -55,15 +56,8 @@ struct EngineConfig {
 size_t engine_block_size(const Model& model, const EngineConfig& config);
 // What the KV cache of an engine of `config` over `model` holds (not yet validated).
 KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config);
-// The KV pools an engine of `config` would allocate for `model`: its layer groups and each group's spec
-// and block count. The calculator's sizing function, so what `run` and `serve` report is what they
-// allocate. A window group gets blocks for max_seqs sequences of its window and a chunk (less, in
-// proportion, when that would take more than half a budget shared with a global group); the global
-// group gets the rest of the budget (or --kv-blocks).
-struct EngineKvLayout {
-  KvLayerGroups layers;
-  std::vector<KvCacheConfig> groups = {};  // [group]
-};
+// The KV pools an engine of `config` would allocate for `model` (kv/kv_pool_layout.h, the calculator's sizing).
+using EngineKvLayout = KvPoolLayout;
 Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config);
 
 class TensorParallelDriver;
