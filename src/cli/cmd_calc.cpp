@@ -1,5 +1,6 @@
 // kvserve calc: how much KV memory a model needs, from the same layer groups and sizing functions the engine
 // allocates with (kv/kv_pool_layout.h).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/kv_dtype_option.h"
 #include "core/byte_size.h"
+#include "engine/capabilities.h"
 #include "kv/kv_layer_groups.h"
 #include "kv/kv_pool_layout.h"
 #include "kv/kv_presets.h"
@@ -100,9 +102,19 @@ void run(const CalcOptions& o) {
   spec.block_size = o.block_size;
   // Tensor parallelism: every figure below is one rank's, which holds its share of the KV heads (model/tensor_shard.h).
   const size_t all_kv_heads = spec.num_kv_heads;
+  // Features that do not combine are refused as the engine refuses them (engine/capabilities.h).
+  const KvPolicyParams policy = kv.policy.resolved(spec.block_size);
+  const bool model_windows = std::ranges::any_of(shape.layer_windows, [](uint32_t w) { return w > 0; });
+  FeatureSet features;
+  features.add(Feature::kMlaCache, spec.mla)
+      .add(Feature::kTensorParallel, o.tp > 1, fmt::format("tensor parallelism (--tp {})", o.tp))
+      .add(Feature::kKvWindow, kv.window > 0, fmt::format("a KV window ({} tokens)", kv.window))
+      .add(Feature::kModelWindows, model_windows)
+      .add(Feature::kWindowPools, model_windows && kv.hybrid)
+      .add(Feature::kEvictionPolicy, policy.evicts(), fmt::format("the KV policy {}", policy.describe()))
+      .add(Feature::kOffloadTiers, !o.host_tier.empty() || !o.disk_tier.empty());
+  if (Status s = check_features(features); !s) throw CommandError(s.message());
   if (o.tp > 1) {
-    if (spec.mla)
-      throw CommandError(fmt::format("--tp {}: tensor parallelism does not split an MLA latent cache yet", o.tp));
     auto per_rank = kv_heads_per_rank(spec.num_kv_heads, o.tp);
     if (!per_rank) throw CommandError(per_rank.status().message());
     spec.num_kv_heads = *per_rank;
@@ -111,9 +123,6 @@ void run(const CalcOptions& o) {
   const size_t length = o.tokens ? o.tokens : context;
   if (length == 0) throw CommandError("--tokens is required when the shape has no context length");
   // Under an eviction policy a sequence of any length holds at most its budget (blocks of whole budget slots).
-  const KvPolicyParams policy = kv.policy.resolved(spec.block_size);
-  if (policy.evicts() && (kv.window > 0 || !shape.layer_windows.empty()))
-    throw CommandError("a KV eviction policy needs every layer global (no --kv-window, no model windows)");
   const size_t tokens = policy.evicts() ? std::min(length, policy.budget) : length;
   std::optional<size_t> budget;
   if (!o.budget.empty()) {
@@ -124,8 +133,6 @@ void run(const CalcOptions& o) {
   // Offload tiers: what they hold in blocks of this format (the engine sizes them with the same function).
   std::optional<KvTierCapacity> tiers;
   if (!o.host_tier.empty() || !o.disk_tier.empty()) {
-    if (kv.window > 0 || !shape.layer_windows.empty())
-      throw CommandError("KV offload tiers need every layer global (no --kv-window, no model windows)");
     const auto size = [](const char* flag, const std::string& text) -> size_t {
       if (text.empty()) return 0;
       auto b = parse_byte_size(text);

@@ -49,7 +49,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
   config.kv_preempt = parse_kv_preempt_option(options.tiers);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
-  if (!options.kv_memory.empty() && options.kv_blocks) throw CommandError("give --kv-memory or --kv-blocks, not both");
+  // (--kv-memory with --kv-blocks is refused by the engine's capability table.)
   config.kv_blocks = options.kv_blocks;
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);

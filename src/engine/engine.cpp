@@ -14,59 +14,7 @@ double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duratio
 // Steps of at least this many tokens measure the prefill rate (fewer are decode steps, slower per token).
 constexpr size_t kPrefillRateTokens = 32;
 
-// An MLA latent cache (deepseek2) holds every position of a sequence: windows and eviction, which leave holes or move
-// rows, are not implemented for it (the expanded attention form reads every cached slot).
-Status mla_refuses(const std::string& what) {
-  return Status::unimplemented(fmt::format("{} is not supported with an MLA latent KV cache (deepseek2)", what));
-}
-
 }  // namespace
-
-Status EngineConfig::validate() const {
-  if (max_batch_tokens == 0) return Status::invalid_argument("max batch tokens must be positive, got 0");
-  if (max_seqs == 0) return Status::invalid_argument("max seqs must be positive, got 0");
-  if (kv_memory_bytes && kv_blocks)
-    return Status::invalid_argument("give a KV memory budget or a block count, not both");
-  if (kv_preempt == KvPreemptMode::kSwap && kv_tiers.host_bytes == 0) {
-    return Status::invalid_argument(
-        "--kv-preempt swap keeps a preempted request's KV in the host tier, but there is none: give --kv-host");
-  }
-  if (kv_window > 0 && kv_layout == KvLayout::kContiguous) {
-    return Status::invalid_argument(
-        fmt::format("a KV window ({} tokens) needs the paged layout: a contiguous block is never let go", kv_window));
-  }
-  return Status::ok();
-}
-
-size_t engine_block_size(const Model& model, const EngineConfig& config) {
-  return config.kv_layout == KvLayout::kContiguous ? model.config().context_length : config.block_size;
-}
-
-KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config) {
-  KvCacheSpec spec = model.kv_spec(config.kv_dtype, engine_block_size(model, config));
-  spec.contiguous = config.kv_layout == KvLayout::kContiguous;
-  spec.key_scale_axis = config.kv_key_scales;
-  spec.rotate_keys = config.kv_rotate_keys;
-  return spec;
-}
-
-Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config) {
-  KVS_RETURN_IF_ERROR(config.validate());
-  const ModelConfig& c = model.config();
-  if (c.is_mla() && config.kv_window > 0) return mla_refuses(fmt::format("a KV window ({} tokens)", config.kv_window));
-  return kv_pool_layout(
-      {.spec = engine_kv_spec(model, config),
-       .context_length = c.context_length,
-       .layer_windows = c.layer_windows,
-       .identity = fmt::format("{}/{}/{}x{}/{}", c.architecture, c.name, c.num_layers, c.dim, c.vocab_size)},
-      {.max_seqs = config.max_seqs,
-       .max_batch_tokens = config.max_batch_tokens,
-       .memory_bytes = config.kv_memory_bytes,
-       .blocks = config.kv_blocks,
-       .window = config.kv_window,
-       .hybrid = config.kv_hybrid,
-       .prefix_caching = config.prefix_caching});
-}
 
 Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                                  const EngineConfig& config) {
@@ -98,16 +46,9 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
   if (!kv) return kv.status();
   auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
-  KVS_RETURN_IF_ERROR(engine->check_policy(config.kv_policy.resolved(engine->kv_->block_size())));
-  if (config.kv_tiers.enabled()) {
-    if (model.communicator() && !config.kv_tiers.disk_directory.empty()) {
-      return Status::unimplemented(fmt::format(
-          "a KV disk tier with tensor parallelism (--tp {}) is not supported: each rank's share of a block would need "
-          "a disk tier of its own; use --kv-host alone",
-          model.communicator()->size()));
-    }
-    KVS_RETURN_IF_ERROR(engine->attach_tiers());
-  }
+  const KvPolicyParams policy = config.kv_policy.resolved(engine->kv_->block_size());
+  if (policy.evicts()) KVS_RETURN_IF_ERROR(policy.validate(model.config().context_length));
+  if (config.kv_tiers.enabled()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
   return engine;
 }
 
@@ -198,41 +139,18 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   kv_groups_ = layout.groups;
   executor_ =
       std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model), model_key_rotation(model.config()));
+  const ModelConfig& c = model.config();
+  capabilities_ = {.features = engine_features(model, config, {}),
+                   .context_length = c.context_length,
+                   .vocab_size = c.vocab_size,
+                   .key_tails = kv_->group(0).key_tail_table().num_tails(),
+                   .block_size = kv_->block_size(),
+                   .default_policy = config.kv_policy,
+                   .every_layer_windowed = layers_.groups[0].window > 0};
 }
 
-Status Engine::check_policy(const KvPolicyParams& policy) const {
-  if (!policy.evicts()) return Status::ok();
-  const std::string what = policy.describe();
-  if (model_.config().is_mla()) return mla_refuses(fmt::format("the KV policy {}", what));
-  if (config_.kv_layout != KvLayout::kPaged)
-    return Status::invalid_argument(fmt::format("the KV policy {} needs the paged layout", what));
-  KVS_RETURN_IF_ERROR(policy.validate(model_.config().context_length));
-  if (layers_.groups.size() != 1 || std::ranges::any_of(layers_.attention_window, [](size_t w) { return w > 0; })) {
-    return Status::invalid_argument(fmt::format(
-        "the KV policy {} needs every layer global, but this engine's layers are {}: positions within the cache "
-        "would differ between window and global layers",
-        what, layers_.describe()));
-  }
-  if (storages_[0].format().k.scale_axis == KvScaleAxis::kPerChannel) {
-    return Status::invalid_argument(fmt::format(
-        "the KV policy {} moves keys one at a time, but {} keys are quantized in groups of rows: use --kv-key-scales "
-        "token",
-        what, kv_dtype_name(storages_[0].format().k.element)));
-  }
-  return Status::ok();
-}
-
-Status Engine::attach_policy(Request& r, const KvPolicyParams& policy) const {
-  KVS_RETURN_IF_ERROR(check_policy(policy));
-  if (!policy.evicts()) return Status::ok();
-  const RequestParams& p = r.params;
-  if (p.num_samples > 1 || p.recompute_history || p.kv_window > 0) {
-    return Status::invalid_argument(fmt::format(
-        "the KV policy {} does not combine with {}", policy.describe(),
-        p.num_samples > 1     ? fmt::format("{} parallel samples (they would share blocks it rewrites)", p.num_samples)
-        : p.recompute_history ? std::string("the no-cache baseline")
-                              : fmt::format("a KV window of {} tokens", p.kv_window)));
-  }
+void Engine::attach_policy(Request& r, const KvPolicyParams& policy) const {
+  if (!policy.evicts()) return;
   r.kv_policy = make_kv_eviction_policy(policy);
   r.kv_budget = policy.budget;
   r.use_prefix_cache = false;  // its blocks are rewritten by compactions: never shared (kv_cache_manager.h)
@@ -241,7 +159,6 @@ Status Engine::attach_policy(Request& r, const KvPolicyParams& policy) const {
     r.kv_scores = std::make_unique<SlotScores>(c.num_layers, c.num_kv_heads, policy.budget);
     r.slot_mass = r.kv_scores->view();
   }
-  return Status::ok();
 }
 
 size_t Engine::kv_storage_bytes() const {
@@ -251,28 +168,13 @@ size_t Engine::kv_storage_bytes() const {
 }
 
 Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
-  const size_t context = model_.config().context_length;
-  if (params.prompt.empty()) return Status::invalid_argument("the prompt is empty (0 tokens)");
-  if (params.kv_window > 0 && model_.config().is_mla())
-    return mla_refuses(fmt::format("a KV window ({} tokens)", params.kv_window));
-  const KvPolicyParams policy = params.kv_policy.value_or(config_.kv_policy).resolved(kv_->block_size());
-  // Memory stays bounded past the context under an eviction policy (positions within the cache) or a window on
-  // every layer (positions in the sequence, past those the model was trained on: docs/KV_CACHE.md measures it).
-  const bool past_context = policy.evicts() || params.kv_window > 0 || layers_.groups[0].window > 0;
-  if (params.prompt.size() > context && !past_context) {
-    return Status::out_of_range(
-        fmt::format("the prompt has {} tokens but the model's context holds {}", params.prompt.size(), context));
-  }
-  for (TokenId t : params.prompt) {
-    if (t < 0 || static_cast<size_t>(t) >= model_.config().vocab_size) {
-      return Status::invalid_argument(
-          fmt::format("token id {} is outside the vocabulary of {}", t, model_.config().vocab_size));
-    }
-  }
+  KVS_RETURN_IF_ERROR(params.validate(capabilities_));
+  const KvPolicyParams policy = capabilities_.policy_of(params);
+  const bool past_context = capabilities_.runs_past_context(params);
   // The prompt (plus the first generated token, when a second one follows it) must fit in the whole pool on its
   // own; a token past the context is never computed.
   size_t must_hold = params.prompt.size() + (params.max_new_tokens > 1 ? 1 : 0);
-  if (!past_context) must_hold = std::min(must_hold, context);
+  if (!past_context) must_hold = std::min(must_hold, capabilities_.context_length);
   if (policy.evicts()) must_hold = std::min(must_hold, policy.budget);
   if (!kv_->fits_alone(must_hold, config_.max_batch_tokens)) {
     return Status::out_of_memory(fmt::format(
@@ -280,31 +182,6 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         params.prompt.size(), kv_blocks_for_tokens(must_hold, kv_->block_size()), kv_->block_size(),
         kv_->usage().blocks_total, layers_.describe()));
   }
-  KVS_RETURN_IF_ERROR(params.sampling.validate());
-  if (params.num_samples == 0) return Status::invalid_argument("the number of samples must be at least 1, got 0");
-  if (params.num_samples > 1 && params.max_new_tokens == 0) {
-    return Status::invalid_argument(
-        fmt::format("{} samples of a prompt need at least 1 new token each, got 0", params.num_samples));
-  }
-  const size_t tails = kv_->group(0).key_tail_table().num_tails();
-  if (tails > 0 && params.num_samples > tails) {
-    return Status::invalid_argument(fmt::format(
-        "{} samples of a prompt need as many key tails for their quantized keys, but there are {} (2 per --max-seqs)",
-        params.num_samples, tails));
-  }
-  if (params.kv_window > 0 && params.recompute_history) {
-    return Status::invalid_argument(
-        fmt::format("a request's KV window ({} tokens) does not combine with the no-cache baseline, which keeps no KV",
-                    params.kv_window));
-  }
-  if (params.num_samples > 1 &&
-      (params.recompute_history || params.all_logits || params.on_logits || params.prompt_logprobs)) {
-    return Status::invalid_argument(fmt::format(
-        "parallel sampling ({} samples) does not combine with per-token logits, prompt logprobs or the no-cache "
-        "baseline",
-        params.num_samples));
-  }
-  KVS_RETURN_IF_ERROR(LogitsProcessors::validate(params));
   const SeqId id{next_id_++};
   auto request =
       std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
@@ -314,7 +191,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
   request->use_prefix_cache = !request->params.recompute_history && !request->params.prompt_logprobs;
   request->num_forks = request->params.num_samples - 1;
   request->runs_past_context = past_context;
-  if (Status s = attach_policy(*request, policy); !s) return s.with_field("kv_policy");
+  attach_policy(*request, policy);
   request->logits_processor = logits_processors_.make(request->params);
   if (request->num_forks > 0) open_samples_.emplace(id.value, request->params.num_samples);
   scheduler_.add(request.get());

@@ -13,6 +13,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/batch_builder.h"
+#include "engine/engine_config.h"
 #include "engine/kv_evictor.h"
 #include "engine/logits_processor.h"
 #include "engine/metrics.h"
@@ -25,40 +26,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
-
-enum class KvLayout {
-  kPaged,       // blocks of block_size tokens from a shared pool, allocated as sequences grow
-  kContiguous,  // one block of the whole context per sequence: the reference paged attention is tested against
-};
-
-struct EngineConfig {
-  size_t max_batch_tokens = 512;  // --max-batch-tokens
-  size_t max_seqs = 32;           // --max-seqs
-  size_t block_size = 16;         // --block-size (paged)
-  KvLayout kv_layout = KvLayout::kPaged;
-  size_t kv_memory_bytes = 0;         // --kv-memory; 0 = room for max_seqs full contexts or 1 GiB, whichever is less
-  size_t kv_blocks = 0;               // --kv-blocks (instead of kv_memory_bytes)
-  KvDTypes kv_dtype = KvDType::kF32;  // --kv-dtype (-k, -v): K and V element types
-  KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;  // --kv-key-scales: grouping of quantized keys
-  bool kv_rotate_keys = false;                           // --kv-rotate-keys
-  bool prefix_caching = true;         // share cached prompt prefixes across requests (--no-prefix-cache)
-  size_t kv_window = 0;               // --kv-window: every layer attends to its last W tokens at most (0: the model's)
-  bool kv_hybrid = true;              // layers of different windows in pools of their own (--no-kv-hybrid: one pool)
-  KvPolicyParams kv_policy = {};      // --kv-policy, --kv-budget, ...: a request's eviction policy unless it names one
-  MlaForm mla_form = MlaForm::kAuto;  // --mla-form: how an MLA model attends (model.h)
-  KvTierConfig kv_tiers = {};         // --kv-host, --kv-disk, --kv-disk-size: offload tiers below the pool
-  KvPreemptMode kv_preempt = KvPreemptMode::kAuto;  // --kv-preempt: swap a preempted request or recompute it
-
-  Status validate() const;
-};
-
-// Tokens per KV block under `config`: its block size when paged, the model's context when contiguous.
-size_t engine_block_size(const Model& model, const EngineConfig& config);
-// What the KV cache of an engine of `config` over `model` holds (not yet validated).
-KvCacheSpec engine_kv_spec(const Model& model, const EngineConfig& config);
-// The KV pools an engine of `config` would allocate for `model` (kv/kv_pool_layout.h, the calculator's sizing).
-using EngineKvLayout = KvPoolLayout;
-Expected<EngineKvLayout> engine_kv_layout(const Model& model, const EngineConfig& config);
 
 class TensorParallelDriver;
 
@@ -101,11 +68,8 @@ class Engine {
   // its first token from the same logits.
   void fork_samples(Request& first, std::span<const float> logits, std::vector<PendingOutput>& outputs);
   void finish(Request& r, FinishReason reason, RequestOutput& out);
-  // Whether requests can run under `policy` (resolved) on this engine: a policy that evicts needs one pool of
-  // global layers, paged, with keys that move a row at a time (not grouped per channel).
-  Status check_policy(const KvPolicyParams& policy) const;
-  // Gives `r` its resolved policy (and scores), or says why it cannot have it.
-  Status attach_policy(Request& r, const KvPolicyParams& policy) const;
+  // Gives `r` its resolved policy (validated with the request) and the scores it ranks by.
+  void attach_policy(Request& r, const KvPolicyParams& policy) const;
   // Engine::create without the tensor-parallel start.
   static Expected<std::unique_ptr<Engine>> create_local(const Model& model, const Tokenizer& tokenizer,
                                                         ThreadPool& pool, const EngineConfig& config);
@@ -123,6 +87,7 @@ class Engine {
   const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
+  EngineCapabilities capabilities_;           // what its requests are validated against
   KvLayerGroups layers_;                      // which pool each layer's K/V live in
   std::unique_ptr<KvTierStack> tiers_;        // offload tiers below the pool (none unless configured)
   std::unique_ptr<HybridKvManager> kv_;       // block accounting, per layer group

@@ -16,6 +16,7 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "engine/capabilities.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 #include "grammar/json_schema.h"
@@ -43,6 +44,8 @@ struct KvEvictionEvent {
   std::span<const std::vector<uint32_t>> kept;
 };
 using EvictionSink = std::function<void(const KvEvictionEvent&)>;
+
+struct EngineCapabilities;
 
 struct RequestParams {
   std::vector<TokenId> prompt = {};
@@ -79,6 +82,31 @@ struct RequestParams {
   // Structured outputs (response_format json_schema): every token is drawn among those that continue an instance of
   // this schema (grammar/schema_machine.h), and generation ends when the instance is complete.
   std::shared_ptr<const JsonSchema> json_schema = {};
+
+  // Whether an engine of `caps` can run this request (the KV pool's room aside): an error naming the problem, the
+  // value and, for features that do not combine, both features (engine/capabilities.h) and the field at fault.
+  Status validate(const EngineCapabilities& caps) const;
+};
+
+// What an engine offers its requests, which RequestParams::validate checks against.
+struct EngineCapabilities {
+  FeatureSet features;  // the engine's (its model and configuration), without an eviction policy
+  size_t context_length = 0;
+  size_t vocab_size = 0;
+  size_t key_tails = 0;   // key tails for keys quantized per channel (0: none needed)
+  size_t block_size = 0;  // eviction units resolve to it
+  KvPolicyParams default_policy = {};
+  bool every_layer_windowed = false;  // the engine's layers all attend to a window
+
+  // The eviction policy a request of `p` runs under (resolved).
+  KvPolicyParams policy_of(const RequestParams& p) const {
+    return p.kv_policy.value_or(default_policy).resolved(block_size);
+  }
+  // Whether its memory stays bounded past the context: under an eviction policy (positions within the cache) or a
+  // window on every layer (positions in the sequence, past those the model was trained on: docs/KV_CACHE.md).
+  bool runs_past_context(const RequestParams& p) const {
+    return policy_of(p).evicts() || p.kv_window > 0 || every_layer_windowed;
+  }
 };
 
 // What the engine reports for a request after a step: new text and tokens, and at the end the

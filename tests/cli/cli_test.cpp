@@ -385,8 +385,8 @@ TEST(CliKv, ADiskTierCarriesAPromptAcrossProcessesAndCalcSizesItsFiles) {
            {{"--kv-disk-size", "1GiB"}, "--kv-disk-size requires --kv-disk"},
            {{"--kv-host", "12XB"}, "--kv-host 12XB: unknown unit 'XB'"},
            {{"--kv-host", "1KiB"}, "holds no block of 20480 bytes"},
-           {{"--kv-host", "1MiB", "--no-prefix-cache"}, "need the prefix cache on"},
-           {{"--kv-preempt", "swap"}, "--kv-preempt swap keeps a preempted request's KV in the host tier"},
+           {{"--kv-host", "1MiB", "--no-prefix-cache"}, "KV offload tiers and the prefix cache off do not combine"},
+           {{"--kv-preempt", "swap"}, "--kv-preempt swap and no --kv-host do not combine"},
            {{"--kv-preempt", "sideways", "--kv-host", "1MiB"},
             "--kv-preempt: sideways not in {auto,swap,recompute}"}}) {
     std::vector<std::string> bad_args = {"run", "-p", "x", "-n", "4"};

@@ -334,21 +334,23 @@ TEST_F(KvEviction, RefusesWhatCannotEvictAndAcceptsPromptsPastTheContext) {
   expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 1024)}),
                   "KV budget of 1024 tokens exceeds the model's context of 512");
   expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 20, 4)}), "keeps no recent");
-  expect_contains(create_error({.kv_layout = KvLayout::kContiguous, .kv_policy = sinks}), "needs the paged layout");
+  expect_contains(create_error({.kv_layout = KvLayout::kContiguous, .kv_policy = sinks}),
+                  "the contiguous KV layout and the KV policy sinks");
   expect_contains(create_error({.kv_policy = {.kind = KvPolicyKind::kHeavyHitters}}), "needs a budget");
   const test::LoadedModel g = test::load_model(synth("tiny-gemma3"));
   auto gemma = Engine::create(*g.model, *g.tokenizer, pool_, {.kv_policy = sinks});
   ASSERT_FALSE(gemma);
-  expect_contains(gemma.status().message(), "needs every layer global");
+  expect_contains(gemma.status().message(), "the model's sliding-window layers do not combine");
 
   auto engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_seqs = 2});
   ASSERT_TRUE(engine);
   RequestParams two = with_policy(test::greedy_request(prompt_of(10), 5, false), sinks);
   two.num_samples = 2;
-  expect_contains((*engine)->add_request(two, {}).status().message(), "2 parallel samples");
+  expect_contains((*engine)->add_request(two, {}).status().message(), "parallel sampling (2 samples) do not combine");
   RequestParams windowed = with_policy(test::greedy_request(prompt_of(10), 5), sinks);
   windowed.kv_window = 16;
-  expect_contains((*engine)->add_request(windowed, {}).status().message(), "a KV window of 16");
+  expect_contains((*engine)->add_request(windowed, {}).status().message(),
+                  "and a KV window (16 tokens) do not combine");
   const std::vector<TokenId> long_prompt = prompt_of(1500);
   const auto refused = (*engine)->add_request(test::greedy_request(long_prompt, 5), {});
   EXPECT_EQ(refused.status().code(), ErrorCode::kOutOfRange);

@@ -293,7 +293,7 @@ TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
   Status engine_status;
   const auto workers = group.run(
       [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), disk).status(); });
-  EXPECT_NE(engine_status.message().find("a KV disk tier with tensor parallelism (--tp 2) is not supported"),
+  EXPECT_NE(engine_status.message().find("a KV disk tier and tensor parallelism (--tp 2) do not combine"),
             std::string::npos)
       << engine_status.message();
   EXPECT_NE(workers[1].message().find("rank 0 failed"), std::string::npos) << workers[1].message();
