@@ -1,4 +1,4 @@
-// The eviction quality table of docs/KV_CACHE.md: the perplexity of one long stream (engine/stream_perplexity.h)
+// The eviction quality table of docs/KV_CACHE.md: the perplexity of one long stream (eval/stream_perplexity.h)
 // under each eviction policy at each budget, against the full cache, and the curve of NLL against position
 // that shows a plain window's collapse beside the attention sinks' flat line (StreamingLLM's figure) and where
 // heavy hitters stand (H2O's comparison).
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bench/bench_svg.h"
-#include "engine/perplexity.h"
-#include "engine/stream_perplexity.h"
+#include "eval/perplexity.h"
+#include "eval/stream_perplexity.h"
 
 namespace kvs {
 

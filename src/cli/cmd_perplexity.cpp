@@ -9,8 +9,8 @@
 #include "bench/stream_quality.h"
 #include "cli/kv_dtype_option.h"
 #include "cli/model_options.h"
-#include "engine/perplexity.h"
-#include "engine/stream_perplexity.h"
+#include "eval/perplexity.h"
+#include "eval/stream_perplexity.h"
 
 namespace kvs::cli {
 namespace {

@@ -8,10 +8,10 @@
 #include "cli/kv_tier_option.h"
 #include "cli/model_options.h"
 #include "core/byte_size.h"
-#include "dist/mpi_communicator.h"
 #include "engine/generate.h"
 #include "grammar/json_schema.h"
 #include "kv/kv_sizing.h"
+#include "parallel/mpi_communicator.h"
 #include "tensor/isa.h"
 
 namespace kvs::cli {

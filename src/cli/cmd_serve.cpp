@@ -20,11 +20,11 @@
 #include "core/byte_size.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "jinja/jinja_template.h"
 #include "kv/kv_sizing.h"
 #include "server/completion_service.h"
 #include "server/http_server.h"
 #include "server/served_model.h"
-#include "template/jinja_template.h"
 
 namespace kvs::cli {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <thread>
 
-#include "dist/in_process_communicator.h"
-#include "dist/mpi_communicator.h"
-#include "engine/tensor_parallel.h"
+#include "parallel/in_process_communicator.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/tensor_parallel.h"
 
 namespace kvs::cli {
 

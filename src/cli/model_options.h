@@ -10,9 +10,9 @@
 
 #include "cli/commands.h"
 #include "core/thread_pool.h"
-#include "dist/communicator.h"
 #include "engine/engine.h"
 #include "model/decoder_model.h"
+#include "parallel/communicator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {

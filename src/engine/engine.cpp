@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/tensor_parallel.h"
 #include "kv/tiers/offload_planner.h"
+#include "parallel/tensor_parallel.h"
 
 namespace kvs {
 namespace {

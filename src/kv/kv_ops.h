@@ -2,7 +2,7 @@
 // eviction policies decide; every move of K/V bytes they ask for is a plain-data operation appended to one per-step
 // log, in the order asked, and one KvExecutor applies the log before the step's forward pass reads the cache. The
 // host executor (attention/host_kv_executor.h) moves host memory; tensor parallelism sends the same log to every rank,
-// whose executor applies it to the KV heads that rank holds (engine/kv_op_wire.h); a device backend is another
+// whose executor applies it to the KV heads that rank holds (parallel/kv_op_wire.h); a device backend is another
 // executor. Operations name blocks of a layer group's pool and slots of the host tier (kv/tiers/host_slabs.h), never
 // hashes or sequences: whatever an executor holds, the same log moves the same bytes.
 #pragma once

@@ -11,12 +11,12 @@
 #include "attention/batch_attention.h"
 #include "attention/write_kv.h"
 #include "core/thread_pool.h"
-#include "dist/communicator.h"
 #include "kv/kv_storage.h"
 #include "model/decoder_weights.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "parallel/communicator.h"
 #include "tensor/matmul.h"
 
 namespace kvs {

@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
+#include "gguf/gguf.h"
 #include "model/decoder_weights.h"
-#include "model/gguf.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/tensor_shard.h"
+#include "parallel/communicator.h"
 
 namespace kvs {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model_config.h"
 #include "model/tensor_shard.h"
 #include "tensor/packed_weights.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model_config.h"
 
 namespace kvs {

@@ -4,8 +4,8 @@
 #pragma once
 
 #include "core/status.h"
+#include "gguf/gguf.h"
 #include "model/decoder_weights.h"
-#include "model/gguf.h"
 #include "model/model_config.h"
 
 namespace kvs {

@@ -21,7 +21,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace kvs {
 

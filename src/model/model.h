@@ -9,11 +9,11 @@
 #include <string_view>
 
 #include "core/thread_pool.h"
-#include "dist/communicator.h"
 #include "kv/kv_cache_spec.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "parallel/communicator.h"
 
 namespace kvs {
 

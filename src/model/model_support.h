@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace kvs {
 

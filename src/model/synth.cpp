@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/llama2c_import.h"
 
 namespace kvs {

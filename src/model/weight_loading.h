@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tensor/packed_weights.h"
 #include "tensor/weight_view.h"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "server/chat_template.h"
+#include "chat/chat_template.h"
 #include "server/request_fields.h"
 
 namespace kvs::server {

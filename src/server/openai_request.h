@@ -22,12 +22,12 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "core/ids.h"
 #include "engine/sampler.h"
 #include "grammar/json_schema.h"
 #include "kv/policies/kv_policy.h"
 #include "server/api_error.h"
-#include "server/chat_template.h"
 #include "server/tool_calls.h"
 
 namespace kvs::server {

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "model/decoder_model.h"
-#include "server/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::server {

@@ -11,7 +11,7 @@
 
 #include "core/ids.h"
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
 
 namespace kvs {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
 
 namespace kvs {

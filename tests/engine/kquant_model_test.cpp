@@ -17,7 +17,7 @@
 #include <set>
 
 #include "engine_trace.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/synth.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"

@@ -19,8 +19,8 @@
 #include <set>
 
 #include "default_model.h"
-#include "engine/stream_perplexity.h"
 #include "engine_trace.h"
+#include "eval/stream_perplexity.h"
 #include "model/synth.h"
 #include "naive_compare.h"
 #include "test_support.h"

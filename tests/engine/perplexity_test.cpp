@@ -1,5 +1,5 @@
 // kvserve perplexity reproduces both references of ../shared/reference/stories260K/perplexity.json.
-#include "engine/perplexity.h"
+#include "eval/perplexity.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/perplexity.h"
 #include "engine_trace.h"
+#include "eval/perplexity.h"
 #include "model/synth.h"
 #include "test_support.h"
 

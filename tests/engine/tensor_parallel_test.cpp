@@ -1,4 +1,4 @@
-// Tensor parallelism in process (one thread per rank, dist/in_process_communicator.h): the model split over 2 and
+// Tensor parallelism in process (one thread per rank, parallel/in_process_communicator.h): the model split over 2 and
 // 4 ranks (8 with KV heads replicated) gives the greedy ids of the whole model on the default model and on
 // synthetic MHA, GQA and MQA models, with every logits row within a bound; each rank holds 1/N of the KV cache
 // (or the replicated share); batching, preemption, prefix hits (partial-block copies), int8 K/V and an
@@ -11,17 +11,17 @@
 // margin. Where values are rounded to int8 on the way (Q8_0 weights quantize their input rows; int8 K/V), that
 // last-bit difference can flip one value's rounding by a step of its block's max / 127, which the layers after
 // carry to the logits: measured 1.6e-3 (int8 K/V) and 3.1e-3 (Q8_0); kInt8Bound = 1e-2.
-#include "engine/tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "default_model.h"
-#include "dist/in_process_communicator.h"
 #include "engine_trace.h"
 #include "gguf/gguf_test_util.h"
 #include "model/synth.h"
+#include "parallel/in_process_communicator.h"
 
 namespace kvs {
 namespace {

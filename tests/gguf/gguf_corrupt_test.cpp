@@ -2,8 +2,8 @@
 // the file, the problem and the value. Also: every truncation and byte flips of the header.
 #include <gtest/gtest.h>
 
+#include "gguf/gguf.h"
 #include "gguf_test_util.h"
-#include "model/gguf.h"
 
 namespace kvs::gguf {
 namespace {

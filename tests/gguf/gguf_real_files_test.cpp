@@ -1,8 +1,8 @@
 // Files written by other tools (llama.cpp) load, with the values they hold.
 #include <gtest/gtest.h>
 
+#include "gguf/gguf.h"
 #include "gguf_test_util.h"
-#include "model/gguf.h"
 
 namespace kvs::gguf {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "gguf/gguf.h"
 #include "gguf_test_util.h"
-#include "model/gguf.h"
 
 namespace kvs::gguf {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "gguf/gguf.h"
 #include "model/decoder_model.h"
-#include "model/gguf.h"
 #include "model/synth.h"
 #include "test_support.h"
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
-#include "model/gguf.h"
 #include "model/naive_llama_forward.h"
 #include "tensor/convert.h"
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <functional>
 
+#include "gguf/gguf.h"
 #include "model/decoder_model.h"
-#include "model/gguf.h"
 #include "model/synth.h"
 #include "test_support.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/naive_math.h"
 
 namespace kvs::testing {

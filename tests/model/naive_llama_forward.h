@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tensor/convert.h"
 
 namespace kvs::testing {

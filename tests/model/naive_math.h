@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tensor/convert.h"
 
 namespace kvs::testing::naive {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <set>
 
+#include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
-#include "model/gguf.h"
 #include "model/naive_llama_forward.h"
 #include "tokenizer/test_data.h"
 #include "tokenizer/tokenizer.h"

@@ -1,6 +1,6 @@
 // The model's own chat template behind the server: a synthetic model carrying a real template
-// (tests/template/templates, written by `synth --chat-template`) renders chat messages as Jinja2 does
-// (tests/template/expected), POST /apply-template shows that prompt, a chat completion is computed on exactly
+// (tests/jinja/templates, written by `synth --chat-template`) renders chat messages as Jinja2 does
+// (tests/jinja/expected), POST /apply-template shows that prompt, a chat completion is computed on exactly
 // its tokens, a template's refusal (Gemma's "System role not supported") is a 400 with its message, and
 // `serve --chat-template FILE` replaces the file's template. Tools: a request's tools and an assistant's calls and
 // the tool's answer render through the template as Jinja2 renders them, a required call comes back as
@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kTemplates = std::string(KVS_SOURCE_DIR) + "/tests/template/";
+const std::string kTemplates = std::string(KVS_SOURCE_DIR) + "/tests/jinja/";
 
 std::string synth_with_template(const TempDir& dir, const std::string& template_name) {
   const std::string model = dir.file(template_name + ".gguf");

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/toy_vocab.h"
 #include "tokenizer/vocab_gguf.h"
