@@ -35,10 +35,10 @@ std::span<std::byte> HostKvExecutor::host_slot(uint64_t slot) {
 Status HostKvExecutor::apply_one(const KvOp& op, KvApplyStats& stats) {
   const auto tier_move = [&](auto move) {
     if (!host_) return Status::unavailable("a KV op moves a block to or from the host tier, but there is none");
-    const auto start = std::chrono::steady_clock::now();
+    const SteadyTime start = clock_.now();
     move();
     stats.tier_bytes += storages_[0].block_bytes();
-    stats.tier_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats.tier_seconds += seconds_between(start, clock_.now());
     return Status::ok();
   };
   return std::visit(Overloaded{

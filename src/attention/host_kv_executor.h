@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention/compact_kv.h"
+#include "core/clock.h"
 #include "kv/kv_ops.h"
 #include "kv/kv_storage.h"
 #include "kv/tiers/host_slabs.h"
@@ -31,8 +32,9 @@ std::vector<std::vector<uint32_t>> kept_rows_of_heads(std::span<const std::vecto
 class HostKvExecutor final : public KvExecutor {
  public:
   // `storages`: [layer group], outliving this. `rotation`: the model's RoPE (compactions move keys).
-  HostKvExecutor(std::span<KvStorage> storages, const KvHeadShare& share, KeyRotation rotation)
-      : storages_(storages), share_(share), rotation_(std::move(rotation)) {}
+  // `clock` (outliving this) times the tier moves.
+  HostKvExecutor(std::span<KvStorage> storages, const KvHeadShare& share, KeyRotation rotation, const Clock& clock)
+      : storages_(storages), share_(share), rotation_(std::move(rotation)), clock_(clock) {}
 
   // The host tier's slots (KvBlockToHost, KvHostToBlock), and the disk tier's writer (KvBlockToDisk): rank 0 gives
   // its tier stack for both, another rank slabs of its own for the same slots. Not owned.
@@ -48,6 +50,7 @@ class HostKvExecutor final : public KvExecutor {
   std::span<KvStorage> storages_;
   KvHeadShare share_;
   KeyRotation rotation_;
+  const Clock& clock_;
   HostSlabs* host_ = nullptr;
   KvTierStack* disk_ = nullptr;
   std::vector<std::byte> buffer_;  // a block on its way to the disk tier

@@ -9,8 +9,6 @@
 namespace kvs {
 namespace {
 
-double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
-
 // Steps of at least this many tokens measure the prefill rate (fewer are decode steps, slower per token).
 constexpr size_t kPrefillRateTokens = 32;
 
@@ -126,6 +124,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
+      clock_(config.clock ? *config.clock : steady_clock_),
       layers_(std::move(layout.layers)),
       kv_(std::move(kv)),
       scheduler_(
@@ -137,8 +136,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   kv_groups_ = layout.groups;
-  executor_ =
-      std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model), model_key_rotation(model.config()));
+  executor_ = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
+                                               model_key_rotation(model.config()), clock_);
   const ModelConfig& c = model.config();
   capabilities_ = {.features = engine_features(model, config, {}),
                    .context_length = c.context_length,
@@ -183,8 +182,7 @@ Expected<SeqId> Engine::add_request(RequestParams params, OutputSink sink) {
         kv_->usage().blocks_total, layers_.describe()));
   }
   const SeqId id{next_id_++};
-  auto request =
-      std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), std::chrono::steady_clock::now());
+  auto request = std::make_unique<Request>(id, std::move(params), tokenizer_, std::move(sink), clock_.now());
   request->prefix_namespace = kv_->name_space(request->params.cache_salt);
   request->kv_window = request->params.kv_window;
   // The no-cache baseline recomputes; prompt logprobs need every prompt token's logits computed.
@@ -313,7 +311,7 @@ bool Engine::advance(Request& r, std::span<const float> logits, std::vector<Pend
       r.sampler.sample(drawn_from, r.tokens, std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens));
   if (r.logits_processor) r.logits_processor->accept(token);
   if (r.params.track_logprob) r.cumulative_logprob += token_logprob(logits, token);
-  const auto now = std::chrono::steady_clock::now();
+  const SteadyTime now = clock_.now();
   EngineMetrics& m = recorder_.totals();
   if (!r.has_first_token) {  // a request's first token is its first sample's
     if (r.sample == 0) m.time_to_first_token_seconds.observe(seconds_between(r.arrival, now));
@@ -380,15 +378,15 @@ bool Engine::step() {
   build_model_input(plan.chunks, *kv_, layers_, input_);
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(input_.logits_for.size() * vocab);
-  const auto forward_start = std::chrono::steady_clock::now();
+  const SteadyTime forward_start = clock_.now();
   const ForwardBatch batch = input_.view();
   if (tp_) tp_->forward(batch);  // the other ranks run their shards with this one
   runner_->forward(batch, storages_, logits_);
   if (tp_) tp_->add_scores(batch);  // the other ranks' heads' attention mass (heavy-hitter policies)
   // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
   if (input_.tokens.size() >= kPrefillRateTokens) {
-    scheduler_.preemption_costs().recompute_tokens.observe(
-        static_cast<double>(input_.tokens.size()), seconds_between(forward_start, std::chrono::steady_clock::now()));
+    scheduler_.preemption_costs().recompute_tokens.observe(static_cast<double>(input_.tokens.size()),
+                                                           seconds_between(forward_start, clock_.now()));
   }
   recorder_.totals().step_tokens.observe(static_cast<double>(input_.tokens.size()));
 

@@ -87,6 +87,8 @@ class Engine {
   const Model& model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
+  SteadyClock steady_clock_;
+  const Clock& clock_;                        // config_.clock, or steady_clock_
   EngineCapabilities capabilities_;           // what its requests are validated against
   KvLayerGroups layers_;                      // which pool each layer's K/V live in
   std::unique_ptr<KvTierStack> tiers_;        // offload tiers below the pool (none unless configured)

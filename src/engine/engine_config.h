@@ -3,6 +3,7 @@
 // creation and again with each request's own.
 #pragma once
 
+#include "core/clock.h"
 #include "engine/capabilities.h"
 #include "engine/preemption.h"
 #include "kv/kv_pool_layout.h"
@@ -34,6 +35,7 @@ struct EngineConfig {
   MlaForm mla_form = MlaForm::kAuto;  // --mla-form: how an MLA model attends (model.h)
   KvTierConfig kv_tiers = {};         // --kv-host, --kv-disk, --kv-disk-size: offload tiers below the pool
   KvPreemptMode kv_preempt = KvPreemptMode::kAuto;  // --kv-preempt: swap a preempted request or recompute it
+  const Clock* clock = nullptr;  // where time comes from (outlives the engine); null: the steady clock
 
   Status validate() const;
 };

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/status.h"
 #include "engine/capabilities.h"
@@ -132,8 +133,6 @@ struct RequestOutput {
   std::vector<TokenLogprob> prompt_logprobs;  // with RequestParams::prompt_logprobs, in the first output: tokens 1..
 };
 using OutputSink = std::function<void(const RequestOutput&)>;
-
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 // Scheduling state only: unit tests of the scheduler build these with no model or tokenizer.
 struct SequenceState {

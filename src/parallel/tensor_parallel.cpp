@@ -237,8 +237,8 @@ class WorkerSession {
   void open(const Model& shard, ThreadPool& pool) {
     for (const KvCacheConfig& g : groups_) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
     runner_ = shard.make_runner(pool, mla_form_);
-    executor_ =
-        std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard), model_key_rotation(shard.config()));
+    executor_ = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard),
+                                                 model_key_rotation(shard.config()), clock_);
     if (host_tier_bytes_ > 0) {
       host_slabs_ = std::make_unique<HostSlabs>(host_tier_bytes_);
       executor_->set_host_slabs(host_slabs_.get());
@@ -263,6 +263,7 @@ class WorkerSession {
   std::unique_ptr<ModelRunner> runner_;
   size_t host_tier_bytes_ = 0;
   std::unique_ptr<HostSlabs> host_slabs_;  // rank 0's host tier slots, this rank's heads
+  SteadyClock clock_;                      // times the tier moves (a worker's measurements are not read)
   std::unique_ptr<HostKvExecutor> executor_;
   std::vector<KvOp> ops_;
   DecodedBatch batch_;

@@ -215,5 +215,23 @@ TEST(Engine, StopStringsAndMetrics) {
   EXPECT_NE(prom.find("kvserve_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1"), std::string::npos);
 }
 
+// The engine reads time from the clock its config gives: a request that waits 1.5 s before its first step has a time
+// to first token of exactly 1.5 s, and steps 0.25 s apart make its inter-token latencies exactly 0.25 s.
+TEST(Engine, TimeComesFromTheInjectedClock) {
+  Fixture f;
+  ManualClock clock;
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.clock = &clock});
+  ASSERT_TRUE(engine) << engine.status().message();
+  ASSERT_TRUE((*engine)->add_request(greedy(*f.tokenizer, "Once upon a time", 5), {}));
+  clock.advance(std::chrono::milliseconds(1500));
+  while ((*engine)->step()) clock.advance(std::chrono::milliseconds(250));
+  const EngineMetrics m = (*engine)->metrics();
+  EXPECT_EQ(m.time_to_first_token_seconds.sum, 1.5);
+  EXPECT_EQ(m.inter_token_latency_seconds.sum, 4 * 0.25);
+  uint64_t latencies = 0;
+  for (uint64_t c : m.inter_token_latency_seconds.counts) latencies += c;
+  EXPECT_EQ(latencies, 4u);
+}
+
 }  // namespace
 }  // namespace kvs
