@@ -145,7 +145,7 @@ void run(const RunOptions& options) {
         fmt::format("kvserve: KV tiers: {} prompt tokens loaded from them", m.prefix_cache_tier_hits_tokens_total);
     for (const KvTierMetrics& t : m.kv_tiers) {
       line += fmt::format("; {} holds {} blocks ({} bytes), {} hits, {} bytes in, {} bytes out", t.tier, t.blocks_held,
-                          t.bytes_held, t.hits, t.bytes_in, t.bytes_out);
+                          t.bytes_held, t.hits, t.bytes_stored, t.bytes_loaded);
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }

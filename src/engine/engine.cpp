@@ -439,17 +439,7 @@ EngineMetrics Engine::metrics() const {
   m.kv_demoted_blocks_total = p.demoted_blocks;
   if (tiers_) {
     const auto add = [&](std::string tier, const TierStats& s) {
-      m.kv_tiers.push_back({.tier = std::move(tier),
-                            .capacity_bytes = s.capacity_bytes,
-                            .bytes_held = s.bytes_held,
-                            .blocks_held = s.blocks_held,
-                            .hits = s.hits,
-                            .bytes_in = s.bytes_stored,
-                            .bytes_out = s.bytes_loaded,
-                            .rejected = s.rejected,
-                            .load_failures = s.load_failures,
-                            .evictions = s.evictions,
-                            .load_seconds_sum = s.load_seconds_sum});
+      m.kv_tiers.push_back(KvTierMetrics{s, std::move(tier)});
     };
     add("host", tiers_->host().stats());
     if (tiers_->disk()) add("disk", tiers_->disk()->stats());

@@ -76,9 +76,9 @@ void kv_tier_metrics(std::string& out, const std::vector<KvTierMetrics>& tiers) 
   family("kv_tier_hits_total", "counter", "KV blocks loaded out of a tier.",
          [](const KvTierMetrics& t) { return t.hits; });
   family("kv_tier_bytes_in_total", "counter", "Bytes written into a KV offload tier.",
-         [](const KvTierMetrics& t) { return t.bytes_in; });
+         [](const KvTierMetrics& t) { return t.bytes_stored; });
   family("kv_tier_bytes_out_total", "counter", "Bytes read out of a KV offload tier.",
-         [](const KvTierMetrics& t) { return t.bytes_out; });
+         [](const KvTierMetrics& t) { return t.bytes_loaded; });
   family("kv_tier_rejected_total", "counter", "KV blocks a tier could not keep (no room, I/O error, full disk).",
          [](const KvTierMetrics& t) { return t.rejected; });
   family("kv_tier_load_failures_total", "counter",

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kv/tiers/kv_tier.h"
+
 namespace kvs {
 
 // Cumulative histogram with fixed bucket bounds (seconds), Prometheus style.
@@ -23,18 +25,9 @@ struct Histogram {
 };
 
 // One KV offload tier below the pool (kv/tiers/kv_tier_stack.h): what it holds and what moved through it.
-struct KvTierMetrics {
+// One offload tier's figures (kv/tiers/kv_tier.h's TierStats) under its name.
+struct KvTierMetrics : TierStats {
   std::string tier;  // "host", "disk"
-  size_t capacity_bytes = 0;
-  size_t bytes_held = 0;
-  size_t blocks_held = 0;
-  uint64_t hits = 0;              // blocks loaded out of it
-  uint64_t bytes_in = 0;          // bytes written into it (demotions, prefetches arriving, persisted blocks)
-  uint64_t bytes_out = 0;         // bytes read out of it
-  uint64_t rejected = 0;          // blocks it could not keep (no room, I/O error, full disk)
-  uint64_t load_failures = 0;     // reads that failed (I/O error, short read, bad checksum): recomputed
-  uint64_t evictions = 0;         // blocks dropped for room
-  double load_seconds_sum = 0.0;  // time spent loading, over hits + load_failures
 };
 
 struct EngineMetrics {

@@ -91,7 +91,7 @@ TEST(KvTiersEngine, EvictedBlocksComeBackFromTheHostTierInsteadOfBeingRecomputed
   const EngineMetrics after = session.engine().metrics();
   EXPECT_GE(after.prefix_cache_tier_hits_tokens_total, 3u * 48) << "the first prompts' blocks were all evicted";
   EXPECT_EQ(session.tier("host")->hits * 16, after.prefix_cache_tier_hits_tokens_total);
-  EXPECT_GT(session.tier("host")->bytes_out, 0u);
+  EXPECT_GT(session.tier("host")->bytes_loaded, 0u);
   const std::string text = to_prometheus(after);
   EXPECT_NE(text.find("kvserve_kv_tier_bytes{tier=\"host\"}"), std::string::npos) << text;
   EXPECT_NE(text.find("kvserve_kv_tier_hits_total{tier=\"host\"}"), std::string::npos);
@@ -140,7 +140,7 @@ TEST(KvTiersEngine, InterleavedConversationsReuseTheirTurnsFromTheTiers) {
   // Every later turn finds the previous turns' whole blocks (the pool holds only 16 of them).
   EXPECT_GT(cached, looked_up / 2) << cached << " of " << looked_up;
   EXPECT_GT(session.engine().metrics().prefix_cache_tier_hits_tokens_total, 0u);
-  EXPECT_GT(session.tier("disk")->bytes_in, 0u) << "demoted blocks are written through to disk";
+  EXPECT_GT(session.tier("disk")->bytes_stored, 0u) << "demoted blocks are written through to disk";
 }
 
 TEST(KvTiersEngine, ARestartedEngineHitsTheDiskTierAndAnotherKvFormatDoesNot) {
