@@ -90,20 +90,9 @@ struct GroupFigures {
   size_t blocks_per_seq = 0;
 };
 
-void run(const CalcOptions& o) {
-  std::string label;
-  Shape shape = resolve_shape(o, label);
-  KvCacheSpec& spec = shape.spec;
-  const size_t context = shape.context;
-  const KvPrecision kv = parse_kv_precision(o.kv);
-  spec.dtype = kv.dtype;
-  spec.key_scale_axis = kv.key_scale_axis;
-  spec.rotate_keys = kv.rotate_keys;
-  spec.block_size = o.block_size;
-  // Tensor parallelism: every figure below is one rank's, which holds its share of the KV heads (model/tensor_shard.h).
-  const size_t all_kv_heads = spec.num_kv_heads;
-  // Features that do not combine are refused as the engine refuses them (engine/capabilities.h).
-  const KvPolicyParams policy = kv.policy.resolved(spec.block_size);
+// Features that do not combine are refused as the engine refuses them (engine/capabilities.h).
+void refuse_what_does_not_combine(const KvCacheSpec& spec, const Shape& shape, const KvPrecision& kv,
+                                  const KvPolicyParams& policy, const CalcOptions& o) {
   const bool model_windows = std::ranges::any_of(shape.layer_windows, [](uint32_t w) { return w > 0; });
   FeatureSet features;
   features.add(Feature::kMlaCache, spec.mla)
@@ -114,24 +103,59 @@ void run(const CalcOptions& o) {
       .add(Feature::kEvictionPolicy, policy.evicts(), fmt::format("the KV policy {}", policy.describe()))
       .add(Feature::kOffloadTiers, !o.host_tier.empty() || !o.disk_tier.empty());
   if (Status s = check_features(features); !s) throw CommandError(s.message());
+}
+
+// Every figure calc prints, one rank's under --tp.
+struct CalcFigures {
+  std::string label;
+  KvCacheSpec spec;
+  size_t all_kv_heads = 0;  // the model's (spec has one rank's)
+  KvPolicyParams policy;
+  size_t length = 0;  // tokens of a sequence
+  size_t tokens = 0;  // of them, what it holds (at most a policy's budget)
+  std::optional<size_t> budget;
+  std::optional<KvTierCapacity> tiers;
+  KvBlockBytes block;
+  size_t blocks_per_seq = 0, per_seq = 0;
+  double per_token = 0, per_layer_token = 0;
+  size_t tails_per_seq = 0, tail_bytes = 0;
+  std::vector<GroupFigures> groups;
+  size_t hybrid_per_seq = 0;
+  bool windowed = false;
+  size_t seq_bytes = 0, all_seqs = 0;
+  size_t seqs_in_budget = 0;  // sequences of `tokens` in the budget
+};
+
+CalcFigures compute(const CalcOptions& o) {
+  CalcFigures f;
+  Shape shape = resolve_shape(o, f.label);
+  KvCacheSpec& spec = shape.spec;
+  const size_t context = shape.context;
+  const KvPrecision kv = parse_kv_precision(o.kv);
+  spec.dtype = kv.dtype;
+  spec.key_scale_axis = kv.key_scale_axis;
+  spec.rotate_keys = kv.rotate_keys;
+  spec.block_size = o.block_size;
+  // Tensor parallelism: every figure below is one rank's, which holds its share of the KV heads (model/tensor_shard.h).
+  f.all_kv_heads = spec.num_kv_heads;
+  const KvPolicyParams policy = f.policy = kv.policy.resolved(spec.block_size);
+  refuse_what_does_not_combine(spec, shape, kv, policy, o);
   if (o.tp > 1) {
     auto per_rank = kv_heads_per_rank(spec.num_kv_heads, o.tp);
     if (!per_rank) throw CommandError(per_rank.status().message());
     spec.num_kv_heads = *per_rank;
   }
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
-  const size_t length = o.tokens ? o.tokens : context;
+  const size_t length = f.length = o.tokens ? o.tokens : context;
   if (length == 0) throw CommandError("--tokens is required when the shape has no context length");
   // Under an eviction policy a sequence of any length holds at most its budget (blocks of whole budget slots).
-  const size_t tokens = policy.evicts() ? std::min(length, policy.budget) : length;
-  std::optional<size_t> budget;
+  const size_t tokens = f.tokens = policy.evicts() ? std::min(length, policy.budget) : length;
   if (!o.budget.empty()) {
     auto b = parse_byte_size(o.budget);
     if (!b) throw CommandError("--budget: " + b.status().message());
-    budget = *b;
+    f.budget = *b;
   }
   // Offload tiers: what they hold in blocks of this format (the engine sizes them with the same function).
-  std::optional<KvTierCapacity> tiers;
   if (!o.host_tier.empty() || !o.disk_tier.empty()) {
     const auto size = [](const char* flag, const std::string& text) -> size_t {
       if (text.empty()) return 0;
@@ -139,127 +163,143 @@ void run(const CalcOptions& o) {
       if (!b) throw CommandError(fmt::format("{} {}: {}", flag, text, b.status().message()));
       return *b;
     };
-    tiers = kv_tier_capacity(tier_format(spec), spec.block_size, size("--kv-host", o.host_tier),
-                             size("--kv-disk-size", o.disk_tier));
+    f.tiers = kv_tier_capacity(tier_format(spec), spec.block_size, size("--kv-host", o.host_tier),
+                               size("--kv-disk-size", o.disk_tier));
   }
-  const KvBlockBytes block = kv_bytes_per_block(spec);
-  const size_t blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
-  const size_t per_seq = kv_bytes_for_sequences(spec, tokens, 1);
-  const double per_token = kv_bytes_per_token(spec);
-  const double per_layer_token = per_token / static_cast<double>(spec.num_layers);
-  const size_t tails_per_seq = kv_key_tails_for_sequences(spec, 1), tail_bytes = kv_key_tail_bytes(spec);
+  f.block = kv_bytes_per_block(spec);
+  f.blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
+  f.per_seq = kv_bytes_for_sequences(spec, tokens, 1);
+  f.per_token = kv_bytes_per_token(spec);
+  f.per_layer_token = f.per_token / static_cast<double>(spec.num_layers);
+  f.tails_per_seq = kv_key_tails_for_sequences(spec, 1);
+  f.tail_bytes = kv_key_tail_bytes(spec);
   // Sliding windows: each group's layers hold what their window reads (the engine's hybrid layout).
   const KvPoolGroups pools = kv_pool_groups({.spec = spec, .layer_windows = shape.layer_windows}, kv.window, kv.hybrid);
-  std::vector<GroupFigures> groups;
-  size_t hybrid_per_seq = 0;
   for (size_t g = 0; g < pools.specs.size(); ++g) {
     const size_t window = pools.layers.groups[g].window;
     const size_t bytes = kv_bytes_for_sequences(pools.specs[g], tokens, 1, window);
-    groups.push_back({.spec = pools.specs[g],
-                      .window = window,
-                      .bytes_per_seq = bytes,
-                      .blocks_per_seq = kv_blocks_held(tokens, spec.block_size, window)});
-    hybrid_per_seq += bytes;
+    f.groups.push_back({.spec = pools.specs[g],
+                        .window = window,
+                        .bytes_per_seq = bytes,
+                        .blocks_per_seq = kv_blocks_held(tokens, spec.block_size, window)});
+    f.hybrid_per_seq += bytes;
   }
-  const bool windowed = groups.size() > 1 || groups[0].window > 0;
+  f.windowed = f.groups.size() > 1 || f.groups[0].window > 0;
   // With windows, a sequence holds its groups' bytes; the plain figures are every layer holding every token.
-  const size_t seq_bytes = windowed ? hybrid_per_seq : per_seq, all_seqs = seq_bytes * o.seqs;
-  const auto seqs_in = [&](size_t b) { return windowed ? b / seq_bytes : kv_max_seqs_in_budget(spec, tokens, b); };
-  if (o.json) {
-    nlohmann::json j = {{"model", label},
-                        {"kv_dtype", kv_dtypes_name(spec.dtype)},
-                        {"attention", spec.mla ? "MLA" : "KV"},
-                        {"layers", spec.num_layers},
-                        {"tokens", tokens},
-                        {"sequence_tokens", length},
-                        {"seqs", o.seqs},
-                        {"block_size", spec.block_size},
-                        {"bytes_per_token", per_token},
-                        {"bytes_per_block", block.total()},
-                        {"scale_bytes_per_block", block.scales},
-                        {"blocks_per_seq", blocks_per_seq},
-                        {"bytes_per_seq", seq_bytes},
-                        {"key_tails_per_seq", tails_per_seq},
-                        {"key_tail_bytes", tail_bytes},
-                        {"total_bytes", all_seqs},
-                        {"total_gib", all_seqs / double(1ull << 30)}};
-    if (!spec.mla) j.update({{"kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim}});
-    if (o.tp > 1) {
-      j.update({{"tp", o.tp},
-                {"model_kv_heads", all_kv_heads},
-                {"kv_head_replicas", all_kv_heads >= o.tp ? 1 : o.tp / all_kv_heads}});
-    }
-    if (windowed) {
-      nlohmann::json g = nlohmann::json::array();
-      for (const GroupFigures& f : groups) {
-        g.push_back({{"layers", f.spec.num_layers},
-                     {"window", f.window},
-                     {"blocks_per_seq", f.blocks_per_seq},
-                     {"bytes_per_seq", f.bytes_per_seq}});
-      }
-      j.update({{"layer_groups", g}, {"bytes_per_seq_all_global", per_seq}});
-    }
-    if (budget) j.update({{"budget_bytes", *budget}, {"max_seqs_in_budget", seqs_in(*budget)}});
-    if (policy.evicts()) j.update({{"kv_policy", kv_policy_name(policy.kind)}, {"kv_budget", policy.budget}});
-    if (tiers) {
-      j["kv_host_tier"] = {{"bytes", tiers->host_bytes},
-                           {"blocks", tiers->host_blocks},
-                           {"tokens", tiers->host_blocks * spec.block_size}};
-      j["kv_disk_tier"] = {{"file_bytes_per_block", tiers->disk_file_bytes},
-                           {"blocks", tiers->disk_blocks},
-                           {"tokens", tiers->disk_blocks * spec.block_size}};
-    }
-    std::printf("%s\n", j.dump(2).c_str());
-    return;
+  f.seq_bytes = f.windowed ? f.hybrid_per_seq : f.per_seq;
+  f.all_seqs = f.seq_bytes * o.seqs;
+  if (f.budget)
+    f.seqs_in_budget = f.windowed ? *f.budget / f.seq_bytes : kv_max_seqs_in_budget(spec, tokens, *f.budget);
+  f.spec = spec;
+  return f;
+}
+
+void print_json(const CalcFigures& f, const CalcOptions& o) {
+  nlohmann::json j = {{"model", f.label},
+                      {"kv_dtype", kv_dtypes_name(f.spec.dtype)},
+                      {"attention", f.spec.mla ? "MLA" : "KV"},
+                      {"layers", f.spec.num_layers},
+                      {"tokens", f.tokens},
+                      {"sequence_tokens", f.length},
+                      {"seqs", o.seqs},
+                      {"block_size", f.spec.block_size},
+                      {"bytes_per_token", f.per_token},
+                      {"bytes_per_block", f.block.total()},
+                      {"scale_bytes_per_block", f.block.scales},
+                      {"blocks_per_seq", f.blocks_per_seq},
+                      {"bytes_per_seq", f.seq_bytes},
+                      {"key_tails_per_seq", f.tails_per_seq},
+                      {"key_tail_bytes", f.tail_bytes},
+                      {"total_bytes", f.all_seqs},
+                      {"total_gib", f.all_seqs / double(1ull << 30)}};
+  if (!f.spec.mla) j.update({{"kv_heads", f.spec.num_kv_heads}, {"head_dim", f.spec.head_dim}});
+  if (o.tp > 1) {
+    j.update({{"tp", o.tp},
+              {"model_kv_heads", f.all_kv_heads},
+              {"kv_head_replicas", f.all_kv_heads >= o.tp ? 1 : o.tp / f.all_kv_heads}});
   }
-  std::printf("KV cache for %s: %zu layers, %s, %s elements, blocks of %zu tokens\n", label.c_str(), spec.num_layers,
-              spec.mla ? fmt::format("MLA latent {} + rope {}", spec.kv_lora_rank, spec.rope_dim).c_str()
-                       : fmt::format("{} KV heads x head dim {} (K and V)", spec.num_kv_heads, spec.head_dim).c_str(),
-              kv_dtypes_name(spec.dtype).c_str(), spec.block_size);
+  if (f.windowed) {
+    nlohmann::json g = nlohmann::json::array();
+    for (const GroupFigures& group : f.groups) {
+      g.push_back({{"layers", group.spec.num_layers},
+                   {"window", group.window},
+                   {"blocks_per_seq", group.blocks_per_seq},
+                   {"bytes_per_seq", group.bytes_per_seq}});
+    }
+    j.update({{"layer_groups", g}, {"bytes_per_seq_all_global", f.per_seq}});
+  }
+  if (f.budget) j.update({{"budget_bytes", *f.budget}, {"max_seqs_in_budget", f.seqs_in_budget}});
+  if (f.policy.evicts()) j.update({{"kv_policy", kv_policy_name(f.policy.kind)}, {"kv_budget", f.policy.budget}});
+  if (f.tiers) {
+    j["kv_host_tier"] = {{"bytes", f.tiers->host_bytes},
+                         {"blocks", f.tiers->host_blocks},
+                         {"tokens", f.tiers->host_blocks * f.spec.block_size}};
+    j["kv_disk_tier"] = {{"file_bytes_per_block", f.tiers->disk_file_bytes},
+                         {"blocks", f.tiers->disk_blocks},
+                         {"tokens", f.tiers->disk_blocks * f.spec.block_size}};
+  }
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_text(const CalcFigures& f, const CalcOptions& o) {
+  std::printf(
+      "KV cache for %s: %zu layers, %s, %s elements, blocks of %zu tokens\n", f.label.c_str(), f.spec.num_layers,
+      f.spec.mla ? fmt::format("MLA latent {} + rope {}", f.spec.kv_lora_rank, f.spec.rope_dim).c_str()
+                 : fmt::format("{} KV heads x head dim {} (K and V)", f.spec.num_kv_heads, f.spec.head_dim).c_str(),
+      kv_dtypes_name(f.spec.dtype).c_str(), f.spec.block_size);
   if (o.tp > 1) {
     std::printf("  tensor parallel over %zu ranks: each rank holds %zu of the %zu KV heads%s; figures per rank\n", o.tp,
-                spec.num_kv_heads, all_kv_heads,
-                all_kv_heads >= o.tp
-                    ? ""
-                    : fmt::format(" (more ranks than KV heads: each head replicated on {} ranks)", o.tp / all_kv_heads)
-                          .c_str());
+                f.spec.num_kv_heads, f.all_kv_heads,
+                f.all_kv_heads >= o.tp ? ""
+                                       : fmt::format(" (more ranks than KV heads: each head replicated on {} ranks)",
+                                                     o.tp / f.all_kv_heads)
+                                             .c_str());
   }
-  if (policy.evicts()) {
-    std::printf("  KV policy %s: a sequence of %zu tokens holds at most %zu\n", policy.describe().c_str(), length,
-                tokens);
+  if (f.policy.evicts()) {
+    std::printf("  KV policy %s: a sequence of %zu tokens holds at most %zu\n", f.policy.describe().c_str(), f.length,
+                f.tokens);
   }
-  std::printf("  per token, per layer : %14.1f bytes\n", per_layer_token);
-  std::printf("  per token            : %14.1f bytes\n", per_token);
-  std::printf("  per block            : %14zu bytes (%zu of them scales)\n", block.total(), block.scales);
+  std::printf("  per token, per layer : %14.1f bytes\n", f.per_layer_token);
+  std::printf("  per token            : %14.1f bytes\n", f.per_token);
+  std::printf("  per block            : %14zu bytes (%zu of them scales)\n", f.block.total(), f.block.scales);
   std::printf("  %s: %14zu bytes = %zu blocks for %zu tokens%s (%s)\n",
-              windowed ? "all layers global    " : "per sequence         ", per_seq, blocks_per_seq, tokens,
-              tails_per_seq ? fmt::format(" + {} key tails of {} bytes", tails_per_seq, tail_bytes).c_str() : "",
-              gib(per_seq).c_str());
-  if (windowed) {
-    for (const GroupFigures& f : groups) {
-      const std::string name = fmt::format("{} {} layers", f.spec.num_layers, f.window ? "window" : "global");
-      std::printf("    %-19s: %14zu bytes = %zu blocks of %zu bytes%s\n", name.c_str(), f.bytes_per_seq,
-                  f.blocks_per_seq, kv_bytes_per_block(f.spec).total(),
-                  f.window ? fmt::format(" (window {})", f.window).c_str() : "");
+              f.windowed ? "all layers global    " : "per sequence         ", f.per_seq, f.blocks_per_seq, f.tokens,
+              f.tails_per_seq ? fmt::format(" + {} key tails of {} bytes", f.tails_per_seq, f.tail_bytes).c_str() : "",
+              gib(f.per_seq).c_str());
+  if (f.windowed) {
+    for (const GroupFigures& group : f.groups) {
+      const std::string name = fmt::format("{} {} layers", group.spec.num_layers, group.window ? "window" : "global");
+      std::printf("    %-19s: %14zu bytes = %zu blocks of %zu bytes%s\n", name.c_str(), group.bytes_per_seq,
+                  group.blocks_per_seq, kv_bytes_per_block(group.spec).total(),
+                  group.window ? fmt::format(" (window {})", group.window).c_str() : "");
     }
-    std::printf("  per sequence, hybrid : %14zu bytes (%s, %.1fx less)\n", hybrid_per_seq, gib(hybrid_per_seq).c_str(),
-                double(per_seq) / double(hybrid_per_seq));
+    std::printf("  per sequence, hybrid : %14zu bytes (%s, %.1fx less)\n", f.hybrid_per_seq,
+                gib(f.hybrid_per_seq).c_str(), double(f.per_seq) / double(f.hybrid_per_seq));
   }
-  std::printf("  total, %zu sequence%s   : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", all_seqs,
-              gib(all_seqs).c_str());
-  if (budget) {
-    std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *budget, gib(*budget).c_str(),
-                seqs_in(*budget), tokens);
+  std::printf("  total, %zu sequence%s   : %14zu bytes (%s)\n", o.seqs, o.seqs == 1 ? " " : "s", f.all_seqs,
+              gib(f.all_seqs).c_str());
+  if (f.budget) {
+    std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *f.budget, gib(*f.budget).c_str(),
+                f.seqs_in_budget, f.tokens);
   }
-  if (tiers) {
+  if (f.tiers) {
     std::printf("  host tier            : %14zu bytes = %zu blocks = %zu tokens (%zu sequences of %zu tokens)\n",
-                tiers->host_bytes, tiers->host_blocks, tiers->host_blocks * spec.block_size,
-                tiers->host_blocks / blocks_per_seq, tokens);
-    if (tiers->disk_blocks > 0 || !o.disk_tier.empty()) {
+                f.tiers->host_bytes, f.tiers->host_blocks, f.tiers->host_blocks * f.spec.block_size,
+                f.tiers->host_blocks / f.blocks_per_seq, f.tokens);
+    if (f.tiers->disk_blocks > 0 || !o.disk_tier.empty()) {
       std::printf("  disk tier            : %zu block files of %zu bytes = %zu tokens (%zu sequences of %zu tokens)\n",
-                  tiers->disk_blocks, tiers->disk_file_bytes, tiers->disk_blocks * spec.block_size,
-                  tiers->disk_blocks / blocks_per_seq, tokens);
+                  f.tiers->disk_blocks, f.tiers->disk_file_bytes, f.tiers->disk_blocks * f.spec.block_size,
+                  f.tiers->disk_blocks / f.blocks_per_seq, f.tokens);
     }
+  }
+}
+
+void run(const CalcOptions& o) {
+  const CalcFigures f = compute(o);
+  if (o.json) {
+    print_json(f, o);
+  } else {
+    print_text(f, o);
   }
 }
 

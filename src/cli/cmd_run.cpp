@@ -77,10 +77,82 @@ std::shared_ptr<const JsonSchema> load_json_schema(const std::string& path) {
   return *schema;
 }
 
+// The summary line: tokens, rates, the KV cache and what made it.
+void print_run_line(const RunOptions& options, const LoadedModel& loaded, const Engine& engine,
+                    const EngineConfig& engine_options, const GenerationResult& result) {
+  const ModelConfig& config = loaded.model->config();
+  const size_t decode_steps = result.tokens.empty() ? 0 : result.tokens.size() - 1;
+  const KvUsage kv = engine.kv().usage();
+  std::fprintf(stderr,
+               "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
+               "decode %.1f tok/s, "
+               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
+               "weights %zu bytes, %zu threads, %s kernels, kv cache %s\n",
+               result.prompt_tokens, result.cached_tokens, result.tokens.size(),
+               std::string(finish_reason_name(result.finish_reason)).c_str(),
+               result.prompt_tokens / std::max(result.prefill_seconds, 1e-9),
+               decode_steps / std::max(result.decode_seconds, 1e-9), engine.kv_storage_bytes(), result.kv_blocks_held,
+               kv.blocks_total, result.kv_bytes_held, engine_options.block_size, config.attention_kind().c_str(),
+               engine.kv_layers().describe().c_str(),
+               (config.is_mla() ? fmt::format("latent {} + rope {}", config.mla.kv_lora_rank, config.rope_dim)
+                                : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
+                   .c_str(),
+               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.model->weights().matrix_bytes(),
+               loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
+               options.no_kv_cache ? "off" : "on");
+}
+
+// Under --tp: this rank's share and what its collectives cost.
+void print_tensor_parallel_line(const LoadedModel& loaded, const Engine& engine) {
+  const DecoderModel& m = *loaded.model;
+  const ModelRunner& runner = engine.runner();
+  std::fprintf(stderr,
+               "kvserve: tensor parallel, %s (%s): weights %zu bytes, KV cache %zu bytes (this rank's); %llu "
+               "collectives took %.3f ms (%.1f us each)\n",
+               describe(m.shard_ranges(), m.shard()).c_str(), launched_by_mpi() ? "MPI" : "in process",
+               m.weights().matrix_bytes(), engine.kv_storage_bytes(),
+               static_cast<unsigned long long>(runner.num_collectives()), 1e3 * runner.communication_seconds(),
+               1e6 * runner.communication_seconds() / std::max<double>(1.0, double(runner.num_collectives())));
+}
+
+// With offload tiers: what they held and served.
+void print_tiers_line(const EngineMetrics& m) {
+  std::string line =
+      fmt::format("kvserve: KV tiers: {} prompt tokens loaded from them", m.prefix_cache_tier_hits_tokens_total);
+  for (const KvTierMetrics& t : m.kv_tiers) {
+    line += fmt::format("; {} holds {} blocks ({} bytes), {} hits, {} bytes in, {} bytes out", t.tier, t.blocks_held,
+                        t.bytes_held, t.hits, t.bytes_stored, t.bytes_loaded);
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Under an eviction policy: the budget held and the tokens evicted.
+void print_policy_line(const LoadedModel& loaded, const EngineConfig& engine_options, const GenerationResult& result,
+                       const KvUsage& kv, const EngineMetrics& m) {
+  const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
+  std::fprintf(
+      stderr,
+      "kvserve: KV policy %s: a sequence of %zu tokens, at most %zu blocks held (%zu tokens of room, %zu bytes; "
+      "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
+      policy.describe().c_str(), result.prompt_tokens + result.tokens.size(), kv.blocks_used_peak,
+      kv.blocks_used_peak * engine_options.block_size,
+      kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(), policy.budget,
+      static_cast<unsigned long long>(m.kv_evicted_tokens_total),
+      static_cast<unsigned long long>(m.kv_evictions_total));
+}
+
+void print_summary(const RunOptions& options, const LoadedModel& loaded, const Engine& engine,
+                   const EngineConfig& engine_options, const GenerationResult& result) {
+  print_run_line(options, loaded, engine, engine_options, result);
+  if (loaded.tp) print_tensor_parallel_line(loaded, engine);
+  const EngineMetrics m = engine.metrics();
+  if (!m.kv_tiers.empty()) print_tiers_line(m);
+  if (engine_options.kv_policy.evicts()) print_policy_line(loaded, engine_options, result, engine.kv().usage(), m);
+}
+
 void run(const RunOptions& options) {
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 runs the command
-  const ModelConfig& config = loaded.model->config();
   RequestParams params{.prompt = loaded.tokenizer->encode(options.prompt, loaded.tokenizer->add_bos_by_default()),
                        .max_new_tokens = options.max_new_tokens,
                        .sampling = options.sampling,
@@ -110,58 +182,7 @@ void run(const RunOptions& options) {
   if (result->finish_reason == FinishReason::kKvCacheFull) {
     std::fprintf(stderr, "kvserve: generation stopped early: %s\n", result->finish_detail.c_str());
   }
-  const size_t decode_steps = result->tokens.empty() ? 0 : result->tokens.size() - 1;
-  const KvUsage kv = (*engine)->kv().usage();
-  std::fprintf(stderr,
-               "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
-               "decode %.1f tok/s, "
-               "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
-               "weights %zu bytes, %zu threads, %s kernels, kv cache %s\n",
-               result->prompt_tokens, result->cached_tokens, result->tokens.size(),
-               std::string(finish_reason_name(result->finish_reason)).c_str(),
-               result->prompt_tokens / std::max(result->prefill_seconds, 1e-9),
-               decode_steps / std::max(result->decode_seconds, 1e-9), (*engine)->kv_storage_bytes(),
-               result->kv_blocks_held, kv.blocks_total, result->kv_bytes_held, engine_options.block_size,
-               config.attention_kind().c_str(), (*engine)->kv_layers().describe().c_str(),
-               (config.is_mla() ? fmt::format("latent {} + rope {}", config.mla.kv_lora_rank, config.rope_dim)
-                                : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
-                   .c_str(),
-               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.model->weights().matrix_bytes(),
-               loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
-               options.no_kv_cache ? "off" : "on");
-  if (loaded.tp) {
-    const DecoderModel& m = *loaded.model;
-    const ModelRunner& runner = (*engine)->runner();
-    std::fprintf(stderr,
-                 "kvserve: tensor parallel, %s (%s): weights %zu bytes, KV cache %zu bytes (this rank's); %llu "
-                 "collectives took %.3f ms (%.1f us each)\n",
-                 describe(m.shard_ranges(), m.shard()).c_str(), launched_by_mpi() ? "MPI" : "in process",
-                 m.weights().matrix_bytes(), (*engine)->kv_storage_bytes(),
-                 static_cast<unsigned long long>(runner.num_collectives()), 1e3 * runner.communication_seconds(),
-                 1e6 * runner.communication_seconds() / std::max<double>(1.0, double(runner.num_collectives())));
-  }
-  if (const EngineMetrics m = (*engine)->metrics(); !m.kv_tiers.empty()) {
-    std::string line =
-        fmt::format("kvserve: KV tiers: {} prompt tokens loaded from them", m.prefix_cache_tier_hits_tokens_total);
-    for (const KvTierMetrics& t : m.kv_tiers) {
-      line += fmt::format("; {} holds {} blocks ({} bytes), {} hits, {} bytes in, {} bytes out", t.tier, t.blocks_held,
-                          t.bytes_held, t.hits, t.bytes_stored, t.bytes_loaded);
-    }
-    std::fprintf(stderr, "%s\n", line.c_str());
-  }
-  if (engine_options.kv_policy.evicts()) {
-    const EngineMetrics m = (*engine)->metrics();
-    const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
-    std::fprintf(
-        stderr,
-        "kvserve: KV policy %s: a sequence of %zu tokens, at most %zu blocks held (%zu tokens of room, %zu bytes; "
-        "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
-        policy.describe().c_str(), result->prompt_tokens + result->tokens.size(), kv.blocks_used_peak,
-        kv.blocks_used_peak * engine_options.block_size,
-        kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(), policy.budget,
-        static_cast<unsigned long long>(m.kv_evicted_tokens_total),
-        static_cast<unsigned long long>(m.kv_evictions_total));
-  }
+  print_summary(options, loaded, **engine, engine_options, *result);
 }
 
 }  // namespace

@@ -32,7 +32,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   }
   auto driver = TensorParallelDriver::start(*comm, session ? &*session : nullptr, model.file_fingerprint(), mine);
   if (!driver) return driver.status();
-  (*engine)->tp_ = std::move(driver).value();
+  Engine& e = **engine;
+  e.tp_ = std::move(driver).value();
+  e.runner_ = std::make_unique<TensorParallelRunner>(std::move(e.runner_), *e.tp_);
+  e.executor_ = std::make_unique<ReplicatedKvExecutor>(std::move(e.executor_), *e.tp_);
   return engine;
 }
 
@@ -51,38 +54,22 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
 }
 
 Status Engine::attach_tiers() {
-  if (config_.kv_layout != KvLayout::kPaged) return Status::invalid_argument("KV offload tiers need the paged layout");
-  const TierFormat format = tier_format(storages_[0].spec());
-  auto stack = KvTierStack::create(config_.kv_tiers, format);
-  if (!stack && !config_.kv_tiers.disk_directory.empty()) {
-    // A directory that is not ours, or unreadable: recompute instead, and say so.
-    const std::string line = fmt::format("{}; running without a disk tier", stack.status().message());
-    if (config_.kv_tiers.log) {
-      config_.kv_tiers.log(line);
-    } else {
-      fmt::print(stderr, "kvserve: {}\n", line);
-    }
-    KvTierConfig host_only = config_.kv_tiers;
-    host_only.disk_directory.clear();
-    if (!host_only.enabled()) return Status::ok();
-    stack = KvTierStack::create(host_only, format);
-  }
+  auto stack = KvTierStack::create_or_without_disk(config_.kv_tiers, tier_format(storages_[0].spec()));
   if (!stack) return stack.status();
+  if (*stack == nullptr) return Status::ok();
   tiers_ = std::move(stack).value();
-  executor_->set_host_slabs(&tiers_->host_slabs());
-  executor_->set_disk(tiers_.get());
+  host_executor_->set_host_slabs(&tiers_->host_slabs());
+  host_executor_->set_disk(tiers_.get());
   return kv_->attach_tiers(tiers_.get());
 }
 
 Engine::~Engine() {
   if (tp_) tp_->stop();  // the workers return
   if (!tiers_ || !tiers_->disk()) return;
-  std::vector<std::byte> bytes(storages_[0].block_bytes());
-  kv_->group(0).for_each_cached_full_block([&](BlockId block, const BlockHash& hash, std::span<const TokenId> tokens) {
-    if (tiers_->on_disk(hash, tokens)) return;
-    storages_[0].read_block(block, bytes);
-    tiers_->persist(hash, tokens, bytes);
-  });
+  kv_ops_.clear();
+  plan_persist(kv_->group(0), *tiers_, kv_ops_);
+  const auto persisted = executor_->apply(kv_ops_);
+  KVS_ASSERT(persisted.has_value(), "{}", persisted.status().message());
 }  // the disk tier finishes its writes as it closes
 
 void Engine::prefetch_waiting() {
@@ -107,7 +94,6 @@ void Engine::apply_kv_ops() {
     }
   }
   if (!kv_ops_.empty()) {
-    if (tp_) tp_->send(kv_ops_);
     const auto applied = executor_->apply(kv_ops_);
     KVS_ASSERT(applied.has_value(), "the KV op log failed: {}", applied.status().message());
     kv_ops_.clear();
@@ -136,8 +122,10 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   storages_.reserve(layout.groups.size());
   for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
   kv_groups_ = layout.groups;
-  executor_ = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
+  auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
                                                model_key_rotation(model.config()), clock_);
+  host_executor_ = host.get();
+  executor_ = std::move(host);
   const ModelConfig& c = model.config();
   capabilities_ = {.features = engine_features(model, config, {}),
                    .context_length = c.context_length,
@@ -380,9 +368,7 @@ bool Engine::step() {
   logits_.resize(input_.logits_for.size() * vocab);
   const SteadyTime forward_start = clock_.now();
   const ForwardBatch batch = input_.view();
-  if (tp_) tp_->forward(batch);  // the other ranks run their shards with this one
   runner_->forward(batch, storages_, logits_);
-  if (tp_) tp_->add_scores(batch);  // the other ranks' heads' attention mass (heavy-hitter policies)
   // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
   if (input_.tokens.size() >= kPrefillRateTokens) {
     scheduler_.preemption_costs().recompute_tokens.observe(static_cast<double>(input_.tokens.size()),

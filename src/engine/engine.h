@@ -93,10 +93,11 @@ class Engine {
   KvLayerGroups layers_;                      // which pool each layer's K/V live in
   std::unique_ptr<KvTierStack> tiers_;        // offload tiers below the pool (none unless configured)
   std::unique_ptr<HybridKvManager> kv_;       // block accounting, per layer group
-  std::unique_ptr<TensorParallelDriver> tp_;  // a model split over ranks: what rank 0 sends the others
+  std::unique_ptr<TensorParallelDriver> tp_;  // a model split over ranks (outlives the runner and executor using it)
   std::vector<KvStorage> storages_;           // [layer group]: the K/V bytes its blocks index
   std::vector<KvCacheConfig> kv_groups_;      // [layer group]: what its pool was made of
-  std::unique_ptr<HostKvExecutor> executor_;  // moves the bytes of the KV op log in storages_ and the tiers
+  std::unique_ptr<KvExecutor> executor_;      // applies the KV op log (and, split over ranks, sends it to them)
+  HostKvExecutor* host_executor_ = nullptr;   // its host part: storages_ and the tiers' slots
   std::vector<KvOp> kv_ops_;                  // this step's KV op log
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;

@@ -98,23 +98,6 @@ PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32
   return m;
 }
 
-void KvCacheManager::add_tier_partial_match(PrefixMatch& m, std::span<const TokenId> tokens,
-                                            const BlockHash& parent_hash, size_t limit) const {
-  const size_t bs = block_size(), next = (m.blocks.size() + m.tier_hashes.size()) * bs, unit = partial_copy_unit();
-  if (next >= limit) return;
-  // A kept partial block holds the whole copy units its sequence had computed: try each length, longest first.
-  for (size_t n = std::min(bs - 1, limit - next) / unit * unit; n > m.partial_tokens; n -= unit) {
-    const std::span<const TokenId> partial = tokens.subspan(next, n);
-    const BlockHash hash = config_.hasher(parent_hash, partial);
-    if (tiers_->holds(hash, partial)) {
-      m.partial_source = kNullBlock;
-      m.partial_tokens = n;
-      m.partial_hash = hash;
-      return;
-    }
-  }
-}
-
 void KvCacheManager::add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent,
                                        size_t limit) {
   const size_t bs = block_size(), next = m.blocks.size() * bs;
@@ -367,49 +350,6 @@ void KvCacheManager::drop_blocks_before_window(BlockTable& t) {
   }
 }
 
-void KvCacheManager::release_kept(SeqId seq) {
-  auto it = kept_.find(seq.value);
-  if (it == kept_.end()) return;
-  for (const BlockHash& hash : it->second) tiers_->release_kept(hash);
-  kept_.erase(it);
-}
-
-size_t KvCacheManager::blocks_to_keep(SeqId seq) const {
-  auto it = tables_.find(seq.value);
-  if (tiers_ == nullptr || it == tables_.end() || it->second.evicts()) return 0;
-  const size_t n = it->second.num_tokens();
-  return n / block_size() + (n % block_size() >= partial_copy_unit());
-}
-
-bool KvCacheManager::swap_out(SeqId seq) {
-  const size_t keep = blocks_to_keep(seq);
-  if (keep == 0) return false;
-  // Blocks pinned now, and those other swaps of this step will pin when their transfers run.
-  const size_t pending = static_cast<size_t>(std::ranges::count_if(
-      pending_transfers_, [](const KvBlockTransfer& t) { return t.kind == KvBlockTransfer::Kind::kKeep; }));
-  if (keep + pending > tiers_->room_to_keep()) return false;
-  release_kept(seq);
-  const BlockTable& t = table(seq);
-  const size_t bs = block_size(), full = t.num_tokens() / bs;
-  KVS_ASSERT(t.num_hashed() >= full, "sequence {} has {} full blocks but {} hashes", seq.value, full, t.num_hashed());
-  std::vector<BlockHash>& kept = kept_[seq.value];
-  const auto keep_block = [&](size_t i, size_t num_tokens, const BlockHash& hash) {
-    const std::span<const TokenId> block_tokens = t.tokens().subspan(i * bs, num_tokens);
-    pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kKeep,
-                                  .block = t.blocks()[i],
-                                  .hash = hash,
-                                  .tokens = {block_tokens.begin(), block_tokens.end()}});
-    kept.push_back(hash);
-  };
-  for (size_t i = 0; i < full; ++i) keep_block(i, bs, t.hash(i));
-  if (keep > full) {  // the partial last block, in whole copy units (a filling key group is recomputed)
-    const size_t n = t.num_tokens() % bs / partial_copy_unit() * partial_copy_unit();
-    keep_block(full, n, config_.hasher(parent_hash(t, full), t.tokens().subspan(full * bs, n)));
-  }
-  release_table(seq);
-  return true;
-}
-
 void KvCacheManager::free(SeqId seq) {
   release_kept(seq);
   release_table(seq);
@@ -435,49 +375,6 @@ void KvCacheManager::release_table(SeqId seq) {
   const std::vector<BlockId> blocks(t.blocks().begin(), t.blocks().end());
   tables_.erase(it);  // the table's PinnedBlocks release tail first
   release_tails_of_unheld(blocks);
-}
-
-void KvCacheManager::attach_tiers(KvTierStack* tiers) {
-  KVS_ASSERT(
-      tiers_ == nullptr && tables_.empty() && (tiers == nullptr || (config_.prefix_caching && config_.window == 0)),
-      "offload tiers attached twice, to a manager in use, or without a prefix cache or with a window");
-  tiers_ = tiers;
-}
-
-void KvCacheManager::transfers_done() {
-  for (const KvBlockTransfer& t : pending_transfers_)
-    if (t.kind == KvBlockTransfer::Kind::kLoad) tiers_->unpin(t.hash);
-  pending_transfers_.clear();
-}
-
-size_t KvCacheManager::prefetch_prefix(std::span<const TokenId> tokens, uint32_t ns) {
-  if (tiers_ == nullptr || tokens.size() < 2) return 0;
-  KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
-  const size_t bs = block_size(), limit = tokens.size() - 1;
-  // Blocks held in the host tier or coming into it for this prefix: at most half of it, so that reads for one
-  // prompt never push out its own blocks.
-  const size_t host_blocks = tiers_->host().stats().capacity_bytes / tiers_->format().block_bytes / 2;
-  BlockHash parent_hash = roots_[ns];
-  ContentRef parent = ContentRef::root(ns);
-  bool in_pool = true;
-  size_t staged = 0, on_the_way = 0;
-  for (size_t first = 0; first + bs <= limit && staged < host_blocks; first += bs) {
-    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
-    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
-    parent_hash = hash;
-    if (in_pool) {
-      if (const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens)) {
-        parent = content_of(*hit);
-        continue;
-      }
-      in_pool = false;
-    }
-    ++staged;
-    if (tiers_->holds(hash, block_tokens)) continue;
-    if (!tiers_->prefetch(hash, block_tokens)) break;
-    ++on_the_way;
-  }
-  return on_the_way;
 }
 
 void KvCacheManager::copies_done() {
@@ -527,85 +424,6 @@ PrefixCacheStats KvCacheManager::prefix_stats() const {
   PrefixCacheStats s = stats_;
   s.collisions = index_.num_collisions();
   return s;
-}
-
-Status KvCacheManager::check_invariants() const {
-  KVS_RETURN_IF_ERROR(pool_.check_invariants());
-  KVS_RETURN_IF_ERROR(index_.check_invariants());
-  KVS_RETURN_IF_ERROR(tails_.check_invariants());
-  const size_t bs = block_size();
-  for (uint32_t b = 0; b < pool_.num_blocks(); ++b) {
-    if (tails_.tail_of(BlockId{b}) != kNoKeyTail && pool_.meta(BlockId{b}).ref_count == 0)
-      return Status::corrupt(fmt::format("free block {} holds key tail {}", b, tails_.tail_of(BlockId{b})));
-  }
-  for (const auto& [id, t] : tables_) {
-    const std::optional<size_t> filling = tail_block(t.num_slots());
-    if (filling && t.blocks()[*filling] != kNullBlock && tails_.tail_of(t.blocks()[*filling]) == kNoKeyTail) {
-      return Status::corrupt(
-          fmt::format("sequence {} fills a key group in block {} without a key tail", id, t.blocks()[*filling].value));
-    }
-  }
-  std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
-  for (const auto& [id, t] : tables_) {
-    const size_t before_window = std::min(blocks_before_window(t.num_tokens(), t.window()), t.blocks().size());
-    for (size_t i = 0; i < t.blocks().size(); ++i) {
-      if ((i < before_window) != (t.blocks()[i] == kNullBlock)) {
-        return Status::corrupt(fmt::format(
-            "sequence {} of {} tokens (window {}) has block {} {} but {} blocks "
-            "lie before its window",
-            id, t.num_tokens(), config_.window, i, t.blocks()[i] == kNullBlock ? "a hole" : "held", before_window));
-      }
-    }
-    if (t.blocks().size() < kv_blocks_for_tokens(t.num_slots(), bs)) {
-      return Status::corrupt(
-          fmt::format("sequence {} holds {} slots in only {} blocks", id, t.num_slots(), t.blocks().size()));
-    }
-    for (BlockId b : t.blocks()) {
-      if (b == kNullBlock) continue;
-      if (b.value >= pool_.num_blocks())
-        return Status::corrupt(
-            fmt::format("sequence {} holds block {} of a pool of {}", id, b.value, pool_.num_blocks()));
-      ++holders[b.value];
-    }
-  }
-  // A shared block is full in every holder, or a fork's partial last block with the same slots in each.
-  std::map<uint32_t, size_t> shared_partial;  // block -> slots written
-  for (const auto& [id, t] : tables_) {
-    for (size_t i = 0; i < t.blocks().size(); ++i) {
-      const BlockId b = t.blocks()[i];
-      if (b == kNullBlock || holders[b.value] < 2 || (i + 1) * bs <= t.num_slots()) continue;
-      if (t.evicts()) {
-        return Status::corrupt(fmt::format("block {} of sequence {}, which evicts, is shared by {} tables", b.value, id,
-                                           holders[b.value]));
-      }
-      const size_t written = t.num_slots() > i * bs ? t.num_slots() - i * bs : 0;
-      const auto [seen, first] = shared_partial.try_emplace(b.value, written);
-      if (i + 1 != t.blocks().size() || written == 0 || seen->second != written) {
-        return Status::corrupt(fmt::format(
-            "block {} is shared by {} tables but sequence {} has {} of its slots written and {} blocks after it",
-            b.value, holders[b.value], id, written, t.blocks().size() - i - 1));
-      }
-    }
-  }
-  for (BlockId b : copy_sources_.blocks()) ++holders[b.value];  // pinned for a copy (pending, or dropped)
-  for (const auto& [block, count] : holders) {
-    const uint32_t refs = pool_.meta(BlockId{block}).ref_count;
-    if (refs < count) {
-      return Status::corrupt(fmt::format("block {} is in {} block tables but has ref count {}", block, count, refs));
-    }
-  }
-  if (holders.size() != pool_.num_used_blocks()) {
-    return Status::corrupt(
-        fmt::format("{} blocks in use but {} held by tables", pool_.num_used_blocks(), holders.size()));
-  }
-  for (uint32_t b = 0; b < pool_.num_blocks(); ++b) {
-    if ((pool_.meta(BlockId{b}).content_hash != 0) != index_.contains(BlockId{b})) {
-      return Status::corrupt(fmt::format("block {}: the pool says {} cached content, the index {}", b,
-                                         pool_.meta(BlockId{b}).content_hash != 0 ? "it holds" : "no",
-                                         index_.contains(BlockId{b}) ? "has an entry" : "has none"));
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace kvs

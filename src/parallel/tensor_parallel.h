@@ -70,6 +70,42 @@ class TensorParallelDriver {
   bool stopped_ = false;
 };
 
+// Rank 0's KV op log under tensor parallelism: applied here by `local`, and queued for the workers, whose executors
+// apply it before their forward pass of the next batch (the driver must outlive this).
+class ReplicatedKvExecutor final : public KvExecutor {
+ public:
+  ReplicatedKvExecutor(std::unique_ptr<KvExecutor> local, TensorParallelDriver& driver)
+      : local_(std::move(local)), driver_(driver) {}
+  Expected<KvApplyStats> apply(std::span<const KvOp> ops) override {
+    driver_.send(ops);
+    return local_->apply(ops);
+  }
+
+ private:
+  std::unique_ptr<KvExecutor> local_;
+  TensorParallelDriver& driver_;
+};
+
+// Rank 0's forward pass under tensor parallelism: the batch goes to the workers, which run their shards with rank 0's
+// (their all-reduces and the logits gather meet), then the other ranks' attention mass is added to rank 0's (the
+// heavy-hitter policies' scores). The driver must outlive this.
+class TensorParallelRunner final : public ModelRunner {
+ public:
+  TensorParallelRunner(std::unique_ptr<ModelRunner> local, TensorParallelDriver& driver)
+      : local_(std::move(local)), driver_(driver) {}
+  void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override {
+    driver_.forward(batch);
+    local_->forward(batch, kv, logits);
+    driver_.add_scores(batch);
+  }
+  double communication_seconds() const override { return local_->communication_seconds(); }
+  uint64_t num_collectives() const override { return local_->num_collectives(); }
+
+ private:
+  std::unique_ptr<ModelRunner> local_;
+  TensorParallelDriver& driver_;
+};
+
 // A worker rank (1..N-1): serves rank 0's engines (each: mirror its KV pools, then its steps until it stops; several
 // may be open at once) until rank 0 ends them all. Returns what went wrong at the last engine's start (every rank
 // agreed on it; rank 0 reports it), else ok.

@@ -51,6 +51,10 @@ class KvTierStack {
   // Tiers for blocks of `format`. A disk directory that cannot be used (not a kvserve cache, unreadable)
   // is an error naming it.
   static Expected<std::unique_ptr<KvTierStack>> create(const KvTierConfig& config, const TierFormat& format);
+  // create(), except that a disk directory that cannot be used is logged (config.log, else stderr) and left out: the
+  // tiers run without it (what it would have held is recomputed). Null when no tier is left.
+  static Expected<std::unique_ptr<KvTierStack>> create_or_without_disk(const KvTierConfig& config,
+                                                                       const TierFormat& format);
 
   const TierFormat& format() const { return format_; }
   TierBlockKey key(const BlockHash& hash) const { return {.hash = hash, .format = format_.fingerprint}; }

@@ -28,4 +28,12 @@ void plan_tier_transfers(std::span<const KvBlockTransfer> transfers, KvTierStack
   }
 }
 
+void plan_persist(const KvCacheManager& kv, const KvTierStack& tiers, std::vector<KvOp>& ops) {
+  if (tiers.disk() == nullptr) return;
+  kv.for_each_cached_full_block([&](BlockId block, const BlockHash& hash, std::span<const TokenId> tokens) {
+    if (!tiers.on_disk(hash, tokens))
+      ops.push_back(KvBlockToDisk{.block = block, .hash = hash, .tokens = {tokens.begin(), tokens.end()}});
+  });
+}
+
 }  // namespace kvs

@@ -18,5 +18,8 @@ namespace kvs {
 // Appends the byte moves of `transfers` (layer group 0) to `ops`. A block kept pinned or loaded is always placed (the
 // manager asked only for what the tier can pin and pinned what it loads); a demotion the tier refuses moves nothing.
 void plan_tier_transfers(std::span<const KvBlockTransfer> transfers, KvTierStack& tiers, std::vector<KvOp>& ops);
+// At the end of a pool with a disk tier: appends a write of each full block the prefix index holds that the disk tier
+// does not hold yet, so that a restart finds it.
+void plan_persist(const KvCacheManager& kv, const KvTierStack& tiers, std::vector<KvOp>& ops);
 
 }  // namespace kvs
