@@ -27,7 +27,7 @@ print(max(j['prefill_tok_s'].values()), j['decode_tok_s']['0'])"
 }
 
 loadgen() {  # binary -> "tok/s at 1 stream, tok/s at 16"
-  "$1" serve -m "$model" --port "$port" --max-seqs 16 2>"$out/serve.log" &
+  "$1" serve -m "$model" --port "$port" --max-seqs 16 >"$out/serve.log" 2>&1 &
   local pid=$!
   for _ in $(seq 150); do curl -sf "$url/health" >/dev/null 2>&1 && break; sleep 0.2; done
   "$1" loadgen --url "$url" --concurrency 1,16 --requests 32 --max-tokens 64 --json "$out/loadgen.json" >/dev/null 2>&1

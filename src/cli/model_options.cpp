@@ -2,7 +2,6 @@
 
 #include <thread>
 
-#include "parallel/in_process_communicator.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 
@@ -42,14 +41,6 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
       "packed int8 kernels (same values; for A/B measurements)");
 }
 
-TensorParallelRanks::~TensorParallelRanks() {
-  // Only ranks that serve can hear it (in process: none when a shard failed to load before they started).
-  if (!comms_.empty() && is_root() && (mpi_ || !threads_.empty())) TensorParallelDriver::end_all(*comms_[0]);
-  for (std::thread& t : threads_) t.join();
-}
-
-bool TensorParallelRanks::is_root() const { return comms_[0]->rank() == 0; }
-
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
   const WeightPacking packing = options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu;
@@ -61,39 +52,13 @@ LoadedModel load_model(const ModelOptions& options) {
                    : launched_by_mpi() ? std::max<size_t>(1, hardware / std::max<size_t>(1, options.tp))
                                        : hardware;
   if (options.tp > 1) {
-    loaded.tp = std::make_unique<TensorParallelRanks>();
-    TensorParallelRanks& tp = *loaded.tp;
-    if (launched_by_mpi()) {
-      auto world = mpi_world();
-      if (!world) throw CommandError(fmt::format("--tp {}: {}", options.tp, world.status().message()));
-      if ((*world)->size() != options.tp) {
-        throw CommandError(fmt::format("--tp {} but mpirun started {} ranks: give mpirun -np {}", options.tp,
-                                       (*world)->size(), options.tp));
-      }
-      tp.mpi_ = true;
-      tp.comms_.push_back(std::move(world).value());
-    } else {
-      tp.comms_ = InProcessGroup::make(options.tp);
-      for (size_t r = 1; r < options.tp; ++r) {  // the other ranks' shards, each with its share of the threads
-        auto shard = DecoderModel::load(path, packing, tp.comms_[r].get());
-        if (!shard) throw CommandError(shard.status().message());
-        tp.shards_.resize(r);
-        tp.shards_.push_back(std::move(shard).value());
-        tp.pools_.resize(r);
-        tp.pools_.push_back(std::make_unique<ThreadPool>(std::max<size_t>(1, threads / options.tp)));
-      }
-      for (size_t r = 1; r < options.tp; ++r) {  // they serve rank 0's engines until it is done
-        tp.threads_.emplace_back([&tp, r] {
-          const Status s = run_tensor_parallel_worker(*tp.shards_[r], *tp.pools_[r], *tp.comms_[r]);
-          (void)s;  // a failed start is reported on rank 0, which agreed on it
-        });
-      }
-      threads = std::max<size_t>(1, threads / options.tp);
-    }
-    comm = tp.comms_[0].get();
+    auto ranks = TensorParallelRanks::launch(path, packing, options.tp, threads);
+    if (!ranks) throw CommandError(ranks.status().message());
+    loaded.tp = std::move(ranks).value();
+    comm = &loaded.tp->communicator();
   }
   auto model = DecoderModel::load(path, packing, comm);
-  if (!model && loaded.tp && loaded.tp->mpi_) mpi_abort_job(model.status().message());  // the others wait for it
+  if (!model && loaded.tp && loaded.tp->mpi()) mpi_abort_job(model.status().message());  // the others wait for it
   if (!model) throw CommandError(model.status().message());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));

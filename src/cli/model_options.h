@@ -1,6 +1,5 @@
 // Flags every model-running subcommand shares (-m, --threads, --tp) and loading the model they name. With --tp N
-// the model is split over N ranks (model/tensor_shard.h): under mpirun this process is one rank of the MPI job
-// (rank 0 runs the command, the others serve it); without mpirun the other N - 1 ranks are threads of this process.
+// the model is split over N ranks (parallel/rank_launcher.h).
 #pragma once
 
 #include <memory>
@@ -13,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/decoder_model.h"
 #include "parallel/communicator.h"
+#include "parallel/rank_launcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -22,21 +22,6 @@ struct ModelOptions {
   size_t threads = 0;      // 0: every hardware thread
   bool no_repack = false;  // keep Q8_0 matrices in the file's layout (WeightPacking::kNone)
   size_t tp = 1;           // --tp: ranks the model is split over
-};
-
-// The ranks of a model split by --tp, seen from this process.
-class TensorParallelRanks {
- public:
-  ~TensorParallelRanks();  // rank 0: tells the other ranks it is done; joins the in-process ones
-
-  bool is_root() const;
-
-  // Set up by load_model.
-  std::vector<std::unique_ptr<Communicator>> comms_;   // [rank] in process; [0] = this process's under MPI
-  std::vector<std::unique_ptr<DecoderModel>> shards_;  // in process: ranks 1..N-1 (index 0 unused)
-  std::vector<std::unique_ptr<ThreadPool>> pools_;
-  std::vector<std::thread> threads_;
-  bool mpi_ = false;
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
