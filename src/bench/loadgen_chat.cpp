@@ -41,6 +41,35 @@ Status ChatConfig::validate() const {
   return Status::ok();
 }
 
+namespace {
+
+// Per turn (in order): the requests that came back and failed, tokens, and the TTFT percentiles.
+std::vector<TurnResult> summarize_turns(const std::vector<std::vector<StreamTiming>>& by_turn) {
+  std::vector<TurnResult> out;
+  for (size_t turn = 0; turn < by_turn.size(); ++turn) {
+    TurnResult r{.turn = turn + 1};
+    std::vector<double> ttft;
+    for (const StreamTiming& t : by_turn[turn]) {
+      if (!t.ok) {
+        ++r.requests_failed;
+        if (r.first_error.empty()) r.first_error = t.cut ? "cut by the time limit" : t.error;
+        continue;
+      }
+      ++r.requests_ok;
+      r.prompt_tokens += t.prompt_tokens;
+      r.cached_tokens += t.cached_tokens;
+      r.completion_tokens += t.completion_tokens;
+      if (t.ttft_s >= 0) ttft.push_back(t.ttft_s);
+    }
+    r.ttft_p50_s = percentile(ttft, 0.50);
+    r.ttft_p99_s = percentile(ttft, 0.99);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<TurnResult> run_chat(const ChatConfig& config) {
   nlohmann::json base = {{"max_tokens", config.max_tokens},
                          {"temperature", 0.0},
@@ -109,27 +138,7 @@ std::vector<TurnResult> run_chat(const ChatConfig& config) {
     });
   }
   for (std::thread& t : clients) t.join();
-  std::vector<TurnResult> out;
-  for (size_t turn = 0; turn < config.turns; ++turn) {
-    TurnResult r{.turn = turn + 1};
-    std::vector<double> ttft;
-    for (const StreamTiming& t : by_turn[turn]) {
-      if (!t.ok) {
-        ++r.requests_failed;
-        if (r.first_error.empty()) r.first_error = t.cut ? "cut by the time limit" : t.error;
-        continue;
-      }
-      ++r.requests_ok;
-      r.prompt_tokens += t.prompt_tokens;
-      r.cached_tokens += t.cached_tokens;
-      r.completion_tokens += t.completion_tokens;
-      if (t.ttft_s >= 0) ttft.push_back(t.ttft_s);
-    }
-    r.ttft_p50_s = percentile(ttft, 0.50);
-    r.ttft_p99_s = percentile(ttft, 0.99);
-    out.push_back(std::move(r));
-  }
-  return out;
+  return summarize_turns(by_turn);
 }
 
 std::string format_chat_table(const std::vector<TurnResult>& turns) {

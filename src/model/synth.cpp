@@ -303,33 +303,27 @@ Expected<BorrowedTokenizer> borrow_tokenizer(const std::string& path) {
 
 }  // namespace
 
-Status write_synth_model(const SynthSpec& spec, const std::string& path) {
-  SynthSpec s = spec;
-  std::optional<BorrowedTokenizer> tokenizer;
-  if (!s.tokenizer_from.empty()) {
-    auto borrowed = borrow_tokenizer(s.tokenizer_from);
-    if (!borrowed) return borrowed.status();
-    tokenizer = std::move(*borrowed);
-    s.vocab = tokenizer->vocab;
-  }
-  KVS_RETURN_IF_ERROR(validate_synth_spec(s));
-  gguf::Writer w;
-  const bool gemma3 = s.architecture == "gemma3";
-  const LlamaHParams hp{
-      .architecture = s.architecture,
-      .name = fmt::format("synth-{}{}l-{}d-{}h-{}kv", s.architecture == "llama" ? "" : s.architecture + "-", s.layers,
-                          s.dim, s.heads, s.kv_heads),
-      .context_length = s.ctx,
-      .embedding_length = s.dim,
-      .block_count = s.layers,
-      .feed_forward_length = s.ffn,
-      .head_count = s.heads,
-      .head_count_kv = s.kv_heads,
-      .rms_eps = gemma3 ? 1e-6f : 1e-5f,
-      .rope_freq_base = s.rope_base,
-      .head_dim = s.head_dim,
-      .sliding_window = s.sliding_window,
-      .weights = {.base = s.type, .mixed = s.mixed_k}};
+namespace {
+
+LlamaHParams synth_hparams(const SynthSpec& s) {
+  return {.architecture = s.architecture,
+          .name = fmt::format("synth-{}{}l-{}d-{}h-{}kv", s.architecture == "llama" ? "" : s.architecture + "-",
+                              s.layers, s.dim, s.heads, s.kv_heads),
+          .context_length = s.ctx,
+          .embedding_length = s.dim,
+          .block_count = s.layers,
+          .feed_forward_length = s.ffn,
+          .head_count = s.heads,
+          .head_count_kv = s.kv_heads,
+          .rms_eps = s.architecture == "gemma3" ? 1e-6f : 1e-5f,
+          .rope_freq_base = s.rope_base,
+          .head_dim = s.head_dim,
+          .sliding_window = s.sliding_window,
+          .weights = {.base = s.type, .mixed = s.mixed_k}};
+}
+
+void set_synth_metadata(gguf::Writer& w, const SynthSpec& s, const LlamaHParams& hp,
+                        std::optional<BorrowedTokenizer>& tokenizer) {
   set_llama_metadata(w, hp, synth_vocab(s.vocab));
   if (tokenizer) {
     w.erase_keys_with_prefix("tokenizer.");
@@ -342,63 +336,90 @@ Status write_synth_model(const SynthSpec& spec, const std::string& path) {
     w.set_f32(s.architecture + ".rope.scaling.factor", s.rope_factor);
   }
   if (s.architecture == "deepseek2") set_deepseek2_metadata(w, s);
+}
 
-  const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
-  const size_t dim = s.dim, ffn = s.ffn, vocab = s.vocab, q_dim = head_dim * s.heads, kv_dim = head_dim * s.kv_heads;
-  const bool tied = s.tied_output || gemma3;
-  const std::vector<float> ones(dim, 1.0f);
-  // std 1/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have
-  // a spread near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
-  const auto matrix = [&](const std::string& name, size_t rows, size_t cols, float gain = 1.0f) {
-    return add_matrix(w, name, hp.weights.for_tensor(name, s.layers), rows, cols,
+// Random tensors of one synthetic model, by name (each from its own stream: synth_rows).
+struct SynthTensors {
+  gguf::Writer& w;
+  const SynthSpec& s;
+  const WeightTypes& types;
+
+  // std gain/sqrt(fan_in) keeps every activation O(1) at any width, so attention scores and logits have a spread
+  // near 1: neither flat nor saturated, and greedy decoding produces varied tokens.
+  Status matrix(const std::string& name, size_t rows, size_t cols, float gain = 1.0f) const {
+    return add_matrix(w, name, types.for_tensor(name, s.layers), rows, cols,
                       random_rows(s.seed, name, cols, gain / std::sqrt(static_cast<float>(cols))));
-  };
+  }
+  // Biases of std 0.5: next to projections of O(1) they move every score and value visibly.
+  Status bias(const std::string& name, size_t n) const {
+    std::vector<float> values(n);
+    random_rows(s.seed, name, n, 0.5f)(0, values.data());
+    return add_vector(w, name, values);
+  }
+};
+
+// One Llama-family layer (llama, qwen2, gemma3): attention, optional Q/K/V biases, Gemma's extra norms, the FFN.
+Status add_llama_layer(const SynthTensors& t, size_t layer, size_t head_dim) {
+  const SynthSpec& s = t.s;
+  const std::string p = fmt::format("blk.{}.", layer);
+  const size_t dim = s.dim, ffn = s.ffn, q_dim = head_dim * s.heads, kv_dim = head_dim * s.kv_heads;
+  const std::vector<float> ones(dim, 1.0f), head_ones(head_dim, 1.0f);
+  KVS_RETURN_IF_ERROR(t.matrix(p + "attn_q.weight", q_dim, dim));
+  KVS_RETURN_IF_ERROR(t.matrix(p + "attn_k.weight", kv_dim, dim));
+  KVS_RETURN_IF_ERROR(t.matrix(p + "attn_v.weight", kv_dim, dim));
+  KVS_RETURN_IF_ERROR(t.matrix(p + "attn_output.weight", dim, q_dim));
+  if (s.qkv_bias) {
+    KVS_RETURN_IF_ERROR(t.bias(p + "attn_q.bias", q_dim));
+    KVS_RETURN_IF_ERROR(t.bias(p + "attn_k.bias", kv_dim));
+    KVS_RETURN_IF_ERROR(t.bias(p + "attn_v.bias", kv_dim));
+  }
+  KVS_RETURN_IF_ERROR(add_vector(t.w, p + "attn_norm.weight", ones));
+  if (s.architecture == "gemma3") {
+    // Norms of 1, as a freshly initialised Gemma (whose stored weights are 1 + w, w = 0).
+    KVS_RETURN_IF_ERROR(add_vector(t.w, p + "attn_q_norm.weight", head_ones));
+    KVS_RETURN_IF_ERROR(add_vector(t.w, p + "attn_k_norm.weight", head_ones));
+    KVS_RETURN_IF_ERROR(add_vector(t.w, p + "post_attention_norm.weight", ones));
+    KVS_RETURN_IF_ERROR(add_vector(t.w, p + "post_ffw_norm.weight", ones));
+  }
+  KVS_RETURN_IF_ERROR(t.matrix(p + "ffn_gate.weight", ffn, dim));
+  KVS_RETURN_IF_ERROR(t.matrix(p + "ffn_down.weight", dim, ffn));
+  KVS_RETURN_IF_ERROR(t.matrix(p + "ffn_up.weight", ffn, dim));
+  return add_vector(t.w, p + "ffn_norm.weight", ones);
+}
+
+}  // namespace
+
+Status write_synth_model(const SynthSpec& spec, const std::string& path) {
+  SynthSpec s = spec;
+  std::optional<BorrowedTokenizer> tokenizer;
+  if (!s.tokenizer_from.empty()) {
+    auto borrowed = borrow_tokenizer(s.tokenizer_from);
+    if (!borrowed) return borrowed.status();
+    tokenizer = std::move(*borrowed);
+    s.vocab = tokenizer->vocab;
+  }
+  KVS_RETURN_IF_ERROR(validate_synth_spec(s));
+  gguf::Writer w;
+  const LlamaHParams hp = synth_hparams(s);
+  set_synth_metadata(w, s, hp, tokenizer);
+  const SynthTensors t{.w = w, .s = s, .types = hp.weights};
+  const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
+  const bool tied = s.tied_output || s.architecture == "gemma3";
   // A tied classifier scores each token by its embedding's dot product with the final state, and
   // the residual stream still holds the input token's embedding, so the model would mostly repeat
   // its input. Embeddings 10x smaller make that echo negligible next to what the layers add; an
   // output norm gain of 10 restores the logit spread.
   // (Gemma's embedding is scaled by sqrt(dim) in the forward pass, so its input rows still have an RMS of 0.1.)
   const float tied_scale = tied ? 10.0f : 1.0f;
-  KVS_RETURN_IF_ERROR(matrix("token_embd.weight", vocab, dim, 1.0f / tied_scale));
-  KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", std::vector<float>(dim, tied_scale)));
+  KVS_RETURN_IF_ERROR(t.matrix("token_embd.weight", s.vocab, s.dim, 1.0f / tied_scale));
+  KVS_RETURN_IF_ERROR(add_vector(w, "output_norm.weight", std::vector<float>(s.dim, tied_scale)));
   if (s.rope_scaling == SynthRopeScaling::kLlama3) {
     KVS_RETURN_IF_ERROR(add_vector(w, "rope_freqs.weight", llama3_rope_factors(s, static_cast<uint32_t>(head_dim))));
   }
-  // Biases of std 0.5: next to projections of O(1) they move every score and value visibly.
-  const auto bias = [&](const std::string& name, size_t n) {
-    std::vector<float> values(n);
-    random_rows(s.seed, name, n, 0.5f)(0, values.data());
-    return add_vector(w, name, values);
-  };
-  if (!tied) KVS_RETURN_IF_ERROR(matrix("output.weight", vocab, dim));
-  const std::vector<float> head_ones(head_dim, 1.0f);
+  if (!tied) KVS_RETURN_IF_ERROR(t.matrix("output.weight", s.vocab, s.dim));
   for (size_t i = 0; i < s.layers; ++i) {
-    const std::string p = fmt::format("blk.{}.", i);
-    if (s.architecture == "deepseek2") {
-      KVS_RETURN_IF_ERROR(add_deepseek2_layer(w, s, i, hp.weights));
-      continue;
-    }
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, dim));
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, dim));
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, dim));
-    KVS_RETURN_IF_ERROR(matrix(p + "attn_output.weight", dim, q_dim));
-    if (s.qkv_bias) {
-      KVS_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
-      KVS_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
-      KVS_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
-    }
-    KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_norm.weight", ones));
-    if (gemma3) {
-      // Norms of 1, as a freshly initialised Gemma (whose stored weights are 1 + w, w = 0).
-      KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_q_norm.weight", head_ones));
-      KVS_RETURN_IF_ERROR(add_vector(w, p + "attn_k_norm.weight", head_ones));
-      KVS_RETURN_IF_ERROR(add_vector(w, p + "post_attention_norm.weight", ones));
-      KVS_RETURN_IF_ERROR(add_vector(w, p + "post_ffw_norm.weight", ones));
-    }
-    KVS_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", ffn, dim));
-    KVS_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", dim, ffn));
-    KVS_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", ffn, dim));
-    KVS_RETURN_IF_ERROR(add_vector(w, p + "ffn_norm.weight", ones));
+    KVS_RETURN_IF_ERROR(s.architecture == "deepseek2" ? add_deepseek2_layer(w, s, i, hp.weights)
+                                                      : add_llama_layer(t, i, head_dim));
   }
   return w.write(path);
 }
