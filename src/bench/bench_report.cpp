@@ -156,8 +156,10 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   return j;
 }
 
-std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
-  std::string o;
+namespace {
+
+// The run's header: the model, the machine, and the probes' peaks.
+void table_header(std::string& o, const BenchResults& r, const BenchRunInfo& info) {
   const auto line = [&o](const std::string& s) { o += s + "\n"; };
   const BenchModelInfo& m = r.model;
   const std::string split =
@@ -178,6 +180,11 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
   line(fmt::format("| int8 dot peak, GOP/s | {} [{}] |", pm(r.peak_int8_gops, 1), range(r.peak_int8_gops, 1)));
   line(fmt::format("| memory read bandwidth, GB/s | {} [{}] |", pm(r.roofline.probe_gbs, 1),
                    range(r.roofline.probe_gbs, 1)));
+}
+
+// Prefill per prompt length, of the model (and of the second model, when there is one).
+void table_prefill(std::string& o, const BenchResults& r) {
+  const auto line = [&o](const std::string& s) { o += s + "\n"; };
   for (const PrefillSet* set : {&r.prefill, r.prefill_extra ? &*r.prefill_extra : nullptr}) {
     if (!set) continue;
     line("");
@@ -189,6 +196,11 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
                        100.0 * f.peak_fraction));
     }
   }
+}
+
+// Decode per depth, paged against contiguous, and the roofline.
+void table_decode(std::string& o, const BenchResults& r) {
+  const auto line = [&o](const std::string& s) { o += s + "\n"; };
   line("");
   line(
       fmt::format("Decode, {} tokens per repetition. tok/s = tokens / time; \"median step\" = 1 / the median step "
@@ -216,6 +228,11 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
                   100.0 * roof.fraction.stddev, 100.0 * roof.fraction.min, 100.0 * roof.fraction.max,
                   pm(roof.decode_median_gbs, 1), 100.0 * roof.median_fraction.mean, 100.0 * roof.median_fraction.stddev,
                   100.0 * roof.median_fraction.min, 100.0 * roof.median_fraction.max));
+}
+
+// With the KV cache against recomputing the history.
+void table_cache(std::string& o, const BenchResults& r) {
+  const auto line = [&o](const std::string& s) { o += s + "\n"; };
   if (!r.cache.empty()) {
     line("");
     line("| Context | with KV cache, ms/token | without (recompute), ms/token | speedup |");
@@ -225,6 +242,11 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
     line(fmt::format("| {} | {} | {} | {:.1f}× ± {:.1f} |", c.context, pm(c.cached_ms, 2), pm(c.uncached_ms, 1),
                      c.speedup.mean, c.speedup.stddev));
   }
+}
+
+// The paging simulation's memory against contiguous slots.
+void table_paging(std::string& o, const BenchResults& r) {
+  const auto line = [&o](const std::string& s) { o += s + "\n"; };
   const PagingMemoryResult& p = r.paging;
   const PagingWorkload& w = r.plan.paging;
   line("");
@@ -240,7 +262,18 @@ std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
                    p.contiguous_waste_percent, p.contiguous_fit));
   line(fmt::format("| paged, blocks of {} tokens | {} | {:.1f}% | {} ({:.2f}×) |", p.block_size, mib(p.paged_bytes),
                    p.paged_waste_percent, p.paged_fit, p.fit_ratio));
-  for (const std::string& note : r.notes) line("Note: " + note);
+}
+
+}  // namespace
+
+std::string bench_table(const BenchResults& r, const BenchRunInfo& info) {
+  std::string o;
+  table_header(o, r, info);
+  table_prefill(o, r);
+  table_decode(o, r);
+  table_cache(o, r);
+  table_paging(o, r);
+  for (const std::string& note : r.notes) o += "Note: " + note + "\n";
   return o;
 }
 
