@@ -69,6 +69,44 @@ json paging_json(const PagingMemoryResult& p, const PagingWorkload& w) {
 
 }  // namespace
 
+namespace {
+
+// Every figure with its spread (summary_json: mean, stddev, min, max, samples), by measurement.
+json bench_details_json(const BenchResults& r) {
+  json d;
+  d["peak_gflops"] = summary_json(r.peak_gflops);
+  d["peak_int8_gops"] = summary_json(r.peak_int8_gops);
+  d["prefill"] = prefill_details(r.prefill);
+  if (r.prefill_extra) d["prefill_extra"] = prefill_details(*r.prefill_extra);
+  for (const DecodeFigures& f : r.decode) {
+    d["decode"][std::to_string(f.depth)] = {
+        {"tokens", f.tokens},
+        {"paged_tok_s", summary_json(f.paged_tok_s)},
+        {"contiguous_tok_s", summary_json(f.contiguous_tok_s)},
+        {"paging_cost_percent", summary_json(f.paging_cost_percent)},
+        {"paged_median_step_tok_s", summary_json(f.paged_median_tok_s)},
+        {"contiguous_median_step_tok_s", summary_json(f.contiguous_median_tok_s)},
+        {"paging_cost_median_step_percent", summary_json(f.paging_cost_median_percent)},
+        {"bytes_per_token", f.bytes_per_token},
+        {"bandwidth_gbs", summary_json(f.bandwidth_gbs)}};
+  }
+  d["roofline"] = {{"depth", r.roofline.depth},
+                   {"probe_gbs", summary_json(r.roofline.probe_gbs)},
+                   {"decode_gbs", summary_json(r.roofline.decode_gbs)},
+                   {"fraction", summary_json(r.roofline.fraction)},
+                   {"decode_median_step_gbs", summary_json(r.roofline.decode_median_gbs)},
+                   {"median_step_fraction", summary_json(r.roofline.median_fraction)}};
+  for (const CacheFigures& c : r.cache) {
+    d["cache"][std::to_string(c.context)] = {{"cached_ms", summary_json(c.cached_ms)},
+                                             {"uncached_ms", summary_json(c.uncached_ms)},
+                                             {"speedup", summary_json(c.speedup)}};
+  }
+  d["paging_memory"] = paging_json(r.paging, r.plan.paging);
+  return d;
+}
+
+}  // namespace
+
 json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   json j;
   j["date"] = info.date;
@@ -123,35 +161,7 @@ json bench_json(const BenchResults& r, const BenchRunInfo& info) {
   j["contiguous_waste_percent"] = r.paging.contiguous_waste_percent;
   j["paging_fit_ratio"] = r.paging.fit_ratio;
 
-  json& d = j["details"];
-  d["peak_gflops"] = summary_json(r.peak_gflops);
-  d["peak_int8_gops"] = summary_json(r.peak_int8_gops);
-  d["prefill"] = prefill_details(r.prefill);
-  if (r.prefill_extra) d["prefill_extra"] = prefill_details(*r.prefill_extra);
-  for (const DecodeFigures& f : r.decode) {
-    d["decode"][std::to_string(f.depth)] = {
-        {"tokens", f.tokens},
-        {"paged_tok_s", summary_json(f.paged_tok_s)},
-        {"contiguous_tok_s", summary_json(f.contiguous_tok_s)},
-        {"paging_cost_percent", summary_json(f.paging_cost_percent)},
-        {"paged_median_step_tok_s", summary_json(f.paged_median_tok_s)},
-        {"contiguous_median_step_tok_s", summary_json(f.contiguous_median_tok_s)},
-        {"paging_cost_median_step_percent", summary_json(f.paging_cost_median_percent)},
-        {"bytes_per_token", f.bytes_per_token},
-        {"bandwidth_gbs", summary_json(f.bandwidth_gbs)}};
-  }
-  d["roofline"] = {{"depth", r.roofline.depth},
-                   {"probe_gbs", summary_json(r.roofline.probe_gbs)},
-                   {"decode_gbs", summary_json(r.roofline.decode_gbs)},
-                   {"fraction", summary_json(r.roofline.fraction)},
-                   {"decode_median_step_gbs", summary_json(r.roofline.decode_median_gbs)},
-                   {"median_step_fraction", summary_json(r.roofline.median_fraction)}};
-  for (const CacheFigures& c : r.cache) {
-    d["cache"][std::to_string(c.context)] = {{"cached_ms", summary_json(c.cached_ms)},
-                                             {"uncached_ms", summary_json(c.uncached_ms)},
-                                             {"speedup", summary_json(c.speedup)}};
-  }
-  d["paging_memory"] = paging_json(r.paging, r.plan.paging);
+  j["details"] = bench_details_json(r);
   j["notes"] = r.notes;
   return j;
 }
