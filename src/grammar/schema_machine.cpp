@@ -112,88 +112,15 @@ void SchemaMachine::step(Thread t, uint8_t c) {
   }
   Frame& f = t.frames[t.depth - 1];
   const JsonSchema::Node& node = schema_->node(f.node);
-  const auto key_start = [&](uint64_t allowed) {  // a key's first byte in kOpen or kComma
-    const int64_t child = schema_->trie(node.key_trie).child(c);
-    if (child < 0 || (schema_->trie(static_cast<uint32_t>(child)).below & allowed) == 0) return;
-    f.phase = Phase::kKey;
-    f.aux = static_cast<uint32_t>(child);
-    t.whitespace = 0;
-    add(std::move(t));
-  };
   switch (f.phase) {
     case Phase::kStart:
       if (is_whitespace(c)) return skip_whitespace(std::move(t));
       start(std::move(t), c, 0);
       return;
-    case Phase::kIn:
-      switch (node.kind) {
-        case Kind::kString:
-          switch (t.string.step(c)) {
-            case JsonStringLexer::Step::kRefused: return;
-            case JsonStringLexer::Step::kMore: break;
-            case JsonStringLexer::Step::kClosed: value_ended(t); break;
-          }
-          add(std::move(t));
-          return;
-        case Kind::kNumber:
-        case Kind::kInteger:
-          switch (t.number.step(c)) {
-            case JsonNumberLexer::Step::kRefused: return;
-            case JsonNumberLexer::Step::kMore: add(std::move(t)); return;
-            case JsonNumberLexer::Step::kEnded:  // the number ended before c
-              value_ended(t);
-              step(std::move(t), c);
-              return;
-          }
-          return;
-        case Kind::kLiterals: {
-          const JsonSchema::TrieNode& at = schema_->trie(f.aux);
-          const int64_t child = at.child(c);
-          if (child >= 0) {
-            f.aux = static_cast<uint32_t>(child);
-            const JsonSchema::TrieNode& next = schema_->trie(f.aux);
-            if (next.leaf && next.children.empty()) value_ended(t);
-            add(std::move(t));
-          } else if (at.leaf) {  // a literal that another one extends (1 of [1, 12]) ended before c
-            value_ended(t);
-            step(std::move(t), c);
-          }
-          return;
-        }
-        case Kind::kAny:
-          if (t.any.feed(c)) {
-            if (t.any.complete()) value_ended(t);
-            add(std::move(t));
-          } else if (t.any.value_can_end()) {  // a number ended before c
-            value_ended(t);
-            step(std::move(t), c);
-          }
-          return;
-        default: return;
-      }
+    case Phase::kIn: return step_in_scalar(t, f, node, c);
     case Phase::kOpen:
     case Phase::kComma:
-    case Phase::kAfter:
-      if (is_whitespace(c)) return skip_whitespace(std::move(t));
-      if (node.kind == Kind::kObject && c == '"' && f.phase != Phase::kAfter) {
-        key_start(allowed_properties(node, f.count));
-        return;
-      }
-      {  // (arrays are here only after a value: kAfter)
-        const bool array = node.kind == Kind::kArray;
-        const bool more = array ? f.count < node.max_items : allowed_properties(node, f.count) != 0;
-        const bool may_close = array ? f.count >= node.min_items : node.required_tail[f.count] == 0;
-        if (c == ',' && f.phase == Phase::kAfter && more) {
-          f.phase = array ? Phase::kArrayNext : Phase::kComma;
-        } else if (c == (array ? ']' : '}') && f.phase != Phase::kComma && may_close) {
-          value_ended(t);
-        } else {
-          return;
-        }
-      }
-      t.whitespace = 0;
-      add(std::move(t));
-      return;
+    case Phase::kAfter: return step_between_members(t, f, node, c);
     case Phase::kKey: {
       const int64_t child = schema_->trie(f.aux).child(c);
       if (child < 0) return;
@@ -217,21 +144,100 @@ void SchemaMachine::step(Thread t, uint8_t c) {
       if (push(t, node.properties[f.aux].node)) add(std::move(t));
       return;
     case Phase::kArrayOpen:
-    case Phase::kArrayNext:
-      if (is_whitespace(c)) return skip_whitespace(std::move(t));
-      if (f.phase == Phase::kArrayOpen && c == ']') {
-        if (node.min_items > 0) return;
-        t.whitespace = 0;
-        value_ended(t);
-        add(std::move(t));
-        return;
-      }
-      if (node.max_items == 0) return;
-      f.phase = Phase::kValue;
-      if (push(t, node.items)) start(std::move(t), c, 0);
-      return;
+    case Phase::kArrayNext: return step_array_item(t, f, node, c);
     case Phase::kValue: return;  // (the value's own frame is on top)
   }
+}
+
+// Inside a string, number, literal or value of any shape (kIn).
+void SchemaMachine::step_in_scalar(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c) {
+  switch (node.kind) {
+    case Kind::kString:
+      switch (t.string.step(c)) {
+        case JsonStringLexer::Step::kRefused: return;
+        case JsonStringLexer::Step::kMore: break;
+        case JsonStringLexer::Step::kClosed: value_ended(t); break;
+      }
+      add(std::move(t));
+      return;
+    case Kind::kNumber:
+    case Kind::kInteger:
+      switch (t.number.step(c)) {
+        case JsonNumberLexer::Step::kRefused: return;
+        case JsonNumberLexer::Step::kMore: add(std::move(t)); return;
+        case JsonNumberLexer::Step::kEnded:  // the number ended before c
+          value_ended(t);
+          step(std::move(t), c);
+          return;
+      }
+      return;
+    case Kind::kLiterals: {
+      const JsonSchema::TrieNode& at = schema_->trie(f.aux);
+      const int64_t child = at.child(c);
+      if (child >= 0) {
+        f.aux = static_cast<uint32_t>(child);
+        const JsonSchema::TrieNode& next = schema_->trie(f.aux);
+        if (next.leaf && next.children.empty()) value_ended(t);
+        add(std::move(t));
+      } else if (at.leaf) {  // a literal that another one extends (1 of [1, 12]) ended before c
+        value_ended(t);
+        step(std::move(t), c);
+      }
+      return;
+    }
+    case Kind::kAny:
+      if (t.any.feed(c)) {
+        if (t.any.complete()) value_ended(t);
+        add(std::move(t));
+      } else if (t.any.value_can_end()) {  // a number ended before c
+        value_ended(t);
+        step(std::move(t), c);
+      }
+      return;
+    default: return;
+  }
+}
+
+// An object after '{' or ',' (a key may start) or after a member, or an array after a value (kAfter).
+void SchemaMachine::step_between_members(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c) {
+  if (is_whitespace(c)) return skip_whitespace(std::move(t));
+  if (node.kind == Kind::kObject && c == '"' && f.phase != Phase::kAfter) {  // a key's first byte
+    const int64_t child = schema_->trie(node.key_trie).child(c);
+    if (child < 0 || (schema_->trie(static_cast<uint32_t>(child)).below & allowed_properties(node, f.count)) == 0)
+      return;
+    f.phase = Phase::kKey;
+    f.aux = static_cast<uint32_t>(child);
+    t.whitespace = 0;
+    add(std::move(t));
+    return;
+  }
+  const bool array = node.kind == Kind::kArray;
+  const bool more = array ? f.count < node.max_items : allowed_properties(node, f.count) != 0;
+  const bool may_close = array ? f.count >= node.min_items : node.required_tail[f.count] == 0;
+  if (c == ',' && f.phase == Phase::kAfter && more) {
+    f.phase = array ? Phase::kArrayNext : Phase::kComma;
+  } else if (c == (array ? ']' : '}') && f.phase != Phase::kComma && may_close) {
+    value_ended(t);
+  } else {
+    return;
+  }
+  t.whitespace = 0;
+  add(std::move(t));
+}
+
+// An array after '[' or ',': its first or next item, or (after '[') its end.
+void SchemaMachine::step_array_item(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c) {
+  if (is_whitespace(c)) return skip_whitespace(std::move(t));
+  if (f.phase == Phase::kArrayOpen && c == ']') {
+    if (node.min_items > 0) return;
+    t.whitespace = 0;
+    value_ended(t);
+    add(std::move(t));
+    return;
+  }
+  if (node.max_items == 0) return;
+  f.phase = Phase::kValue;
+  if (push(t, node.items)) start(std::move(t), c, 0);
 }
 
 void SchemaMachine::start(Thread t, uint8_t c, int expansions) {

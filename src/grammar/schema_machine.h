@@ -73,8 +73,12 @@ class SchemaMachine {
     JsonMachine any{false};
   };
 
-  static bool push(Thread& t, uint32_t node);       // a value is due (false past kMaxDepth)
-  void step(Thread t, uint8_t c);                   // appends the threads that read c to threads_
+  static bool push(Thread& t, uint32_t node);  // a value is due (false past kMaxDepth)
+  void step(Thread t, uint8_t c);              // appends the threads that read c to threads_
+  // step's phases, `f` the top frame of `t` over `node` (inlined into step: they run for every byte of every thread)
+  [[gnu::always_inline]] inline void step_in_scalar(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c);
+  [[gnu::always_inline]] inline void step_between_members(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c);
+  [[gnu::always_inline]] inline void step_array_item(Thread& t, Frame& f, const JsonSchema::Node& node, uint8_t c);
   void start(Thread t, uint8_t c, int expansions);  // the top frame (kStart) reads its first byte (forks at anyOf)
   void value_ended(Thread& t) const;
   bool whitespace(Thread& t) const;  // counts a whitespace byte; false past the run limit

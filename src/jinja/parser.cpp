@@ -71,101 +71,27 @@ class Parser : public ExpressionParser {
     return body;
   }
 
+  // One {% tag ... %} after its '{%': the node it makes goes to `body`.
   void parse_statement(Body& body) {
     const std::string keyword = expect_name();
-    std::string ender;
     if (keyword == "if") {
-      auto n = make_node(Node::Kind::kIf);
-      ExprPtr condition = parse_expression();
-      while (true) {
-        expect_statement_end();
-        Body branch = parse_body({"elif", "else", "endif"}, ender);
-        n->branches.emplace_back(std::move(condition), std::move(branch));
-        if (ender == "elif") {
-          condition = parse_expression();
-          continue;
-        }
-        if (ender == "else") {
-          expect_statement_end();
-          n->otherwise = parse_body({"endif"}, ender);
-        }
-        expect_statement_end();
-        break;
-      }
-      body.push_back(std::move(n));
+      body.push_back(parse_if());
     } else if (keyword == "for") {
-      auto n = make_node(Node::Kind::kFor);
-      n->targets.push_back(expect_name());
-      while (accept_operator(",")) n->targets.push_back(expect_name());
-      if (!accept_name("in")) fail("expected 'in' in a for loop");
-      n->expr = parse_or();  // (an 'if' here filters the loop)
-      if (accept_name("if")) n->condition = parse_or();
-      if (at_name("recursive")) fail("recursive for loops are not supported");
-      expect_statement_end();
-      n->body = parse_body({"else", "endfor"}, ender);
-      if (ender == "else") {
-        expect_statement_end();
-        n->otherwise = parse_body({"endfor"}, ender);
-      }
-      expect_statement_end();
-      body.push_back(std::move(n));
+      body.push_back(parse_for());
     } else if (keyword == "set") {
-      auto n = make_node(Node::Kind::kSet);
-      n->targets.push_back(expect_name());
-      if (accept_operator(".")) {
-        n->attribute = expect_name();
-      } else {
-        while (accept_operator(",")) n->targets.push_back(expect_name());
-      }
-      if (accept_operator("=")) {
-        n->expr = parse_tuple_or_expression();
-        expect_statement_end();
-      } else {
-        if (n->targets.size() != 1 || !n->attribute.empty()) fail("a block set takes one name");
-        n->kind = Node::Kind::kSetBlock;
-        expect_statement_end();
-        n->body = parse_body({"endset"}, ender);
-        expect_statement_end();
-      }
-      body.push_back(std::move(n));
+      body.push_back(parse_set());
     } else if (keyword == "macro") {
-      auto n = make_node(Node::Kind::kMacro);
-      n->text = expect_name();
-      expect_operator("(");
-      while (!accept_operator(")")) {
-        std::string name = expect_name();
-        ExprPtr fallback = accept_operator("=") ? parse_expression() : nullptr;
-        n->parameters.emplace_back(std::move(name), std::move(fallback));
-        if (!at_operator(")")) expect_operator(",");
-      }
-      expect_statement_end();
-      n->body = parse_body({"endmacro"}, ender);
-      expect_statement_end();
-      body.push_back(std::move(n));
+      body.push_back(parse_macro());
     } else if (keyword == "call") {
-      auto n = make_node(Node::Kind::kCallBlock);
-      if (at_operator("(")) fail("call blocks with caller parameters are not supported");
-      n->expr = parse_expression();
-      expect_statement_end();
-      n->body = parse_body({"endcall"}, ender);
-      expect_statement_end();
-      body.push_back(std::move(n));
+      body.push_back(parse_call_block());
     } else if (keyword == "filter") {
-      auto n = make_node(Node::Kind::kFilterBlock);
-      auto filter = make(Expr::Kind::kFilter, n->line);
-      filter->a = make(Expr::Kind::kLiteral, n->line);  // the body's text goes here when rendered
-      filter->name = expect_name();
-      if (accept_operator("(")) parse_arguments(*filter);
-      n->expr = parse_filter_chain(std::move(filter));
-      expect_statement_end();
-      n->body = parse_body({"endfilter"}, ender);
-      expect_statement_end();
-      body.push_back(std::move(n));
+      body.push_back(parse_filter_block());
     } else if (keyword == "break" || keyword == "continue") {
       body.push_back(make_node(keyword == "break" ? Node::Kind::kBreak : Node::Kind::kContinue));
       expect_statement_end();
     } else if (keyword == "generation") {  // Hugging Face's assistant-mask marker: transparent
       expect_statement_end();
+      std::string ender;
       for (NodePtr& inner : parse_body({"endgeneration"}, ender)) body.push_back(std::move(inner));
       expect_statement_end();
     } else if (keyword.rfind("end", 0) == 0 || keyword == "elif" || keyword == "else") {
@@ -173,6 +99,103 @@ class Parser : public ExpressionParser {
     } else {
       fail(fmt::format("unknown or unsupported tag '{}'", keyword));
     }
+  }
+
+  // The statement's end, its body up to {% `ender` %} and that tag's end.
+  Body parse_block_body(std::string_view ender_name) {
+    expect_statement_end();
+    std::string ender;
+    Body body = parse_body({ender_name}, ender);
+    expect_statement_end();
+    return body;
+  }
+
+  NodePtr parse_if() {
+    auto n = make_node(Node::Kind::kIf);
+    ExprPtr condition = parse_expression();
+    std::string ender;
+    while (true) {
+      expect_statement_end();
+      Body branch = parse_body({"elif", "else", "endif"}, ender);
+      n->branches.emplace_back(std::move(condition), std::move(branch));
+      if (ender != "elif") break;
+      condition = parse_expression();
+    }
+    if (ender == "else")
+      n->otherwise = parse_block_body("endif");
+    else
+      expect_statement_end();
+    return n;
+  }
+
+  NodePtr parse_for() {
+    auto n = make_node(Node::Kind::kFor);
+    n->targets.push_back(expect_name());
+    while (accept_operator(",")) n->targets.push_back(expect_name());
+    if (!accept_name("in")) fail("expected 'in' in a for loop");
+    n->expr = parse_or();  // (an 'if' here filters the loop)
+    if (accept_name("if")) n->condition = parse_or();
+    if (at_name("recursive")) fail("recursive for loops are not supported");
+    expect_statement_end();
+    std::string ender;
+    n->body = parse_body({"else", "endfor"}, ender);
+    if (ender == "else")
+      n->otherwise = parse_block_body("endfor");
+    else
+      expect_statement_end();
+    return n;
+  }
+
+  NodePtr parse_set() {
+    auto n = make_node(Node::Kind::kSet);
+    n->targets.push_back(expect_name());
+    if (accept_operator(".")) {
+      n->attribute = expect_name();
+    } else {
+      while (accept_operator(",")) n->targets.push_back(expect_name());
+    }
+    if (accept_operator("=")) {
+      n->expr = parse_tuple_or_expression();
+      expect_statement_end();
+    } else {
+      if (n->targets.size() != 1 || !n->attribute.empty()) fail("a block set takes one name");
+      n->kind = Node::Kind::kSetBlock;
+      n->body = parse_block_body("endset");
+    }
+    return n;
+  }
+
+  NodePtr parse_macro() {
+    auto n = make_node(Node::Kind::kMacro);
+    n->text = expect_name();
+    expect_operator("(");
+    while (!accept_operator(")")) {
+      std::string name = expect_name();
+      ExprPtr fallback = accept_operator("=") ? parse_expression() : nullptr;
+      n->parameters.emplace_back(std::move(name), std::move(fallback));
+      if (!at_operator(")")) expect_operator(",");
+    }
+    n->body = parse_block_body("endmacro");
+    return n;
+  }
+
+  NodePtr parse_call_block() {
+    auto n = make_node(Node::Kind::kCallBlock);
+    if (at_operator("(")) fail("call blocks with caller parameters are not supported");
+    n->expr = parse_expression();
+    n->body = parse_block_body("endcall");
+    return n;
+  }
+
+  NodePtr parse_filter_block() {
+    auto n = make_node(Node::Kind::kFilterBlock);
+    auto filter = make(Expr::Kind::kFilter, n->line);
+    filter->a = make(Expr::Kind::kLiteral, n->line);  // the body's text goes here when rendered
+    filter->name = expect_name();
+    if (accept_operator("(")) parse_arguments(*filter);
+    n->expr = parse_filter_chain(std::move(filter));
+    n->body = parse_block_body("endfilter");
+    return n;
   }
 
   static constexpr int kMaxBlockDepth = 200;  // parse_body recurses per block: bounded, as the template is untrusted

@@ -186,96 +186,102 @@ std::vector<float> llama3_rope_factors(const SynthSpec& s, uint32_t rope_dim) {
   return factors;
 }
 
-Status validate_synth_spec(const SynthSpec& s) {
-  const auto bad = [&](const std::string& why) {
-    return Status::invalid_argument(
-        fmt::format("invalid synth shape (layers {}, dim {}, heads {}, kv_heads {}, "
-                    "ffn {}, vocab {}, ctx {}, {}): {}",
-                    s.layers, s.dim, s.heads, s.kv_heads, s.ffn, s.vocab, s.ctx, dtype_name(s.type), why));
-  };
-  if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0) {
-    return bad("layers, dim, heads, kv_heads, ffn and ctx must all be positive");
-  }
+namespace {
+
+// Each returns why `s` is invalid, or nothing.
+using SynthProblem = std::optional<std::string>;
+
+// What each architecture has and lacks.
+SynthProblem architecture_problem(const SynthSpec& s) {
   if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3" &&
-      s.architecture != "deepseek2") {
-    return bad(
-        fmt::format("architecture '{}' is not one synth writes (llama, qwen2, gemma3, deepseek2)", s.architecture));
-  }
+      s.architecture != "deepseek2")
+    return fmt::format("architecture '{}' is not one synth writes (llama, qwen2, gemma3, deepseek2)", s.architecture);
   const SynthMla& m = s.mla;
   if (s.architecture == "deepseek2") {
     if (m.kv_lora_rank == 0 || m.rope_dim == 0 || m.value_dim == 0 || s.head_dim <= m.rope_dim || m.rope_dim % 2 != 0)
-      return bad(
-          fmt::format("deepseek2 needs a latent ({}), an even rope part ({}) narrower than the key head ({}) "
-                      "and a value head ({})",
-                      m.kv_lora_rank, m.rope_dim, s.head_dim, m.value_dim));
+      return fmt::format(
+          "deepseek2 needs a latent ({}), an even rope part ({}) narrower than the key head ({}) and a value head ({})",
+          m.kv_lora_rank, m.rope_dim, s.head_dim, m.value_dim);
     if (m.experts > 0 &&
         (m.experts_used == 0 || m.experts_used > m.experts || m.expert_ffn == 0 || m.leading_dense > s.layers))
-      return bad(fmt::format("deepseek2 experts: {} used of {}, width {}, {} dense layers", m.experts_used, m.experts,
-                             m.expert_ffn, m.leading_dense));
+      return fmt::format("deepseek2 experts: {} used of {}, width {}, {} dense layers", m.experts_used, m.experts,
+                         m.expert_ffn, m.leading_dense);
     if (s.rope_scaling != SynthRopeScaling::kNone && s.rope_scaling != SynthRopeScaling::kYarn)
-      return bad("deepseek2's RoPE scaling is YaRN");
-    if (s.qkv_bias || s.sliding_window || s.tied_output) return bad("deepseek2 has no biases, windows or tied output");
+      return "deepseek2's RoPE scaling is YaRN";
+    if (s.qkv_bias || s.sliding_window || s.tied_output) return "deepseek2 has no biases, windows or tied output";
+    if (s.head_dim == 0) return "deepseek2 needs its key head width (head_dim)";
   } else if (s.rope_scaling == SynthRopeScaling::kYarn) {
-    return bad("YaRN is written for deepseek2 only");
+    return "YaRN is written for deepseek2 only";
   }
   const bool gemma3 = s.architecture == "gemma3";
-  if (gemma3 && s.sliding_window == 0) return bad("gemma3 needs a sliding window");
-  if (gemma3 && (s.qkv_bias || s.rope_scaling != SynthRopeScaling::kNone)) {
-    return bad("gemma3 has no Q/K/V biases, and its RoPE scaling is fixed by the architecture");
-  }
-  if (s.architecture == "qwen2" && !s.qkv_bias) return bad("qwen2 has Q/K/V biases");
-  if (s.rope_scaling != SynthRopeScaling::kNone && !(s.rope_factor >= 1.0f && std::isfinite(s.rope_factor))) {
-    return bad(fmt::format("a RoPE scaling factor must be at least 1, got {}", s.rope_factor));
-  }
-  if (s.rope_scaling == SynthRopeScaling::kYarn && s.rope_original_context == 0) {
-    return bad("YaRN needs an original context");
-  }
+  if (gemma3 && s.sliding_window == 0) return "gemma3 needs a sliding window";
+  if (gemma3 && (s.qkv_bias || s.rope_scaling != SynthRopeScaling::kNone))
+    return "gemma3 has no Q/K/V biases, and its RoPE scaling is fixed by the architecture";
+  if (s.architecture == "qwen2" && !s.qkv_bias) return "qwen2 has Q/K/V biases";
+  return std::nullopt;
+}
+
+SynthProblem rope_problem(const SynthSpec& s) {
+  if (s.rope_scaling != SynthRopeScaling::kNone && !(s.rope_factor >= 1.0f && std::isfinite(s.rope_factor)))
+    return fmt::format("a RoPE scaling factor must be at least 1, got {}", s.rope_factor);
+  if (s.rope_scaling == SynthRopeScaling::kYarn && s.rope_original_context == 0)
+    return "YaRN needs an original context";
   if (s.rope_scaling == SynthRopeScaling::kLlama3 &&
       (s.rope_original_context == 0 || !(s.rope_high_freq_factor > s.rope_low_freq_factor) ||
-       !(s.rope_low_freq_factor > 0.0f))) {
-    return bad(
-        fmt::format("llama3 RoPE scaling needs an original context (got {}) and 0 < low_freq_factor {} < "
-                    "high_freq_factor {}",
-                    s.rope_original_context, s.rope_low_freq_factor, s.rope_high_freq_factor));
-  }
-  if (s.architecture == "deepseek2" && s.head_dim == 0) return bad("deepseek2 needs its key head width (head_dim)");
-  if (s.head_dim == 0 && s.dim % s.heads != 0) {
-    return bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
-  }
-  if (s.heads % s.kv_heads != 0) {
-    return bad(fmt::format("heads {} is not a multiple of kv_heads {}", s.heads, s.kv_heads));
-  }
+       !(s.rope_low_freq_factor > 0.0f)))
+    return fmt::format(
+        "llama3 RoPE scaling needs an original context (got {}) and 0 < low_freq_factor {} < high_freq_factor {}",
+        s.rope_original_context, s.rope_low_freq_factor, s.rope_high_freq_factor);
+  if (!(s.rope_base > 0.0f) || !std::isfinite(s.rope_base))
+    return fmt::format("rope_base must be positive, got {}", s.rope_base);
+  return std::nullopt;
+}
+
+// Heads, vocabulary, the weight type's blocks across every row width, the largest tensor.
+SynthProblem shape_problem(const SynthSpec& s) {
+  if (s.head_dim == 0 && s.dim % s.heads != 0)
+    return fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads);
+  if (s.heads % s.kv_heads != 0) return fmt::format("heads {} is not a multiple of kv_heads {}", s.heads, s.kv_heads);
   const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
-  if (head_dim % 2 != 0) return bad(fmt::format("head_dim {} must be even for RoPE", head_dim));
-  if (s.vocab < kMinVocab || s.vocab > max_synth_vocab()) {
-    return bad(fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
-                           max_synth_vocab()));
-  }
+  if (head_dim % 2 != 0) return fmt::format("head_dim {} must be even for RoPE", head_dim);
+  if (s.vocab < kMinVocab || s.vocab > max_synth_vocab())
+    return fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
+                       max_synth_vocab());
   const size_t block = is_k_quant(s.type) ? BlockQ8_0::kElements : dtype_block_elements(s.type);
-  if (s.mixed_k && s.type != DType::kQ4_K && s.type != DType::kQ5_K) {
-    return bad(fmt::format("the _M recipe mixes Q6_K into q4_k or q5_k, not {}", dtype_name(s.type)));
-  }
+  if (s.mixed_k && s.type != DType::kQ4_K && s.type != DType::kQ5_K)
+    return fmt::format("the _M recipe mixes Q6_K into q4_k or q5_k, not {}", dtype_name(s.type));
   if (s.architecture == "deepseek2") {
+    const SynthMla& m = s.mla;
     // Rows of these widths are read by matrices: the latent, query rank, nope part (attn_k_b), expert width, values.
     for (uint32_t width : {m.kv_lora_rank, m.q_lora_rank, head_dim - m.rope_dim, m.expert_ffn, s.heads * m.value_dim}) {
       if (width % BlockQ8_0::kElements != 0 && s.type != DType::kF32 && s.type != DType::kF16 && s.type != DType::kBF16)
-        return bad(fmt::format("{} needs every deepseek2 row width to be a multiple of 32, got {}", dtype_name(s.type),
-                               width));
+        return fmt::format("{} needs every deepseek2 row width to be a multiple of 32, got {}", dtype_name(s.type),
+                           width);
     }
   }
-  if (s.dim % block != 0 || s.ffn % block != 0 || (s.heads * head_dim) % block != 0) {
-    return bad(fmt::format("{} needs dim {}, ffn {} and heads x head_dim {} to be multiples of {}", dtype_name(s.type),
-                           s.dim, s.ffn, s.heads * head_dim, block));
-  }
+  if (s.dim % block != 0 || s.ffn % block != 0 || (s.heads * head_dim) % block != 0)
+    return fmt::format("{} needs dim {}, ffn {} and heads x head_dim {} to be multiples of {}", dtype_name(s.type),
+                       s.dim, s.ffn, s.heads * head_dim, block);
   const uint64_t widest = std::max<uint64_t>(s.vocab, s.ffn);
-  if (widest * s.dim > kMaxTensorElements) {
-    return bad(fmt::format("the largest tensor would hold {} x {} elements, over the limit of {}", widest, s.dim,
-                           kMaxTensorElements));
-  }
-  if (!(s.rope_base > 0.0f) || !std::isfinite(s.rope_base)) {
-    return bad(fmt::format("rope_base must be positive, got {}", s.rope_base));
-  }
-  return Status::ok();
+  if (widest * s.dim > kMaxTensorElements)
+    return fmt::format("the largest tensor would hold {} x {} elements, over the limit of {}", widest, s.dim,
+                       kMaxTensorElements);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status validate_synth_spec(const SynthSpec& s) {
+  SynthProblem problem;
+  if (s.layers == 0 || s.dim == 0 || s.heads == 0 || s.kv_heads == 0 || s.ffn == 0 || s.ctx == 0)
+    problem = "layers, dim, heads, kv_heads, ffn and ctx must all be positive";
+  if (!problem) problem = architecture_problem(s);
+  if (!problem) problem = rope_problem(s);
+  if (!problem) problem = shape_problem(s);
+  if (!problem) return Status::ok();
+  return Status::invalid_argument(
+      fmt::format("invalid synth shape (layers {}, dim {}, heads {}, kv_heads {}, ffn {}, vocab {}, ctx {}, {}): {}",
+                  s.layers, s.dim, s.heads, s.kv_heads, s.ffn, s.vocab, s.ctx, dtype_name(s.type), *problem));
 }
 
 namespace {
