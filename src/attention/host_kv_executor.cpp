@@ -4,15 +4,9 @@
 
 #include <chrono>
 
+#include "core/overloaded.h"
+
 namespace kvs {
-namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-
-}  // namespace
 
 std::vector<std::vector<uint32_t>> kept_rows_of_heads(std::span<const std::vector<uint32_t>> kept,
                                                       const KvHeadShare& share) {

@@ -1,12 +1,9 @@
 #include "parallel/kv_op_wire.h"
 
+#include "core/overloaded.h"
+
 namespace kvs {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 // The kinds on the wire are the variant's indices: a new op goes at the end of KvOp and gets a case below.
 static_assert(std::variant_size_v<KvOp> == 5);

@@ -3,14 +3,16 @@
 // tier while the pool and the tier fill with others, and its prefix match finds them all, full blocks and
 // the partial one, loaded into fresh blocks; the pins go when it begins again or is freed; a host tier
 // that cannot pin them all refuses the swap with nothing done. The bytes moved are those the transfers
-// name (what the engine's run_transfers does with a KvStorage), checked block by block.
+// name (the offload planner's KV ops, as an executor applies them to a KvStorage), checked block by block.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "kv/kv_cache_manager.h"
 #include "kv/tiers/kv_tier_stack.h"
+#include "kv/tiers/offload_planner.h"
 #include "toy_kv.h"
 
 namespace kvs::test {
@@ -50,25 +52,24 @@ class SwapFixture {
     kv_->commit(seq, tokens.subspan(cached));
     return m;
   }
-  // What the engine does with the pending transfers, on one fill byte per block.
+  // What the engine does with the pending transfers: the offload planner's byte moves, applied to one fill byte per
+  // block and the host tier's slots.
   void transfers() {
-    for (const KvBlockTransfer& t : kv_->pending_transfers()) {
-      const std::vector<std::byte> block(format_.block_bytes, bytes_[t.block.value]);
-      switch (t.kind) {
-        case KvBlockTransfer::Kind::kDemote: tiers_->demote(t.hash, t.tokens, block); break;
-        case KvBlockTransfer::Kind::kKeep:
-          EXPECT_TRUE(tiers_->keep(t.hash, t.tokens, block)) << "block " << t.block.value;
-          break;
-        case KvBlockTransfer::Kind::kLoad: {
-          std::vector<std::byte> out(format_.block_bytes);
-          ASSERT_TRUE(tiers_->load(t.hash, out).is_ok());
-          bytes_[t.block.value] = out[0];
-          loaded_.insert(t.block.value);
-          break;
-        }
+    std::vector<KvOp> ops;
+    plan_tier_transfers(kv_->pending_transfers(), *tiers_, ops);
+    kv_->transfers_done();
+    for (const KvOp& op : ops) {
+      if (const auto* to_host = std::get_if<KvBlockToHost>(&op)) {
+        std::ranges::fill(tiers_->host_slabs().slot(to_host->host_slot), bytes_[to_host->block.value]);
+      } else if (const auto* to_block = std::get_if<KvHostToBlock>(&op)) {
+        const std::span<const std::byte> slot = tiers_->host_slabs().slot(to_block->host_slot);
+        ASSERT_TRUE(std::ranges::all_of(slot, [&](std::byte b) { return b == slot[0]; })) << "a block's bytes differ";
+        bytes_[to_block->block.value] = slot[0];
+        loaded_.insert(to_block->block.value);
+      } else {
+        FAIL() << "only moves between the pool and the host tier without a disk tier, op " << op.index();
       }
     }
-    kv_->transfers_done();
   }
   std::byte bytes_of(BlockId b) const { return bytes_.at(b.value); }
 

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "kv/tiers/block_file.h"
 
 namespace kvs {
@@ -61,13 +59,6 @@ bool KvTierStack::on_disk(const BlockHash& hash, std::span<const TokenId> tokens
   return disk_ && disk_->contains(key(hash), tokens);
 }
 
-Status KvTierStack::load(const BlockHash& hash, std::span<std::byte> out) { return host_->load(key(hash), out); }
-
-void KvTierStack::demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
-  (void)host_->store(key(hash), tokens, bytes);  // counted by the tier when it cannot
-  persist(hash, tokens, bytes);
-}
-
 void KvTierStack::persist(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
   if (disk_ && !disk_->contains(key(hash), tokens)) (void)disk_->store(key(hash), tokens, bytes);
 }
@@ -84,13 +75,6 @@ std::optional<HostTier::Placement> KvTierStack::place_kept(const BlockHash& hash
   KVS_ASSERT(host_->pin(k), "a block just stored in the host tier is gone");
   ++kept_[k];
   return placed;
-}
-
-bool KvTierStack::keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
-  if (!host_->contains(key(hash), tokens) && bytes.size() != format_.block_bytes) return false;
-  const auto placed = place_kept(hash, tokens);
-  if (placed && placed->write) std::memcpy(host_->slabs().slot(placed->slot).data(), bytes.data(), bytes.size());
-  return placed.has_value();
 }
 
 void KvTierStack::release_kept(const BlockHash& hash) {

@@ -1,6 +1,7 @@
 // The tiers below one KV pool, in order: a host tier (RAM, its own byte budget) and optionally a disk
 // tier (kv/tiers/disk_tier.h). The KV manager asks it what it holds (to extend a prefix match past
-// the pool) and the engine moves bytes through it:
+// the pool) and the offload planner (kv/tiers/offload_planner.h) decides through it what moves, which an executor
+// then moves (kv/kv_ops.h):
 //   demote   a block the pool evicts goes into the host tier, and (write-through) to the disk tier,
 //            so that the disk holds every demoted block across restarts;
 //   load     a block a sequence begins from is copied from the host tier into its pool block; the
@@ -63,24 +64,17 @@ class KvTierStack {
   bool holds(const BlockHash& hash, std::span<const TokenId> tokens) const;
   bool pin(const BlockHash& hash) { return host_->pin(key(hash)); }
   void unpin(const BlockHash& hash) { host_->unpin(key(hash)); }
-  // Copies a pinned host block into `out`.
-  Status load(const BlockHash& hash, std::span<std::byte> out);
-  // The decisions of demote(), keep() and load() without their bytes, for the offload planner
-  // (kv/tiers/offload_planner.h), whose executor then moves the bytes through host_slabs(): where a demoted block
-  // goes in the host tier (nothing: refused), where a kept one goes, now pinned (nothing: it cannot be kept), and the
-  // slot a pinned block loads from.
+  // Demote, keep and load decided without their bytes, for the offload planner (kv/tiers/offload_planner.h), whose
+  // executor then moves the bytes through host_slabs(): where a demoted block goes in the host tier (nothing:
+  // refused), where a kept one goes, now pinned until release_kept() (nothing: it cannot be kept, no room beside the
+  // pinned blocks), and the slot a pinned block loads from.
   std::optional<HostTier::Placement> place_demoted(const BlockHash& hash, std::span<const TokenId> tokens) {
     return host_->place(key(hash), tokens, format_.block_bytes);
   }
   std::optional<HostTier::Placement> place_kept(const BlockHash& hash, std::span<const TokenId> tokens);
   Expected<size_t> slot_to_load(const BlockHash& hash) { return host_->slot_to_load(key(hash), format_.block_bytes); }
   HostSlabs& host_slabs() { return host_->slabs(); }
-  // A block evicted from the pool: kept in the host tier, and written to the disk tier.
-  void demote(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
-  // Swap: keeps a block in the host tier, pinned until release_kept(); `bytes` are stored unless it holds the
-  // block already (then they may be empty). False when it cannot (no room beside the pinned blocks).
-  bool keep(const BlockHash& hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
-  // Lets a kept block go (back to LRU order); a block whose keep() failed is ignored.
+  // Lets a kept block go (back to LRU order); a block whose place_kept() failed is ignored.
   void release_kept(const BlockHash& hash);
   // Blocks the host tier could still keep pinned: its capacity less the blocks pinned now.
   size_t room_to_keep() const;
