@@ -134,14 +134,14 @@ Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, 
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
   EngineConfig config{.max_batch_tokens = plan.max_batch_tokens,
                       .max_seqs = 1,
-                      .block_size = plan.paging_block_size,
-                      .kv_layout = layout,
-                      .kv_dtype = kv.dtype,
-                      .prefix_caching = prefix_caching,
-                      .kv_window = kv.window,
-                      .kv_hybrid = kv.hybrid,
+                      .kv = {.block_size = plan.paging_block_size,
+                             .layout = layout,
+                             .dtype = kv.dtype,
+                             .prefix_caching = prefix_caching,
+                             .window = kv.window,
+                             .hybrid = kv.hybrid},
                       .mla_form = kv.mla_form};
-  config.kv_blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
+  config.kv.blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
   auto engine = Engine::create(model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();
   out.engine = std::move(engine).value();

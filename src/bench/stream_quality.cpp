@@ -14,33 +14,33 @@ Expected<StreamQuality> measure_stream_quality(const Model& model, const Tokeniz
   q.context = model.config().context_length;
   // The full cache: one sequence over the first context of tokens, and the whole stream in chunks of a context.
   StreamPerplexityOptions full = base;
-  full.policy = {};
+  full.kv.policy = {};
   full.max_tokens = std::min(q.context, base.max_tokens);
   auto in_context = evaluate_stream_perplexity(model, tokenizer, pool, text, full);
   if (!in_context) return in_context.status();
   q.full_in_context = in_context->perplexity;
   q.runs.push_back({.policy = {}, .result = std::move(in_context).value()});
   StreamPerplexityOptions strided = base;
-  strided.policy = {};
+  strided.kv.policy = {};
   auto recomputed = evaluate_strided_perplexity(model, tokenizer, pool, text, strided, q.context, q.context / 2);
   if (!recomputed) return recomputed.status();
   q.full_strided = std::move(recomputed).value();
   for (size_t budget : budgets) {
     StreamPerplexityOptions sliding = base;
-    sliding.policy = {};
-    sliding.kv_window = budget;
+    sliding.kv.policy = {};
+    sliding.kv.window = budget;
     auto windowed = evaluate_stream_perplexity(model, tokenizer, pool, text, sliding);
     if (!windowed) return windowed.status();
     q.runs.push_back({.policy = {}, .kv_window = budget, .result = std::move(windowed).value()});
     for (const KvPolicyParams& policy : policies) {
       StreamPerplexityOptions o = base;
-      o.policy = policy;
-      o.policy.budget = budget;
-      o.policy = o.policy.resolved(o.block_size);
+      o.kv.policy = policy;
+      o.kv.policy.budget = budget;
+      o.kv.policy = o.kv.policy.resolved(o.kv.block_size);
       auto r = evaluate_stream_perplexity(model, tokenizer, pool, text, o);
       if (!r) return r.status();
       q.stream_tokens = r->nll.size();
-      q.runs.push_back({.policy = o.policy, .result = std::move(r).value()});
+      q.runs.push_back({.policy = o.kv.policy, .result = std::move(r).value()});
     }
   }
   return q;

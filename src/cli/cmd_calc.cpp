@@ -91,7 +91,7 @@ struct GroupFigures {
 };
 
 // Features that do not combine are refused as the engine refuses them (engine/capabilities.h).
-void refuse_what_does_not_combine(const KvCacheSpec& spec, const Shape& shape, const KvPrecision& kv,
+void refuse_what_does_not_combine(const KvCacheSpec& spec, const Shape& shape, const KvOptions& kv,
                                   const KvPolicyParams& policy, const CalcOptions& o) {
   const bool model_windows = std::ranges::any_of(shape.layer_windows, [](uint32_t w) { return w > 0; });
   FeatureSet features;
@@ -131,11 +131,11 @@ CalcFigures compute(const CalcOptions& o) {
   Shape shape = resolve_shape(o, f.label);
   KvCacheSpec& spec = shape.spec;
   const size_t context = shape.context;
-  const KvPrecision kv = parse_kv_precision(o.kv);
+  const KvOptions kv = parse_kv_precision(o.kv, {.block_size = o.block_size});
   spec.dtype = kv.dtype;
-  spec.key_scale_axis = kv.key_scale_axis;
+  spec.key_scale_axis = kv.key_scales;
   spec.rotate_keys = kv.rotate_keys;
-  spec.block_size = o.block_size;
+  spec.block_size = kv.block_size;
   // Tensor parallelism: every figure below is one rank's, which holds its share of the KV heads (model/tensor_shard.h).
   f.all_kv_heads = spec.num_kv_heads;
   const KvPolicyParams policy = f.policy = kv.policy.resolved(spec.block_size);

@@ -79,15 +79,13 @@ KvPolicyParams parse_policy_spec(const std::string& spec) {
 }
 
 // --stream: one sequence, under the KV flags' policy (a single run) or every --policies x --budgets.
-void run_stream(const PerplexityCliOptions& options, const KvPrecision& kv) {
+void run_stream(const PerplexityCliOptions& options, const KvOptions& kv) {
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp)
-  StreamPerplexityOptions o{.max_tokens = options.stream_tokens,
-                            .policy = kv.policy,
-                            .block_size = options.block_size,
-                            .kv_dtype = kv.dtype,
-                            .kv_key_scales = kv.key_scale_axis};
+  StreamPerplexityOptions o{
+      .max_tokens = options.stream_tokens,
+      .kv = {.block_size = kv.block_size, .dtype = kv.dtype, .key_scales = kv.key_scales, .policy = kv.policy}};
   if (options.policies.empty()) {
     auto r = evaluate_stream_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, o);
     if (!r) throw CommandError(r.status().message());
@@ -117,16 +115,12 @@ void run_stream(const PerplexityCliOptions& options, const KvPrecision& kv) {
 
 void run(const PerplexityCliOptions& options) {
   PerplexityOptions eval = options.eval;
-  const KvPrecision kv = parse_kv_precision(options.kv);
+  const KvOptions kv = parse_kv_precision(options.kv, {.block_size = options.block_size});
   if (options.stream_tokens > 0) return run_stream(options, kv);
   if (!options.policies.empty() || kv.policy.evicts())
     throw CommandError("eviction policies (--kv-policy, --policies) are measured on one stream: give --stream N");
-  eval.kv_dtype = kv.dtype;
-  eval.kv_key_scales = kv.key_scale_axis;
-  eval.kv_rotate_keys = kv.rotate_keys;
-  eval.kv_window = kv.window;
-  eval.kv_hybrid = kv.hybrid;
-  eval.mla_form = kv.mla_form;
+  eval.kv = kv;
+  eval.mla_form = parse_mla_form(options.kv);
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp)
@@ -145,7 +139,7 @@ void run(const PerplexityCliOptions& options) {
     std::printf(
         "kv %s against f32: perplexity %.6f vs %.6f (%+.3f%%), mean KL divergence %.3e nats, max %.3e, "
         "top-1 agreement %.2f%%\n",
-        kv_dtypes_name(eval.kv_dtype).c_str(), result->perplexity, d->f32_perplexity,
+        kv_dtypes_name(eval.kv.dtype).c_str(), result->perplexity, d->f32_perplexity,
         100.0 * (result->perplexity / d->f32_perplexity - 1.0), d->mean_kld, d->max_kld, 100.0 * d->top1_agreement);
   }
 }

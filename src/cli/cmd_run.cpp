@@ -39,18 +39,17 @@ struct RunOptions {
 // One sequence on the engine. --block-size with --kv-blocks or --kv-memory (at most one) fix the pool;
 // by default it holds exactly what prompt + max tokens need.
 EngineConfig engine_config(const RunOptions& options, const Model& model, size_t prompt_tokens) {
-  const KvPrecision kv = parse_kv_precision(options.kv);
   EngineConfig config{.max_batch_tokens = options.max_batch_tokens,
                       .max_seqs = 1,
-                      .block_size = options.block_size,
-                      .prefix_caching = !options.no_prefix_cache};
-  apply_kv_precision(kv, config);
-  config.kv_tiers = parse_kv_tier_options(options.tiers);
+                      .kv = parse_kv_precision(
+                          options.kv, {.block_size = options.block_size, .prefix_caching = !options.no_prefix_cache}),
+                      .mla_form = parse_mla_form(options.kv)};
+  config.kv.tiers = parse_kv_tier_options(options.tiers);
   config.kv_preempt = parse_kv_preempt_option(options.tiers);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   // (--kv-memory with --kv-blocks is refused by the engine's capability table.)
-  config.kv_blocks = options.kv_blocks;
+  config.kv.blocks = options.kv_blocks;
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
@@ -58,11 +57,11 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
       throw CommandError(fmt::format("--kv-memory {} ({} bytes) is smaller than one KV block of {} bytes",
                                      options.kv_memory, *budget, kv_bytes_per_block(spec).total()));
     }
-    config.kv_memory_bytes = *budget;
-  } else if (config.kv_blocks == 0) {
+    config.kv.memory_bytes = *budget;
+  } else if (config.kv.blocks == 0) {
     size_t tokens = std::min(model.config().context_length, prompt_tokens + options.max_new_tokens);
-    if (kv.policy.evicts()) tokens = std::min(tokens, kv.policy.budget);  // what the policy holds at most
-    config.kv_blocks = std::max<size_t>(1, kv_blocks_for_tokens(tokens, config.block_size));
+    if (config.kv.policy.evicts()) tokens = std::min(tokens, config.kv.policy.budget);  // what the policy holds at most
+    config.kv.blocks = std::max<size_t>(1, kv_blocks_for_tokens(tokens, config.kv.block_size));
   }
   return config;
 }
@@ -92,12 +91,12 @@ void print_run_line(const RunOptions& options, const LoadedModel& loaded, const 
                std::string(finish_reason_name(result.finish_reason)).c_str(),
                result.prompt_tokens / std::max(result.prefill_seconds, 1e-9),
                decode_steps / std::max(result.decode_seconds, 1e-9), engine.kv_storage_bytes(), result.kv_blocks_held,
-               kv.blocks_total, result.kv_bytes_held, engine_options.block_size, config.attention_kind().c_str(),
+               kv.blocks_total, result.kv_bytes_held, engine_options.kv.block_size, config.attention_kind().c_str(),
                engine.kv_layers().describe().c_str(),
                (config.is_mla() ? fmt::format("latent {} + rope {}", config.mla.kv_lora_rank, config.rope_dim)
                                 : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
                    .c_str(),
-               kv_dtypes_name(engine_options.kv_dtype).c_str(), loaded.model->weights().matrix_bytes(),
+               kv_dtypes_name(engine_options.kv.dtype).c_str(), loaded.model->weights().matrix_bytes(),
                loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
                options.no_kv_cache ? "off" : "on");
 }
@@ -129,13 +128,13 @@ void print_tiers_line(const EngineMetrics& m) {
 // Under an eviction policy: the budget held and the tokens evicted.
 void print_policy_line(const LoadedModel& loaded, const EngineConfig& engine_options, const GenerationResult& result,
                        const KvUsage& kv, const EngineMetrics& m) {
-  const KvPolicyParams policy = engine_options.kv_policy.resolved(engine_options.block_size);
+  const KvPolicyParams policy = engine_options.kv.policy.resolved(engine_options.kv.block_size);
   std::fprintf(
       stderr,
       "kvserve: KV policy %s: a sequence of %zu tokens, at most %zu blocks held (%zu tokens of room, %zu bytes; "
       "budget %zu tokens), %llu tokens evicted in %llu evictions\n",
       policy.describe().c_str(), result.prompt_tokens + result.tokens.size(), kv.blocks_used_peak,
-      kv.blocks_used_peak * engine_options.block_size,
+      kv.blocks_used_peak * engine_options.kv.block_size,
       kv.blocks_used_peak * kv_bytes_per_block(engine_kv_spec(*loaded.model, engine_options)).total(), policy.budget,
       static_cast<unsigned long long>(m.kv_evicted_tokens_total),
       static_cast<unsigned long long>(m.kv_evictions_total));
@@ -147,7 +146,7 @@ void print_summary(const RunOptions& options, const LoadedModel& loaded, const E
   if (loaded.tp) print_tensor_parallel_line(loaded, engine);
   const EngineMetrics m = engine.metrics();
   if (!m.kv_tiers.empty()) print_tiers_line(m);
-  if (engine_options.kv_policy.evicts()) print_policy_line(loaded, engine_options, result, engine.kv().usage(), m);
+  if (engine_options.kv.policy.evicts()) print_policy_line(loaded, engine_options, result, engine.kv().usage(), m);
 }
 
 void run(const RunOptions& options) {

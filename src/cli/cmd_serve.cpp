@@ -99,14 +99,14 @@ class ShutdownSignals {
 
 EngineConfig engine_config(const ServeOptions& options) {
   EngineConfig config = options.engine;
-  const KvPrecision kv = parse_kv_precision(options.kv);
-  apply_kv_precision(kv, config);
+  config.kv = parse_kv_precision(options.kv, config.kv);
+  config.mla_form = parse_mla_form(options.kv);
   if (!options.kv_memory.empty()) {
     auto budget = parse_byte_size(options.kv_memory);
     if (!budget) throw CommandError("--kv-memory: " + budget.status().message());
-    config.kv_memory_bytes = *budget;
+    config.kv.memory_bytes = *budget;
   }
-  config.kv_tiers = parse_kv_tier_options(options.tiers);
+  config.kv.tiers = parse_kv_tier_options(options.tiers);
   config.kv_preempt = parse_kv_preempt_option(options.tiers);
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   return config;
@@ -141,8 +141,8 @@ void serve(const ServeOptions& options) {
       model.id.c_str(), model.context_length,
       (model.chat_template.renders_model_template() ? "jinja (the model's)" : std::string(model.chat_template.name()))
           .c_str(),
-      options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv_dtype).c_str(),
-      config.block_size, config.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
+      options.http.host.c_str(), *port, metrics.kv_blocks_total, kv_dtypes_name(config.kv.dtype).c_str(),
+      config.kv.block_size, config.kv.prefix_caching ? "on" : "off", loaded.pool->num_threads(),
       options.http.api_key.empty() ? "" : ", API key required", static_cast<int>(::getpid()));
   std::fflush(stdout);
   if (const KvTierStack* tiers = (*engine)->kv_tiers()) {
@@ -222,13 +222,13 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-seqs", engine.max_seqs, "Requests running at once (more wait in a queue)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 16))
       ->capture_default_str();
-  cmd->add_option("--block-size", engine.block_size, "Tokens per KV block (power of two, 1..256)")
+  cmd->add_option("--block-size", engine.kv.block_size, "Tokens per KV block (power of two, 1..256)")
       ->capture_default_str();
   auto* kv_memory = cmd->add_option("--kv-memory", options->kv_memory,
                                     "KV pool budget, e.g. 512MiB (default: max-seqs full contexts, at most 1 GiB)");
-  cmd->add_option("--kv-blocks", engine.kv_blocks, "KV pool size in blocks (instead of --kv-memory)")
+  cmd->add_option("--kv-blocks", engine.kv.blocks, "KV pool size in blocks (instead of --kv-memory)")
       ->excludes(kv_memory);
-  cmd->add_flag("!--no-prefix-cache", engine.prefix_caching,
+  cmd->add_flag("!--no-prefix-cache", engine.kv.prefix_caching,
                 "Do not share cached prompt prefixes across requests (each request computes its whole prompt)");
   add_kv_precision_options(*cmd, options->kv);
   add_kv_tier_options(*cmd, options->tiers);

@@ -69,23 +69,13 @@ void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options) {
       ->capture_default_str();
 }
 
-void apply_kv_precision(const KvPrecision& kv, EngineConfig& config) {
-  config.kv_dtype = kv.dtype;
-  config.kv_key_scales = kv.key_scale_axis;
-  config.kv_rotate_keys = kv.rotate_keys;
-  config.kv_window = kv.window;
-  config.kv_hybrid = kv.hybrid;
-  config.kv_policy = kv.policy;
-  config.mla_form = kv.mla_form;
-}
-
-KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
+KvOptions parse_kv_precision(const KvPrecisionOptions& options, KvOptions p) {
   const KvDType both = parse_type("--kv-dtype", options.both);
-  KvPrecision p{.dtype = {options.k.empty() ? both : parse_type("--kv-dtype-k", options.k),
-                          options.v.empty() ? both : parse_type("--kv-dtype-v", options.v)},
-                .rotate_keys = options.rotate_keys,
-                .window = options.window,
-                .hybrid = !options.no_hybrid};
+  p.dtype = {options.k.empty() ? both : parse_type("--kv-dtype-k", options.k),
+             options.v.empty() ? both : parse_type("--kv-dtype-v", options.v)};
+  p.rotate_keys = options.rotate_keys;
+  p.window = options.window;
+  p.hybrid = !options.no_hybrid;
   const auto kind = parse_kv_policy_kind(options.policy);
   if (!kind) throw CommandError(fmt::format("--kv-policy: {}", kind.status().message()));
   const auto scores = parse_kv_score_scope(options.scores);
@@ -107,9 +97,12 @@ KvPrecision parse_kv_precision(const KvPrecisionOptions& options) {
                                                              : "channel";
   const auto axis = kv_scale_axis_from_name(key_scales);
   if (!axis) throw CommandError(fmt::format("unknown --kv-key-scales '{}' (channel, token)", key_scales));
-  p.key_scale_axis = *axis;
-  p.mla_form = *mla_form_from_name(options.mla_form);  // CLI11 checked the name
+  p.key_scales = *axis;
   return p;
+}
+
+MlaForm parse_mla_form(const KvPrecisionOptions& options) {
+  return *mla_form_from_name(options.mla_form);  // CLI11 checked the name
 }
 
 }  // namespace kvs::cli

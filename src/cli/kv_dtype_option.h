@@ -32,20 +32,10 @@ struct KvPrecisionOptions {
   std::string mla_form = "auto";                 // --mla-form
 };
 
-struct KvPrecision {
-  KvDTypes dtype = {};
-  KvScaleAxis key_scale_axis = KvScaleAxis::kPerChannel;
-  bool rotate_keys = false;
-  size_t window = 0;   // a forced sliding window (0: the model's)
-  bool hybrid = true;  // layers of different windows in pools of their own
-  KvPolicyParams policy = {};
-  MlaForm mla_form = MlaForm::kAuto;
-};
-
 void add_kv_precision_options(CLI::App& command, KvPrecisionOptions& options);
-// Throws CommandError naming the flag and the value when one is unknown.
-KvPrecision parse_kv_precision(const KvPrecisionOptions& options);
-// Sets the KV fields of an engine's config.
-void apply_kv_precision(const KvPrecision& kv, EngineConfig& config);
+// `kv` with what these flags set (element types, key scales and rotation, window, pools, policy); its pool's size,
+// block and tiers as they were. Throws CommandError naming the flag and the value when one is unknown.
+KvOptions parse_kv_precision(const KvPrecisionOptions& options, KvOptions kv = {});
+MlaForm parse_mla_form(const KvPrecisionOptions& options);
 
 }  // namespace kvs::cli

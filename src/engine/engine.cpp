@@ -25,8 +25,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Model& model, const Token
   if (mine.is_ok()) {
     const KvTierStack* tiers = (*engine)->tiers_.get();
     session = TensorParallelSession{.groups = (*engine)->kv_groups_,
-                                    .window = config.kv_window,
-                                    .hybrid = config.kv_hybrid && config.kv_layout == KvLayout::kPaged,
+                                    .window = config.kv.window,
+                                    .hybrid = config.kv.hybrid && config.kv.layout == KvLayout::kPaged,
                                     .mla_form = config.mla_form,
                                     .host_tier_bytes = tiers ? tiers->host().stats().capacity_bytes : 0};
   }
@@ -47,14 +47,14 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
   if (!kv) return kv.status();
   auto engine = std::unique_ptr<Engine>(
       new Engine(model, tokenizer, pool, config, std::move(layout).value(), std::move(kv).value()));
-  const KvPolicyParams policy = config.kv_policy.resolved(engine->kv_->block_size());
+  const KvPolicyParams policy = config.kv.policy.resolved(engine->kv_->block_size());
   if (policy.evicts()) KVS_RETURN_IF_ERROR(policy.validate(model.config().context_length));
-  if (config.kv_tiers.enabled()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
+  if (config.kv.tiers.enabled()) KVS_RETURN_IF_ERROR(engine->attach_tiers());
   return engine;
 }
 
 Status Engine::attach_tiers() {
-  auto stack = KvTierStack::create_or_without_disk(config_.kv_tiers, tier_format(storages_[0].spec()));
+  auto stack = KvTierStack::create_or_without_disk(config_.kv.tiers, tier_format(storages_[0].spec()));
   if (!stack) return stack.status();
   if (*stack == nullptr) return Status::ok();
   tiers_ = std::move(stack).value();
@@ -132,7 +132,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                    .vocab_size = c.vocab_size,
                    .key_tails = kv_->group(0).key_tail_table().num_tails(),
                    .block_size = kv_->block_size(),
-                   .default_policy = config.kv_policy,
+                   .default_policy = config.kv.policy,
                    .every_layer_windowed = layers_.groups[0].window > 0};
 }
 

@@ -73,7 +73,7 @@ class Engine {
   // Engine::create without the tensor-parallel start.
   static Expected<std::unique_ptr<Engine>> create_local(const Model& model, const Tokenizer& tokenizer,
                                                         ThreadPool& pool, const EngineConfig& config);
-  // Sets up config_.kv_tiers below the pool; a disk directory that cannot be used is logged and left out.
+  // Sets up config_.kv.tiers below the pool; a disk directory that cannot be used is logged and left out.
   Status attach_tiers();
   // Starts disk reads for the prefixes of waiting requests; marks those that wait for them.
   void prefetch_waiting();

@@ -60,23 +60,17 @@ Expected<PerplexityResult> evaluate_perplexity(const Model& model, const Tokeniz
   }
   // One engine for every chunk: a sequence of L tokens at a time, with logits after each of them, so
   // no prefix cache (a cached BOS would leave its logits row uncomputed).
-  EngineConfig config{.max_batch_tokens = 512,
-                      .max_seqs = 1,
-                      .kv_dtype = options.kv_dtype,
-                      .kv_key_scales = options.kv_key_scales,
-                      .kv_rotate_keys = options.kv_rotate_keys,
-                      .prefix_caching = false,
-                      .kv_window = options.kv_window,
-                      .kv_hybrid = options.kv_hybrid,
-                      .mla_form = options.mla_form};
-  config.kv_blocks = kv_blocks_for_tokens(L, config.block_size);
+  EngineConfig config{.max_batch_tokens = 512, .max_seqs = 1, .kv = options.kv, .mla_form = options.mla_form};
+  config.kv.prefix_caching = false;
+  config.kv.memory_bytes = 0;
+  config.kv.blocks = kv_blocks_for_tokens(L, config.kv.block_size);
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();
   std::unique_ptr<Engine> reference;
   if (options.compare_with_f32) {
     EngineConfig f32 = config;
-    f32.kv_dtype = KvDType::kF32;
-    f32.kv_rotate_keys = false;
+    f32.kv.dtype = KvDType::kF32;
+    f32.kv.rotate_keys = false;
     auto e = Engine::create(model, tokenizer, pool, f32);
     if (!e) return e.status();
     reference = std::move(e).value();

@@ -11,19 +11,19 @@
 
 #include "core/kv_dtype.h"
 #include "core/thread_pool.h"
+#include "kv/kv_options.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
 
 struct PerplexityOptions {
-  size_t chunk_tokens = 512;          // L
-  size_t max_chunks = 0;              // 0 = every full chunk of the text
-  KvDTypes kv_dtype = KvDType::kF32;  // element types of the KV cache the chunks are evaluated with
-  KvScaleAxis kv_key_scales = KvScaleAxis::kPerChannel;
-  bool kv_rotate_keys = false;
-  size_t kv_window = 0;  // a forced sliding window (0: the model's own)
-  bool kv_hybrid = true;
+  size_t chunk_tokens = 512;  // L
+  size_t max_chunks = 0;      // 0 = every full chunk of the text
+  // The KV cache the chunks are evaluated with: element types, key scales and rotation, a forced window (0: the
+  // model's own), pools (its pool size, prefix caching and policy are the evaluation's: one chunk at a time, no
+  // policy).
+  KvOptions kv = {};
   MlaForm mla_form = MlaForm::kAuto;  // how an MLA model attends (model.h)
   // Also evaluate each chunk with an f32 KV cache and compare the two distributions at every scored
   // token (what a cache's precision costs, beyond the perplexity: KL divergence and top-1 agreement).

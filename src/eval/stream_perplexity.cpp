@@ -46,19 +46,17 @@ Expected<StreamPerplexityResult> evaluate_strided_perplexity(const Model& model,
                                                              size_t stride) {
   auto tokens = stream_tokens(tokenizer, text, options.max_tokens);
   if (!tokens) return tokens.status();
-  if (options.policy.evicts() || window > model.config().context_length || stride == 0 || stride >= window) {
+  if (options.kv.policy.evicts() || window > model.config().context_length || stride == 0 || stride >= window) {
     return Status::invalid_argument(fmt::format(
         "the strided reference needs the full cache, a window within the context of {} and a stride below it "
         "(window {}, stride {})",
         model.config().context_length, window, stride));
   }
-  EngineConfig config{.max_batch_tokens = options.chunk_tokens,
-                      .max_seqs = 1,
-                      .block_size = options.block_size,
-                      .kv_blocks = kv_blocks_for_tokens(window, options.block_size),
-                      .kv_dtype = options.kv_dtype,
-                      .kv_key_scales = options.kv_key_scales,
-                      .prefix_caching = false};
+  EngineConfig config{.max_batch_tokens = options.chunk_tokens, .max_seqs = 1, .kv = options.kv};
+  config.kv.blocks = kv_blocks_for_tokens(window, options.kv.block_size);
+  config.kv.prefix_caching = false;
+  config.kv.window = 0;  // the full cache
+  config.kv.policy = {};
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();
   StreamPerplexityResult result;
@@ -89,21 +87,16 @@ Expected<StreamPerplexityResult> evaluate_stream_perplexity(const Model& model, 
   auto stream = stream_tokens(tokenizer, text, options.max_tokens);
   if (!stream) return stream.status();
   const std::vector<TokenId>& tokens = *stream;
-  const KvPolicyParams policy = options.policy.resolved(options.block_size);
+  const KvOptions& kv = options.kv;
+  const KvPolicyParams policy = kv.policy.resolved(kv.block_size);
   // The pool holds what the one sequence can: its budget, or the whole stream (BOS and every token but the last).
-  const size_t blocks = policy.evicts()         ? kv_blocks_for_tokens(policy.budget, options.block_size)
-                        : options.kv_window > 0 ? kv_max_blocks_per_sequence(options.block_size, options.kv_window,
-                                                                             tokens.size() + 1, options.chunk_tokens)
-                                                : kv_blocks_for_tokens(tokens.size(), options.block_size);
-  EngineConfig config{.max_batch_tokens = options.chunk_tokens,
-                      .max_seqs = 1,
-                      .block_size = options.block_size,
-                      .kv_blocks = blocks,
-                      .kv_dtype = options.kv_dtype,
-                      .kv_key_scales = options.kv_key_scales,
-                      .prefix_caching = false,
-                      .kv_window = options.kv_window,
-                      .kv_policy = policy};
+  EngineConfig config{.max_batch_tokens = options.chunk_tokens, .max_seqs = 1, .kv = kv};
+  config.kv.blocks = policy.evicts() ? kv_blocks_for_tokens(policy.budget, kv.block_size)
+                     : kv.window > 0
+                         ? kv_max_blocks_per_sequence(kv.block_size, kv.window, tokens.size() + 1, options.chunk_tokens)
+                         : kv_blocks_for_tokens(tokens.size(), kv.block_size);
+  config.kv.prefix_caching = false;
+  config.kv.policy = policy;
   auto engine = Engine::create(model, tokenizer, pool, config);
   if (!engine) return engine.status();
   StreamPerplexityResult result;

@@ -10,20 +10,18 @@
 
 #include "core/kv_dtype.h"
 #include "core/thread_pool.h"
-#include "kv/policies/kv_policy.h"
+#include "kv/kv_options.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs {
 
 struct StreamPerplexityOptions {
-  size_t max_tokens = 0;  // tokens of the text scored; 0: all of them
-  KvPolicyParams policy = {};
-  size_t kv_window = 0;  // > 0: a sliding window at positions in the sequence (--kv-window) instead of a policy
-  size_t block_size = 16;
+  size_t max_tokens = 0;      // tokens of the text scored; 0: all of them
   size_t chunk_tokens = 512;  // the engine's --max-batch-tokens (prefill chunks, up to the budget)
-  KvDTypes kv_dtype = KvDType::kF32;
-  KvScaleAxis kv_key_scales = KvScaleAxis::kPerToken;
+  // The cache: its policy, or a window (> 0: at positions in the sequence, --kv-window) instead, block size, element
+  // types and key scales (its pool is sized for the stream, without prefix caching).
+  KvOptions kv = {.key_scales = KvScaleAxis::kPerToken};
 };
 
 struct StreamPerplexityResult {

@@ -48,7 +48,7 @@ KvPoolGroups kv_pool_groups(const KvPoolShape& shape, size_t window, bool hybrid
 Expected<KvPoolLayout> kv_pool_layout(const KvPoolShape& shape, const KvPoolOptions& options) {
   KVS_RETURN_IF_ERROR(shape.spec.validate());
   const bool paged = !shape.spec.contiguous;
-  KvPoolGroups groups = kv_pool_groups(shape, options.window, options.hybrid && paged);
+  KvPoolGroups groups = kv_pool_groups(shape, options.kv.window, options.kv.hybrid && paged);
   const std::vector<KvLayerGroup>& layer_groups = groups.layers.groups;
   const size_t n = layer_groups.size(), seqs = options.max_seqs, chunk = options.max_batch_tokens;
   std::vector<size_t> tails(n), need(n);  // need: blocks for max_seqs sequences
@@ -63,11 +63,11 @@ Expected<KvPoolLayout> kv_pool_layout(const KvPoolShape& shape, const KvPoolOpti
   }
   const bool has_global = layer_groups[0].window == 0;
   std::vector<size_t> blocks(n);
-  if (options.blocks > 0) {
+  if (options.kv.blocks > 0) {
     for (size_t g = 0; g < n; ++g)
-      blocks[g] = g == 0 && has_global ? options.blocks : std::min(options.blocks, need[g]);
+      blocks[g] = g == 0 && has_global ? options.kv.blocks : std::min(options.kv.blocks, need[g]);
   } else {
-    size_t budget = options.memory_bytes;
+    size_t budget = options.kv.memory_bytes;
     if (budget == 0) {  // room for max_seqs whole contexts, or 1 GiB, whichever is less
       size_t full = 0;
       for (size_t g = 0; g < n; ++g) full += group_bytes(groups.specs[g], need[g], tails[g]);
@@ -86,7 +86,7 @@ Expected<KvPoolLayout> kv_pool_layout(const KvPoolShape& shape, const KvPoolOpti
     // The contiguous layout is the plain reference: no prefix cache.
     layout.groups.push_back(KvCacheConfig{.spec = groups.specs[g],
                                           .num_blocks = blocks[g],
-                                          .prefix_caching = options.prefix_caching && paged,
+                                          .prefix_caching = options.kv.prefix_caching && paged,
                                           .model_identity = shape.identity,
                                           .num_key_tails = tails[g],
                                           .window = layout.layers.groups[g].window});

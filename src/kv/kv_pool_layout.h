@@ -11,6 +11,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_cache_spec.h"
 #include "kv/kv_layer_groups.h"
+#include "kv/kv_options.h"
 
 namespace kvs {
 
@@ -27,11 +28,10 @@ struct KvPoolShape {
 struct KvPoolOptions {
   size_t max_seqs = 1;
   size_t max_batch_tokens = 512;  // a chunk: a window group holds its window and a chunk per sequence
-  size_t memory_bytes = 0;        // 0 (and no block count): room for max_seqs whole contexts, or 1 GiB if less
-  size_t blocks = 0;              // instead of memory_bytes: the global group's blocks (window groups: what they need)
-  size_t window = 0;              // a window forced on every layer (0: the model's)
-  bool hybrid = true;             // layers of different windows in pools of their own (paged only)
-  bool prefix_caching = true;     // paged only
+  // What sizes the pools: memory_bytes (0, and no block count: room for max_seqs whole contexts, or 1 GiB if less) or
+  // blocks (the global group's; window groups get what they need), a window forced on every layer (0: the model's),
+  // hybrid (layers of different windows in pools of their own) and prefix_caching (both paged only).
+  KvOptions kv = {};
 };
 
 // The layer groups of `shape` under a forced window and the hybrid choice, and each group's spec (its layers).

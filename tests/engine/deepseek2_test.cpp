@@ -83,9 +83,9 @@ class Deepseek2 : public ::testing::Test {
   void expect_matches_reference(size_t prompt_length, const std::string& what) {
     const std::vector<TokenId> prompt = prompt_of(prompt_length);
     for (const auto& [config, layout] : std::vector<std::pair<EngineConfig, std::string>>{
-             {{.max_batch_tokens = 5, .max_seqs = 1, .block_size = 4}, "paged, blocks of 4, chunks of 5"},
-             {{.max_batch_tokens = 256, .max_seqs = 1, .block_size = 16}, "paged, blocks of 16, one chunk"},
-             {{.max_seqs = 1, .kv_layout = KvLayout::kContiguous}, "contiguous"}}) {
+             {{.max_batch_tokens = 5, .max_seqs = 1, .kv = {.block_size = 4}}, "paged, blocks of 4, chunks of 5"},
+             {{.max_batch_tokens = 256, .max_seqs = 1, .kv = {.block_size = 16}}, "paged, blocks of 16, one chunk"},
+             {{.max_seqs = 1, .kv = {.layout = KvLayout::kContiguous}}, "contiguous"}}) {
       const std::string where = fmt::format("{}: {}, prompt {}", what, layout, prompt_length);
       EXPECT_LE(against_reference(prompt, trace(config, prompt), where), kLogitBound) << where;
     }
@@ -192,7 +192,7 @@ TEST_F(Deepseek2, KBuiltFromAQuantizedKvBIsItsTransposeInQ8_0) {
 TEST_F(Deepseek2, AbsorbedEqualsExpandedOverQuantizedLatents) {
   const auto run = [&](const SynthSpec& spec, MlaForm form, KvDType dtype) {
     load(spec, form);
-    return trace({.max_batch_tokens = 7, .max_seqs = 1, .block_size = 8, .kv_dtype = dtype}, prompt_of(50));
+    return trace({.max_batch_tokens = 7, .max_seqs = 1, .kv = {.block_size = 8, .dtype = dtype}}, prompt_of(50));
   };
   SynthSpec one_layer = *synth_preset("tiny-deepseek2");
   one_layer.layers = 1;
@@ -236,9 +236,9 @@ TEST_F(Deepseek2, WeightTypesEqualTheReference) {
       load(preset, form, DType::kF16);
       const std::vector<TokenId> prompt = prompt_of(40);
       const std::string what = fmt::format("{} f16 form {}", preset, int(form));
-      EXPECT_LE(
-          against_reference(prompt, trace({.max_batch_tokens = 16, .max_seqs = 1, .block_size = 4}, prompt), what),
-          kLogitBound)
+      EXPECT_LE(against_reference(
+                    prompt, trace({.max_batch_tokens = 16, .max_seqs = 1, .kv = {.block_size = 4}}, prompt), what),
+                kLogitBound)
           << what;
     }
   }
@@ -250,7 +250,7 @@ TEST_F(Deepseek2, WeightTypesEqualTheReference) {
   ASSERT_TRUE(file);
   testing::NaiveDeepseek2 reference(*file);
   const std::vector<TokenId> prompt = prompt_of(40);
-  const test::EngineTrace t = trace({.max_batch_tokens = 16, .max_seqs = 1, .block_size = 4}, prompt);
+  const test::EngineTrace t = trace({.max_batch_tokens = 16, .max_seqs = 1, .kv = {.block_size = 4}}, prompt);
   float worst = 0.0f, scale = 0.0f;
   for (size_t p = 0; p < prompt.size(); ++p) {
     const std::vector<float> want = reference.step(prompt[p]);
@@ -262,14 +262,14 @@ TEST_F(Deepseek2, WeightTypesEqualTheReference) {
   // The scalar reference kernels dequantize the weights and keep fp32 activations: the fp32 bound.
   EXPECT_LE(worst, best_isa() == Isa::kScalar ? kLogitBound : 0.05f * scale);
   load("tiny-deepseek2-qlora", MlaForm::kAuto, DType::kQ8_0);
-  EXPECT_EQ(trace({.max_batch_tokens = 16, .max_seqs = 1, .block_size = 4}, prompt).tokens.size(), 24u);
+  EXPECT_EQ(trace({.max_batch_tokens = 16, .max_seqs = 1, .kv = {.block_size = 4}}, prompt).tokens.size(), 24u);
 }
 
 TEST_F(Deepseek2, BatchedEqualsAlone) {
   for (MlaForm form : {MlaForm::kAbsorbed, MlaForm::kExpanded, MlaForm::kAuto}) {
     load("tiny-deepseek2", form);
     // Alone the prompt is one chunk of 120 (auto: expanded); batched, its neighbours share the step budget.
-    const EngineConfig config{.max_batch_tokens = 160, .max_seqs = 3, .block_size = 4};
+    const EngineConfig config{.max_batch_tokens = 160, .max_seqs = 3, .kv = {.block_size = 4}};
     const std::vector<TokenId> prompt = prompt_of(120);
     const test::EngineTrace alone = trace(config, prompt);
     auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, with_form(config));
@@ -304,7 +304,7 @@ TEST_F(Deepseek2, PrefixHitEqualsMissAndPreemptionResumesExactly) {
     requests.push_back(test::greedy_request(p, 40, false));
   }
   // A pool too small for all six at once: some are preempted and recomputed (or resumed from their cached blocks).
-  const EngineConfig tight{.max_batch_tokens = 32, .max_seqs = 6, .block_size = 4, .kv_blocks = 40};
+  const EngineConfig tight{.max_batch_tokens = 32, .max_seqs = 6, .kv = {.block_size = 4, .blocks = 40}};
   auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, tight);
   ASSERT_TRUE(engine) << engine.status().message();
   std::vector<std::vector<TokenId>> got(requests.size());
@@ -321,14 +321,14 @@ TEST_F(Deepseek2, PrefixHitEqualsMissAndPreemptionResumesExactly) {
   EXPECT_GT(m.preemptions_total, 0u);
   EXPECT_GT(m.prefix_cache_hits_tokens_total, 0u);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const test::EngineTrace alone = trace({.max_seqs = 1, .prefix_caching = false}, requests[i].prompt, 40);
+    const test::EngineTrace alone = trace({.max_seqs = 1, .kv = {.prefix_caching = false}}, requests[i].prompt, 40);
     EXPECT_EQ(got[i], alone.tokens) << "request " << i;
   }
 }
 
 TEST_F(Deepseek2, LatentCacheSizingEqualsTheAllocation) {
   load("tiny-deepseek2");
-  const EngineConfig config{.max_seqs = 2, .block_size = 16, .kv_blocks = 10, .kv_dtype = KvDType::kInt8};
+  const EngineConfig config{.max_seqs = 2, .kv = {.block_size = 16, .blocks = 10, .dtype = KvDType::kInt8}};
   auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, config);
   ASSERT_TRUE(engine) << engine.status().message();
   const KvCacheSpec spec = engine_kv_spec(*loaded_.model, config);
@@ -369,11 +369,11 @@ TEST(Deepseek2Routing, TopKByScoreTiesToTheLowerIndexThenNormalisedAndScaled) {
 
 TEST_F(Deepseek2, WindowsAndEvictionAreRefusedByName) {
   load("tiny-deepseek2");
-  auto windowed = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, {.kv_window = 16});
+  auto windowed = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, {.kv = {.window = 16}});
   ASSERT_FALSE(windowed);
   EXPECT_NE(windowed.status().message().find("MLA"), std::string::npos) << windowed.status().message();
   EngineConfig sinks;
-  sinks.kv_policy = {.kind = KvPolicyKind::kSinks, .budget = 32};
+  sinks.kv.policy = {.kind = KvPolicyKind::kSinks, .budget = 32};
   auto evicting = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, sinks);
   ASSERT_FALSE(evicting);
   EXPECT_NE(evicting.status().message().find("MLA"), std::string::npos) << evicting.status().message();

@@ -93,8 +93,8 @@ TEST(Engine, BatchedGreedyEqualsAloneWithEveryKvType) {
   for (KvDTypes type : {KvDTypes(KvDType::kF16), KvDTypes(KvDType::kBF16), KvDTypes(KvDType::kInt8),
                         KvDTypes(KvDType::kInt4), KvDTypes(KvDType::kInt8, KvDType::kInt4)}) {
     std::vector<Collected> alone;
-    for (const auto& r : requests) alone.push_back(run_all(f, {.kv_dtype = type}, {r})[0]);
-    const auto together = run_all(f, {.max_batch_tokens = 128, .max_seqs = 12, .kv_dtype = type}, requests);
+    for (const auto& r : requests) alone.push_back(run_all(f, {.kv = {.dtype = type}}, {r})[0]);
+    const auto together = run_all(f, {.max_batch_tokens = 128, .max_seqs = 12, .kv = {.dtype = type}}, requests);
     for (size_t i = 0; i < requests.size(); ++i) {
       EXPECT_EQ(together[i].tokens, alone[i].tokens) << kv_dtypes_name(type) << " request " << i;
       EXPECT_EQ(together[i].tokens.size(), requests[i].max_new_tokens);
@@ -120,7 +120,7 @@ TEST(Engine, PreemptionAndResumptionGiveTheSameOutputs) {
   const auto roomy = run_all(f, {}, requests);
   size_t preemptions = 0;
   // 12 blocks of 16 tokens: two or three requests at a time at most, so growth forces preemption.
-  const auto tight = run_all(f, {.max_batch_tokens = 64, .max_seqs = 8, .kv_blocks = 12}, requests, &preemptions);
+  const auto tight = run_all(f, {.max_batch_tokens = 64, .max_seqs = 8, .kv = {.blocks = 12}}, requests, &preemptions);
   EXPECT_GT(preemptions, 0u);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_TRUE(tight[i].finished);
@@ -137,12 +137,12 @@ TEST(Engine, PreemptionAndResumptionGiveTheSameOutputsWithQuantizedKv) {
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < 8; ++i) requests.push_back(greedy(*f.tokenizer, kPrompts[i], 80));
   for (KvDTypes type : {KvDTypes(KvDType::kInt8), KvDTypes(KvDType::kInt4)}) {
-    const EngineConfig roomy_config{.kv_dtype = type, .kv_key_scales = KvScaleAxis::kPerToken};
+    const EngineConfig roomy_config{.kv = {.dtype = type, .key_scales = KvScaleAxis::kPerToken}};
     const auto roomy = run_all(f, roomy_config, requests);
     EngineConfig tight_config = roomy_config;
     tight_config.max_batch_tokens = 64;
     tight_config.max_seqs = 8;
-    tight_config.kv_blocks = 12;
+    tight_config.kv.blocks = 12;
     size_t preemptions = 0;
     const auto tight = run_all(f, tight_config, requests, &preemptions);
     EXPECT_GT(preemptions, 0u);
@@ -153,7 +153,7 @@ TEST(Engine, PreemptionAndResumptionGiveTheSameOutputsWithQuantizedKv) {
 
 TEST(Engine, RequestThatCanNeverFitIsRejectedWithNumbers) {
   Fixture f;
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.block_size = 16, .kv_blocks = 2});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.block_size = 16, .blocks = 2}});
   ASSERT_TRUE(engine);
   auto r = (*engine)->add_request(greedy(*f.tokenizer, std::string(200, 'x'), 5), {});
   ASSERT_FALSE(r);
@@ -168,7 +168,7 @@ TEST(Engine, RequestThatCanNeverFitIsRejectedWithNumbers) {
 
 TEST(Engine, RequestOutgrowingThePoolAloneEndsCleanly) {
   Fixture f;
-  const auto out = run_all(f, {.block_size = 16, .kv_blocks = 2}, {greedy(*f.tokenizer, "Once upon a time", 100)});
+  const auto out = run_all(f, {.kv = {.block_size = 16, .blocks = 2}}, {greedy(*f.tokenizer, "Once upon a time", 100)});
   EXPECT_TRUE(out[0].finished);
   EXPECT_EQ(out[0].reason, FinishReason::kKvCacheFull);
   EXPECT_EQ(out[0].tokens.size(), 32u - 5u + 1u);  // 32 slots: 5 prompt + 27 computed + the last sampled

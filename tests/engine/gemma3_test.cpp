@@ -111,11 +111,11 @@ TEST_F(Gemma3Reference, TinyModelEqualsTheReferenceAcrossWindowBlockAndChunkSize
   for (size_t prompt : {5, 30}) {
     for (size_t block : {4, 16}) {
       for (size_t chunk : {3, 512}) {
-        expect_matches_reference(prompt, {.max_batch_tokens = chunk, .max_seqs = 1, .block_size = block},
+        expect_matches_reference(prompt, {.max_batch_tokens = chunk, .max_seqs = 1, .kv = {.block_size = block}},
                                  fmt::format("prompt {} block {} chunk {}", prompt, block, chunk));
       }
     }
-    expect_matches_reference(prompt, {.max_seqs = 1, .kv_layout = KvLayout::kContiguous},
+    expect_matches_reference(prompt, {.max_seqs = 1, .kv = {.layout = KvLayout::kContiguous}},
                              fmt::format("prompt {} contiguous", prompt));
   }
 }
@@ -123,7 +123,7 @@ TEST_F(Gemma3Reference, TinyModelEqualsTheReferenceAcrossWindowBlockAndChunkSize
 TEST_F(Gemma3Reference, HeadsOf256EqualTheReference) {
   load(wide_heads_gemma3());  // window 16
   for (size_t prompt : {9, 40}) {
-    expect_matches_reference(prompt, {.max_batch_tokens = 7, .max_seqs = 1, .block_size = 8},
+    expect_matches_reference(prompt, {.max_batch_tokens = 7, .max_seqs = 1, .kv = {.block_size = 8}},
                              fmt::format("prompt {} chunk 7 block 8", prompt));
   }
 }

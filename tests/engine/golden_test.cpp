@@ -48,7 +48,8 @@ test::EngineTrace run_case(const DecoderModel& model, ThreadPool& pool, const Go
                            KvDType kv_dtype = KvDType::kF32) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   EXPECT_TRUE(tokenizer) << tokenizer.status().message();
-  return test::trace_request(model, *tokenizer, pool, {.max_batch_tokens = chunk, .max_seqs = 1, .kv_dtype = kv_dtype},
+  return test::trace_request(model, *tokenizer, pool,
+                             {.max_batch_tokens = chunk, .max_seqs = 1, .kv = {.dtype = kv_dtype}},
                              test::greedy_request(c.prompt_ids, c.greedy_ids.size()));
 }
 

@@ -27,7 +27,7 @@ struct Output {
 
 // Every request at once on one engine; outputs by request and sample.
 std::vector<std::vector<Output>> run_all(test::DefaultModel& f, const std::vector<RequestParams>& requests) {
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_blocks = 512});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.blocks = 512}});
   EXPECT_TRUE(engine) << engine.status().message();
   std::vector<std::vector<Output>> out(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -82,7 +82,7 @@ TEST(JsonMode, EveryOutputIsOneJsonObjectWithinItsBudget) {
 
 TEST(JsonMode, ABudgetTooSmallForAnObjectIsRefused) {
   test::DefaultModel f;
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_blocks = 64});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.blocks = 64}});
   ASSERT_TRUE(engine);
   const auto id = (*engine)->add_request(json_request(f, 0.0f, 0, 1, 1), [](const RequestOutput&) {});
   ASSERT_FALSE(id);
@@ -161,7 +161,7 @@ TEST(StructuredOutput, ABudgetBelowTheShortestInstanceIsRefused) {
   test::DefaultModel f;
   auto schema = JsonSchema::compile(kSchemas[0]);
   ASSERT_TRUE(schema);
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_blocks = 64});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.blocks = 64}});
   ASSERT_TRUE(engine);
   const auto id = (*engine)->add_request(schema_request(f, *schema, 0, 10), [](const RequestOutput&) {});
   ASSERT_FALSE(id);

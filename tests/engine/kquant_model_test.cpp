@@ -96,7 +96,7 @@ TEST(KQuantModel, Q4KMEqualsItsF32TwinWithinTheActivationBound) {
   std::vector<TokenId> prompt{1};
   for (size_t i = 1; i < 20; ++i) prompt.push_back(static_cast<TokenId>(260 + (i * 37) % 250));
   ThreadPool pool(2);
-  const EngineConfig config{.max_batch_tokens = 7, .max_seqs = 1, .block_size = 8};
+  const EngineConfig config{.max_batch_tokens = 7, .max_seqs = 1, .kv = {.block_size = 8}};
   const test::EngineTrace got =
       test::trace_request(*k.model, *k.tokenizer, pool, config, test::greedy_request(prompt, 24));
   const test::EngineTrace want =

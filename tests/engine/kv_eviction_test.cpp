@@ -144,7 +144,7 @@ TEST_F(KvEviction, EachPolicyEqualsTheNaiveReferenceThatEvictsTheSameTokens) {
     for (const auto& [block, chunk] : {std::pair<size_t, size_t>{4, 5}, {8, 512}}) {
       {
         for (size_t prompt_tokens : {10, 45}) {
-          const EngineConfig config{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = block, .kv_policy = p};
+          const EngineConfig config{.max_batch_tokens = chunk, .max_seqs = 1, .kv = {.block_size = block, .policy = p}};
           const KvPolicyParams resolved = p.resolved(block);
           const std::string what =
               fmt::format("{} block {} chunk {} prompt {}", resolved.describe(), block, chunk, prompt_tokens);
@@ -221,12 +221,10 @@ TEST_F(KvEviction, BatchedEqualsAloneWithMixedPolicies) {
                                                                policy(KvPolicyKind::kSinks, 24),
                                                                policy(KvPolicyKind::kHeavyHitters, 32, 1, 8)};
   for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
-    const EngineConfig config{.max_batch_tokens = 16,
-                              .max_seqs = 4,
-                              .block_size = 4,
-                              .kv_dtype = dtype,
-                              .kv_key_scales = KvScaleAxis::kPerToken,
-                              .prefix_caching = false};
+    const EngineConfig config{
+        .max_batch_tokens = 16,
+        .max_seqs = 4,
+        .kv = {.block_size = 4, .dtype = dtype, .key_scales = KvScaleAxis::kPerToken, .prefix_caching = false}};
     std::vector<RequestParams> requests;
     for (size_t r = 0; r < policies.size(); ++r) {
       RequestParams p = test::greedy_request(prompt_of(20 + 15 * r, r), 70);
@@ -255,11 +253,12 @@ TEST_F(KvEviction, BatchedEqualsAloneWithMixedPolicies) {
 TEST_F(KvEviction, QuantizedKvUnderSinksStaysWithinItsRoundingsOfF32UnderSinks) {
   const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
   const KvPolicyParams sinks = policy(KvPolicyKind::kSinks, 32);
-  EngineConfig config{.max_batch_tokens = 8, .max_seqs = 1, .block_size = 8, .kv_key_scales = KvScaleAxis::kPerToken};
+  EngineConfig config{
+      .max_batch_tokens = 8, .max_seqs = 1, .kv = {.block_size = 8, .key_scales = KvScaleAxis::kPerToken}};
   const auto error_of = [&](KvDType dtype, const RequestParams& request) {
-    config.kv_dtype = KvDType::kF32;
+    config.kv.dtype = KvDType::kF32;
     const auto f32 = test::trace_request(*m.model, *m.tokenizer, pool_, config, request);
-    config.kv_dtype = dtype;
+    config.kv.dtype = dtype;
     return test::worst_logit_difference(test::trace_request(*m.model, *m.tokenizer, pool_, config, request), f32);
   };
   const RequestParams plain = test::greedy_request(prompt_of(160), 1);
@@ -279,7 +278,7 @@ TEST_F(KvEviction, QuantizedKvUnderSinksStaysWithinItsRoundingsOfF32UnderSinks) 
 TEST_F(KvEviction, ComposesWithPreemption) {
   const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
   const EngineConfig config{
-      .max_batch_tokens = 64, .max_seqs = 3, .block_size = 4, .kv_blocks = 18, .prefix_caching = false};
+      .max_batch_tokens = 64, .max_seqs = 3, .kv = {.block_size = 4, .blocks = 18, .prefix_caching = false}};
   const std::vector<KvPolicyParams> policies = {policy(KvPolicyKind::kHeavyHitters, 32, 0, 8),
                                                 policy(KvPolicyKind::kSinks, 32), policy(KvPolicyKind::kWindow, 32)};
   std::vector<RequestParams> requests;
@@ -291,7 +290,7 @@ TEST_F(KvEviction, ComposesWithPreemption) {
   EXPECT_GT((*engine)->metrics().preemptions_total, 0u);
   for (size_t r = 0; r < 3; ++r) EXPECT_EQ(together[r].tokens.size(), 80u) << "request " << r;
   EXPECT_LE((*engine)->metrics().kv_blocks_used_peak, 18u);
-  const EngineConfig roomy{.max_batch_tokens = 64, .max_seqs = 3, .block_size = 4, .prefix_caching = false};
+  const EngineConfig roomy{.max_batch_tokens = 64, .max_seqs = 3, .kv = {.block_size = 4, .prefix_caching = false}};
   expect_bitwise_equal(together[0], test::trace_request(*m.model, *m.tokenizer, pool_, roomy, requests[0]),
                        "the request never preempted");
 }
@@ -301,7 +300,7 @@ TEST_F(KvEviction, ComposesWithPreemption) {
 // depend on what the cache holds.
 TEST_F(KvEviction, AnEvictingSequenceNeverRewritesACachedPrefix) {
   const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
-  const EngineConfig config{.max_batch_tokens = 512, .max_seqs = 2, .block_size = 4};
+  const EngineConfig config{.max_batch_tokens = 512, .max_seqs = 2, .kv = {.block_size = 4}};
   auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
   ASSERT_TRUE(engine);
   const std::vector<TokenId> prompt = prompt_of(40);
@@ -316,7 +315,7 @@ TEST_F(KvEviction, AnEvictingSequenceNeverRewritesACachedPrefix) {
   EXPECT_GE(again->cached_tokens, 36u);
   EXPECT_EQ(again->tokens, first->tokens);
   EngineConfig fresh = config;
-  fresh.prefix_caching = false;
+  fresh.kv.prefix_caching = false;
   EXPECT_EQ(evicted->tokens, test::trace_request(*m.model, *m.tokenizer, pool_, fresh, evicting).tokens);
   EXPECT_GT((*engine)->metrics().kv_evicted_tokens_total, 0u);
 }
@@ -330,15 +329,15 @@ TEST_F(KvEviction, RefusesWhatCannotEvictAndAcceptsPromptsPastTheContext) {
     return e ? std::string("created") : e.status().message();
   };
   const KvPolicyParams sinks = policy(KvPolicyKind::kSinks, 64);
-  expect_contains(create_error({.kv_dtype = KvDType::kInt8, .kv_policy = sinks}), "use --kv-key-scales token");
-  expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 1024)}),
+  expect_contains(create_error({.kv = {.dtype = KvDType::kInt8, .policy = sinks}}), "use --kv-key-scales token");
+  expect_contains(create_error({.kv = {.policy = policy(KvPolicyKind::kSinks, 1024)}}),
                   "KV budget of 1024 tokens exceeds the model's context of 512");
-  expect_contains(create_error({.kv_policy = policy(KvPolicyKind::kSinks, 20, 4)}), "keeps no recent");
-  expect_contains(create_error({.kv_layout = KvLayout::kContiguous, .kv_policy = sinks}),
+  expect_contains(create_error({.kv = {.policy = policy(KvPolicyKind::kSinks, 20, 4)}}), "keeps no recent");
+  expect_contains(create_error({.kv = {.layout = KvLayout::kContiguous, .policy = sinks}}),
                   "the contiguous KV layout and the KV policy sinks");
-  expect_contains(create_error({.kv_policy = {.kind = KvPolicyKind::kHeavyHitters}}), "needs a budget");
+  expect_contains(create_error({.kv = {.policy = {.kind = KvPolicyKind::kHeavyHitters}}}), "needs a budget");
   const test::LoadedModel g = test::load_model(synth("tiny-gemma3"));
-  auto gemma = Engine::create(*g.model, *g.tokenizer, pool_, {.kv_policy = sinks});
+  auto gemma = Engine::create(*g.model, *g.tokenizer, pool_, {.kv = {.policy = sinks}});
   ASSERT_FALSE(gemma);
   expect_contains(gemma.status().message(), "the model's sliding-window layers do not combine");
 
@@ -359,7 +358,7 @@ TEST_F(KvEviction, RefusesWhatCannotEvictAndAcceptsPromptsPastTheContext) {
   EXPECT_EQ(accepted->tokens.size(), 20u);
   EXPECT_LE(accepted->kv_blocks_held, 64u / 16);
   // A window on every layer bounds memory too: positions then run past the context.
-  auto windowed_engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_seqs = 1, .kv_window = 64});
+  auto windowed_engine = Engine::create(*m.model, *m.tokenizer, pool_, {.max_seqs = 1, .kv = {.window = 64}});
   ASSERT_TRUE(windowed_engine);
   const auto past = generate(**windowed_engine, test::greedy_request(long_prompt, 20, false));
   ASSERT_TRUE(past) << past.status().message();
@@ -372,7 +371,7 @@ TEST_F(KvEviction, RefusesWhatCannotEvictAndAcceptsPromptsPastTheContext) {
 // holds more than the two budgets. (The 2-layer tiny-gqa: 10,000 steps under the sanitizers too.)
 TEST_F(KvEviction, MemoryNeverExceedsTheBudgetOver10000Tokens) {
   const test::LoadedModel m = test::load_model(synth("tiny-gqa"));
-  const EngineConfig config{.max_batch_tokens = 64, .max_seqs = 2, .block_size = 16, .prefix_caching = false};
+  const EngineConfig config{.max_batch_tokens = 64, .max_seqs = 2, .kv = {.block_size = 16, .prefix_caching = false}};
   auto engine = Engine::create(*m.model, *m.tokenizer, pool_, config);
   ASSERT_TRUE(engine);
   std::vector<SeqId> ids;
@@ -412,7 +411,7 @@ TEST_F(KvEviction, SinksKeepTheStreamsPerplexityWithinFivePercentOfTheFullCache)
   auto full = evaluate_strided_perplexity(*m.model, *m.tokenizer, m.pool, text, base, 512, 256);
   ASSERT_TRUE(full) << full.status().message();
   StreamPerplexityOptions sinks = base;
-  sinks.policy = policy(KvPolicyKind::kSinks, 128);
+  sinks.kv.policy = policy(KvPolicyKind::kSinks, 128);
   auto streamed = evaluate_stream_perplexity(*m.model, *m.tokenizer, m.pool, text, sinks);
   ASSERT_TRUE(streamed) << streamed.status().message();
   EXPECT_LE(streamed->perplexity, 1.05 * full->perplexity);
@@ -420,7 +419,7 @@ TEST_F(KvEviction, SinksKeepTheStreamsPerplexityWithinFivePercentOfTheFullCache)
   EXPECT_EQ(streamed->kv_blocks_peak, 128u / 16);
   EXPECT_EQ(streamed->evicted_tokens, 1536u - 128);
   StreamPerplexityOptions window = base;
-  window.kv_window = 128;
+  window.kv.window = 128;
   auto windowed = evaluate_stream_perplexity(*m.model, *m.tokenizer, m.pool, text, window);
   ASSERT_TRUE(windowed) << windowed.status().message();
   EXPECT_LE(windowed->perplexity, 1.05 * full->perplexity);

@@ -30,10 +30,10 @@ using test::FaultyIo;
 
 // The same request on a fresh engine without a prefix cache (nor tiers): the reference.
 test::EngineTrace reference(Fixture& f, EngineConfig config, RequestParams params) {
-  config.prefix_caching = false;
-  config.kv_tiers = {};
+  config.kv.prefix_caching = false;
+  config.kv.tiers = {};
   config.kv_preempt = KvPreemptMode::kAuto;
-  config.kv_blocks = 0;
+  config.kv.blocks = 0;
   return test::trace_request(*f.model, *f.tokenizer, f.pool, config, std::move(params));
 }
 
@@ -59,7 +59,7 @@ class Session : public test::EngineSession {
 
 // Bytes of one block of the default model's pool in `dtype` (what the tiers hold per block).
 size_t block_bytes(Fixture& f, KvDTypes dtype = KvDType::kF32) {
-  const EngineConfig probe{.kv_dtype = dtype, .kv_tiers = {.host_bytes = size_t{1} << 30}};
+  const EngineConfig probe{.kv = {.dtype = dtype, .tiers = {.host_bytes = size_t{1} << 30}}};
   auto e = Engine::create(*f.model, *f.tokenizer, f.pool, probe);
   EXPECT_TRUE(e) << e.status().message();
   return e ? (*e)->kv_tiers()->format().block_bytes : 0;
@@ -74,7 +74,7 @@ std::vector<std::vector<TokenId>> six_prompts(Fixture& f) {
 
 TEST(KvTiersEngine, EvictedBlocksComeBackFromTheHostTierInsteadOfBeingRecomputed) {
   Fixture f;
-  const EngineConfig config{.max_seqs = 1, .kv_blocks = 12, .kv_tiers = {.host_bytes = 64 * block_bytes(f)}};
+  const EngineConfig config{.max_seqs = 1, .kv = {.blocks = 12, .tiers = {.host_bytes = 64 * block_bytes(f)}}};
   Session session(f, config);
   const auto prompts = six_prompts(f);
   for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
@@ -101,7 +101,7 @@ TEST(KvTiersEngine, EvictedBlocksComeBackFromTheHostTierInsteadOfBeingRecomputed
 // The same requests without tiers: the first prompts, evicted, are recomputed (what the tiers save).
 TEST(KvTiersEngine, WithoutTiersTheEvictedPromptsAreRecomputed) {
   Fixture f;
-  Session session(f, {.max_seqs = 1, .kv_blocks = 12});
+  Session session(f, {.max_seqs = 1, .kv = {.blocks = 12}});
   const auto prompts = six_prompts(f);
   for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
   EXPECT_EQ(session.run(test::greedy_request(prompts[0], 20)).result.cached_tokens, 0u);
@@ -113,11 +113,11 @@ TEST(KvTiersEngine, WithoutTiersTheEvictedPromptsAreRecomputed) {
 TEST(KvTiersEngine, InterleavedConversationsReuseTheirTurnsFromTheTiers) {
   Fixture f;
   TempDir dir;
-  const EngineConfig config{
-      .max_seqs = 2,
-      .kv_blocks = 16,
-      .kv_tiers = {
-          .host_bytes = 10 * block_bytes(f), .disk_directory = dir.file("kv"), .disk_bytes = 400 * block_bytes(f)}};
+  const EngineConfig config{.max_seqs = 2,
+                            .kv = {.blocks = 16,
+                                   .tiers = {.host_bytes = 10 * block_bytes(f),
+                                             .disk_directory = dir.file("kv"),
+                                             .disk_bytes = 400 * block_bytes(f)}}};
   Session session(f, config);
   std::vector<std::vector<TokenId>> conversations;
   for (uint64_t c = 0; c < 5; ++c) conversations.push_back(f.random_tokens(30, 900 + c));
@@ -149,8 +149,8 @@ TEST(KvTiersEngine, ARestartedEngineHitsTheDiskTierAndAnotherKvFormatDoesNot) {
   const size_t bytes = block_bytes(f);
   const EngineConfig config{
       .max_seqs = 1,
-      .kv_blocks = 12,
-      .kv_tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}};
+      .kv = {.blocks = 12,
+             .tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}}};
   const auto prompts = six_prompts(f);
   {
     Session first(f, config);
@@ -171,7 +171,7 @@ TEST(KvTiersEngine, ARestartedEngineHitsTheDiskTierAndAnotherKvFormatDoesNot) {
 
   // fp16 K/V: the same tokens' blocks are another format, under their own directory: nothing to hit.
   EngineConfig f16 = config;
-  f16.kv_dtype = KvDType::kF16;
+  f16.kv.dtype = KvDType::kF16;
   Session other_format(f, f16);
   ASSERT_NE(other_format.tier("disk"), nullptr);
   EXPECT_EQ(other_format.tier("disk")->blocks_held, 0u);
@@ -194,12 +194,12 @@ TEST(KvTiersEngine, DiskFaultsMeanRecomputeAndTheSameOutput) {
     auto io = std::make_shared<FaultyIo>();
     const bool on_write = fault == Fault::kWriteError || fault == Fault::kDiskFull;
     const EngineConfig config{.max_seqs = 1,
-                              .kv_blocks = 12,
-                              .kv_tiers = {.host_bytes = 8 * bytes,
-                                           .disk_directory = dir.file("kv"),
-                                           .disk_bytes = 200 * bytes,
-                                           .disk_io = io,
-                                           .log = logged.sink()}};
+                              .kv = {.blocks = 12,
+                                     .tiers = {.host_bytes = 8 * bytes,
+                                               .disk_directory = dir.file("kv"),
+                                               .disk_bytes = 200 * bytes,
+                                               .disk_io = io,
+                                               .log = logged.sink()}}};
     {
       if (on_write) io->fault = fault;
       Session first(f, config);
@@ -234,11 +234,12 @@ TEST(KvTiersEngine, AForeignDirectoryIsLoggedLeftAloneAndTheHostTierServes) {
   std::ofstream(foreign + "/holiday.jpg") << "not a KV block";
   test::Logged logged;
   const size_t bytes = block_bytes(f);
-  Session session(
-      f, {.max_seqs = 1,
-          .kv_blocks = 12,
-          .kv_tiers = {
-              .host_bytes = 64 * bytes, .disk_directory = foreign, .disk_bytes = 200 * bytes, .log = logged.sink()}});
+  Session session(f, {.max_seqs = 1,
+                      .kv = {.blocks = 12,
+                             .tiers = {.host_bytes = 64 * bytes,
+                                       .disk_directory = foreign,
+                                       .disk_bytes = 200 * bytes,
+                                       .log = logged.sink()}}});
   EXPECT_TRUE(logged.has(foreign)) << "the line names the directory";
   EXPECT_TRUE(logged.has("running without a disk tier"));
   ASSERT_NE(session.engine().kv_tiers(), nullptr);
@@ -253,10 +254,10 @@ TEST(KvTiersEngine, TiersNeedThePagedLayoutAndThePrefixCache) {
   Fixture f;
   const KvTierConfig tiers{.host_bytes = size_t{1} << 24};
   auto contiguous =
-      Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_layout = KvLayout::kContiguous, .kv_tiers = tiers});
+      Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.layout = KvLayout::kContiguous, .tiers = tiers}});
   ASSERT_FALSE(contiguous);
   EXPECT_NE(contiguous.status().message().find("paged"), std::string::npos) << contiguous.status().message();
-  auto no_cache = Engine::create(*f.model, *f.tokenizer, f.pool, {.prefix_caching = false, .kv_tiers = tiers});
+  auto no_cache = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.prefix_caching = false, .tiers = tiers}});
   ASSERT_FALSE(no_cache);
   EXPECT_NE(no_cache.status().message().find("prefix cache"), std::string::npos) << no_cache.status().message();
 }
@@ -280,9 +281,7 @@ EngineConfig preemption_config(Fixture& f, KvPreemptMode mode, size_t host_block
                                KvDTypes dtype = KvDType::kF32) {
   return {.max_batch_tokens = 64,
           .max_seqs = 6,
-          .kv_blocks = 20,
-          .kv_dtype = dtype,
-          .kv_tiers = {.host_bytes = host_blocks * block_bytes(f, dtype)},
+          .kv = {.blocks = 20, .dtype = dtype, .tiers = {.host_bytes = host_blocks * block_bytes(f, dtype)}},
           .kv_preempt = mode};
 }
 
@@ -417,8 +416,8 @@ TEST(KvTiersEngine, RandomizedConcurrentRequestsWithTinyPoolAndTierBudgets) {
   EngineConfig config{
       .max_batch_tokens = 48,
       .max_seqs = 4,
-      .kv_blocks = 14,
-      .kv_tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 24 * bytes}};
+      .kv = {.blocks = 14,
+             .tiers = {.host_bytes = 8 * bytes, .disk_directory = dir.file("kv"), .disk_bytes = 24 * bytes}}};
   std::mt19937_64 rng(2026);
   std::vector<std::vector<TokenId>> systems;
   for (uint64_t s = 0; s < 4; ++s) systems.push_back(f.random_tokens(20 + 17 * s, 40 + s));

@@ -38,8 +38,8 @@ class LlamaFamily : public ::testing::Test {
     const std::vector<TokenId> prompt = prompt_of(prompt_length);
     test::EngineTrace paged;
     for (const auto& [config, what] : std::vector<std::pair<EngineConfig, std::string>>{
-             {{.max_batch_tokens = 5, .max_seqs = 1, .block_size = 4}, "paged, chunks of 5"},
-             {{.max_seqs = 1, .kv_layout = KvLayout::kContiguous}, "contiguous, one chunk"}}) {
+             {{.max_batch_tokens = 5, .max_seqs = 1, .kv = {.block_size = 4}}, "paged, chunks of 5"},
+             {{.max_seqs = 1, .kv = {.layout = KvLayout::kContiguous}}, "contiguous, one chunk"}}) {
       const test::EngineTrace t = trace(config, prompt);
       auto file = gguf::File::open(path_);
       EXPECT_TRUE(file);
@@ -54,7 +54,7 @@ class LlamaFamily : public ::testing::Test {
   }
   // Alone and batched with another request of another length: bit for bit the same.
   void expect_batch_invariant(size_t prompt_length) {
-    const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 2, .block_size = 4};
+    const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 2, .kv = {.block_size = 4}};
     const std::vector<TokenId> prompt = prompt_of(prompt_length), other = prompt_of(prompt_length + 7, 3);
     const test::EngineTrace alone = trace(config, prompt);
     auto engine = Engine::create(*loaded_.model, *loaded_.tokenizer, pool_, config);
@@ -100,8 +100,8 @@ TEST_F(LlamaFamily, Llama3RopeFactorsAreReadAndEqualTheReference) {
   unscaled.rope_scaling = SynthRopeScaling::kNone;
   load(unscaled);
   EXPECT_TRUE(loaded_.model->config().rope_freq_factors.empty());
-  EXPECT_GT(test::worst_logit_difference(scaled,
-                                         trace({.max_batch_tokens = 5, .max_seqs = 1, .block_size = 4}, prompt_of(40))),
+  EXPECT_GT(test::worst_logit_difference(
+                scaled, trace({.max_batch_tokens = 5, .max_seqs = 1, .kv = {.block_size = 4}}, prompt_of(40))),
             100 * kLogitBound);
 }
 

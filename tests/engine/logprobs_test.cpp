@@ -65,7 +65,7 @@ void expect_entry(const TokenLogprob& e, TokenId token, std::span<const float> r
 
 TEST(EngineLogprobs, GeneratedAndPromptEntriesAreTheLogSoftmaxOfTheirRows) {
   test::DefaultModel f;
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_blocks = 64});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.blocks = 64}});
   ASSERT_TRUE(engine) << engine.status().message();
   const std::vector<TokenId> prompt = f.random_tokens(21, 4);
   RequestParams p = test::greedy_request(prompt, 12, /*all_logits=*/true);
@@ -105,7 +105,7 @@ TEST(EngineLogprobs, GeneratedAndPromptEntriesAreTheLogSoftmaxOfTheirRows) {
 // Parallel samples share their prompt's blocks: prompt logprobs (which recompute it) are refused with them, by name.
 TEST(EngineLogprobs, PromptLogprobsWithParallelSamplesAreRefused) {
   test::DefaultModel f;
-  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv_blocks = 64});
+  auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, {.kv = {.blocks = 64}});
   ASSERT_TRUE(engine);
   RequestParams p = test::greedy_request(f.random_tokens(8, 1), 4, /*all_logits=*/false);
   p.num_samples = 2;

@@ -29,9 +29,9 @@ test::EngineTrace run_greedy(const DecoderModel& model, KvChoice kv) {
   for (int i = 0; i < 36; ++i) prompt.push_back(static_cast<TokenId>(3 + (i * 37) % 250));
   const EngineConfig config{.max_batch_tokens = 13,
                             .max_seqs = 1,
-                            .block_size = kv.block_size ? kv.block_size : 16,
-                            .kv_layout = kv.block_size ? KvLayout::kPaged : KvLayout::kContiguous,
-                            .kv_dtype = kv.dtype};
+                            .kv = {.block_size = kv.block_size ? kv.block_size : 16,
+                                   .layout = kv.block_size ? KvLayout::kPaged : KvLayout::kContiguous,
+                                   .dtype = kv.dtype}};
   return test::trace_request(model, *tokenizer, pool, config, test::greedy_request(prompt, 41));
 }
 
@@ -126,8 +126,9 @@ TEST(PagedKv, AllocatedBytesEqualTheCalculatorPrediction) {
   ThreadPool pool(1);
   for (size_t block_size : {1u, 16u, 256u}) {
     for (size_t length : {1u, 15u, 16u, 17u, 100u, 257u}) {
-      auto engine = Engine::create(**model, *tokenizer, pool,
-                                   {.max_batch_tokens = 64, .max_seqs = 1, .block_size = block_size, .kv_blocks = 400});
+      auto engine =
+          Engine::create(**model, *tokenizer, pool,
+                         {.max_batch_tokens = 64, .max_seqs = 1, .kv = {.block_size = block_size, .blocks = 400}});
       ASSERT_TRUE(engine) << engine.status().message();
       std::vector<TokenId> tokens(length, 300);
       tokens[0] = 1;
@@ -153,7 +154,7 @@ TEST(PagedKv, ExhaustionIsAnErrorValueNotACrash) {
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tokenizer);
   ThreadPool pool(1);
-  auto tiny = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .block_size = 1, .kv_blocks = 1});
+  auto tiny = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .kv = {.block_size = 1, .blocks = 1}});
   ASSERT_TRUE(tiny);
   const std::vector<TokenId> prompt = tokenizer->encode("Once upon a time, there was a little girl", true);
   auto refused = generate(**tiny, test::greedy_request(prompt, 10, false));
@@ -161,7 +162,7 @@ TEST(PagedKv, ExhaustionIsAnErrorValueNotACrash) {
   EXPECT_EQ(refused.status().code(), ErrorCode::kOutOfMemory);
   EXPECT_NE(refused.status().message().find("the whole pool has 1"), std::string::npos) << refused.status().message();
 
-  auto two = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .block_size = 16, .kv_blocks = 2});
+  auto two = Engine::create(**model, *tokenizer, pool, {.max_seqs = 1, .kv = {.block_size = 16, .blocks = 2}});
   ASSERT_TRUE(two);
   auto result = generate(**two, test::greedy_request(std::vector<TokenId>(20, 300), 40, false));
   ASSERT_TRUE(result) << result.status().message();

@@ -87,7 +87,7 @@ std::vector<RequestParams> separate_requests(const RequestParams& request) {
 // config without a prefix cache.
 void expect_samples_equal_separate_requests(Fixture& f, EngineConfig config, const RequestParams& request) {
   const auto together = run_all(*f.engine(config), {request});
-  config.prefix_caching = false;
+  config.kv.prefix_caching = false;
   const std::vector<RequestParams> separate = separate_requests(request);
   const auto alone = run_all(*f.engine(config), separate);
   ASSERT_EQ(together[0].size(), request.num_samples);
@@ -109,14 +109,14 @@ TEST(ParallelSampling, SamplesEqualSeparateRequestsWithTheirSeedsUnderEveryBlock
   Fixture f;
   for (size_t block_size : {1u, 16u, 256u}) {
     SCOPED_TRACE(block_size);
-    expect_samples_equal_separate_requests(f, {.block_size = block_size},
+    expect_samples_equal_separate_requests(f, {.kv = {.block_size = block_size}},
                                            sampled(f.random_tokens(21, block_size), 24, 1234, 4));
   }
 }
 
 TEST(ParallelSampling, SamplesEqualSeparateRequestsWithHalfPrecisionKv) {
   Fixture f;
-  expect_samples_equal_separate_requests(f, {.block_size = 16, .kv_dtype = KvDType::kF16},
+  expect_samples_equal_separate_requests(f, {.kv = {.block_size = 16, .dtype = KvDType::kF16}},
                                          sampled(f.random_tokens(40, 5), 20, 99, 3));
 }
 
@@ -124,13 +124,13 @@ TEST(ParallelSampling, SamplesEqualSeparateRequestsWithHalfPrecisionKv) {
 // (their own generated tokens included) and still draw what separate requests draw.
 TEST(ParallelSampling, PreemptedSamplesResumeWithTheSameOutput) {
   Fixture f;
-  const EngineConfig config{.max_batch_tokens = 64, .block_size = 16, .kv_blocks = 12};
+  const EngineConfig config{.max_batch_tokens = 64, .kv = {.block_size = 16, .blocks = 12}};
   const RequestParams request = sampled(f.random_tokens(40, 8), 60, 7, 4);
   auto engine = f.engine(config);
   const auto together = run_all(*engine, {request});
   EXPECT_GT(engine->metrics().preemptions_total, 0u) << "the pool should force preemptions";
   const std::vector<RequestParams> separate = separate_requests(request);
-  const auto alone = run_all(*f.engine({.block_size = 16, .prefix_caching = false}), separate);
+  const auto alone = run_all(*f.engine({.kv = {.block_size = 16, .prefix_caching = false}}), separate);
   for (size_t i = 0; i < request.num_samples; ++i) {
     EXPECT_EQ(together[0][i].finals, 1u);
     EXPECT_EQ(together[0][i].tokens, alone[i][0].tokens) << "sample " << i;
@@ -143,7 +143,7 @@ TEST(ParallelSampling, PreemptedSamplesResumeWithTheSameOutput) {
 TEST(ParallelSampling, MemoryIsOnePromptPlusATailPerSample) {
   Fixture f;
   const size_t P = 100, T = 20, n = 8, bs = 16;
-  auto engine = f.engine({.block_size = bs});
+  auto engine = f.engine({.kv = {.block_size = bs}});
   const auto runs = run_all(*engine, {sampled(f.random_tokens(P, 3), T, 11, n)});
   for (const SampleRun& r : runs[0]) EXPECT_EQ(r.tokens.size(), T);
   const size_t tail_blocks = kv_blocks_for_tokens(P % bs + T - 1, bs);
@@ -158,7 +158,7 @@ TEST(ParallelSampling, MemoryIsOnePromptPlusATailPerSample) {
 
   // The same samples as separate requests hold the prompt once per request (the prefix cache shares
   // none of it: they are admitted in one step, before any block is committed).
-  auto separate = f.engine({.max_batch_tokens = n * P, .block_size = bs});
+  auto separate = f.engine({.max_batch_tokens = n * P, .kv = {.block_size = bs}});
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < n; ++i) requests.push_back(sampled(f.random_tokens(P, 3), T, 11 + i, 1));
   run_all(*separate, requests);
@@ -169,7 +169,7 @@ TEST(ParallelSampling, AbortEndsEverySampleForkedOrNot) {
   Fixture f;
   for (size_t steps_before_abort : {1u, 8u}) {  // mid-prompt (nothing forked yet), then mid-decode
     SCOPED_TRACE(steps_before_abort);
-    auto engine = f.engine({.max_batch_tokens = 64, .block_size = 16});
+    auto engine = f.engine({.max_batch_tokens = 64, .kv = {.block_size = 16}});
     std::vector<SampleRun> runs(3);
     auto id = engine->add_request(sampled(f.random_tokens(200, 1), 50, 3, 3), [&](const RequestOutput& out) {
       ASSERT_LT(out.sample, runs.size());
@@ -197,7 +197,7 @@ TEST(ParallelSampling, AbortEndsEverySampleForkedOrNot) {
 // max_seqs 4: a request of 3 samples holds 3 seats, so a second one waits until the first is done.
 TEST(ParallelSampling, ForksHoldSeatsUnderMaxSeqs) {
   Fixture f;
-  auto engine = f.engine({.max_seqs = 4, .block_size = 16});
+  auto engine = f.engine({.max_seqs = 4, .kv = {.block_size = 16}});
   const auto runs =
       run_all(*engine, {sampled(f.random_tokens(10, 1), 8, 1, 3), sampled(f.random_tokens(10, 2), 8, 2, 3)},
               /*max_running=*/4);

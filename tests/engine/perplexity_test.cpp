@@ -60,7 +60,7 @@ TEST(Perplexity, HalfPrecisionKvCostsLittle) {
   double perplexity[3] = {};
   const KvDType types[3] = {KvDType::kF32, KvDType::kF16, KvDType::kBF16};
   for (size_t i = 0; i < 3; ++i) {
-    auto result = setup.evaluate({.chunk_tokens = 512, .max_chunks = 8, .kv_dtype = types[i]});
+    auto result = setup.evaluate({.chunk_tokens = 512, .max_chunks = 8, .kv = {.dtype = types[i]}});
     ASSERT_TRUE(result) << result.status().message();
     perplexity[i] = result->perplexity;
   }

@@ -34,7 +34,7 @@ class Session : public test::EngineSession {
 
 // The same request on a fresh engine without a prefix cache: the reference.
 test::EngineTrace reference(Fixture& f, EngineConfig config, RequestParams params) {
-  config.prefix_caching = false;
+  config.kv.prefix_caching = false;
   return test::trace_request(*f.model, *f.tokenizer, f.pool, config, std::move(params));
 }
 
@@ -65,7 +65,7 @@ TEST(PrefixCacheEngine, SharedPrefixesOfAnyLengthUnderEveryBlockSize) {
   for (size_t block_size : {1u, 16u, 256u}) {
     for (size_t shared : {1u, 17u, 300u}) {
       SCOPED_TRACE("block size " + std::to_string(block_size) + ", shared " + std::to_string(shared));
-      const EngineConfig config{.max_seqs = 2, .block_size = block_size};
+      const EngineConfig config{.max_seqs = 2, .kv = {.block_size = block_size}};
       Session session(f, config);
       const auto prefix = f.random_tokens(shared, 10 + shared);
       auto a = concat(prefix, f.random_tokens(9, 100));
@@ -108,7 +108,7 @@ TEST(PrefixCacheEngine, ChatTurnsReuseTheWholePreviousTurn) {
 // answered exactly (from what is left of its blocks).
 TEST(PrefixCacheEngine, EvictionUnderASmallPoolKeepsOutputsExact) {
   Fixture f;
-  const EngineConfig config{.max_seqs = 1, .kv_blocks = 12};
+  const EngineConfig config{.max_seqs = 1, .kv = {.blocks = 12}};
   Session session(f, config);
   std::vector<std::vector<TokenId>> prompts;
   for (uint64_t i = 0; i < 6; ++i) prompts.push_back(f.random_tokens(60, 300 + i));
@@ -128,7 +128,7 @@ TEST(PrefixCacheEngine, PreemptedRequestsResumeFromTheCacheWithTheSameOutput) {
   const auto system = f.random_tokens(100, 77);
   std::vector<RequestParams> requests;
   for (uint64_t i = 0; i < 8; ++i) requests.push_back(test::greedy_request(concat(system, f.random_tokens(5, i)), 60));
-  const EngineConfig tight{.max_batch_tokens = 64, .max_seqs = 8, .kv_blocks = 24};
+  const EngineConfig tight{.max_batch_tokens = 64, .max_seqs = 8, .kv = {.blocks = 24}};
   auto engine = Engine::create(*f.model, *f.tokenizer, f.pool, tight);
   ASSERT_TRUE(engine) << engine.status().message();
   std::vector<std::vector<TokenId>> got(requests.size());
@@ -174,7 +174,7 @@ TEST(PrefixCacheEngine, DifferentSaltsShareNothing) {
 
 TEST(PrefixCacheEngine, OffComputesEveryPrompt) {
   Fixture f;
-  Session session(f, {.prefix_caching = false});
+  Session session(f, {.kv = {.prefix_caching = false}});
   const auto prompt = f.random_tokens(50, 9);
   session.run(test::greedy_request(prompt, 4));
   EXPECT_EQ(session.run(test::greedy_request(prompt, 4)).result.cached_tokens, 0u);

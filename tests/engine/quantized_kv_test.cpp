@@ -41,11 +41,11 @@ const QuantChoice kChoices[] = {
 EngineConfig config_of(const QuantChoice& q, size_t block_size, KvLayout layout) {
   return {.max_batch_tokens = 13,
           .max_seqs = 1,
-          .block_size = block_size,
-          .kv_layout = layout,
-          .kv_dtype = q.dtype,
-          .kv_key_scales = q.key_scales,
-          .kv_rotate_keys = q.rotate_keys};
+          .kv = {.block_size = block_size,
+                 .layout = layout,
+                 .dtype = q.dtype,
+                 .key_scales = q.key_scales,
+                 .rotate_keys = q.rotate_keys}};
 }
 
 std::vector<TokenId> prompt_of(size_t n, TokenId salt) {
@@ -149,7 +149,7 @@ TEST_P(QuantizedKv, APrefixHitEqualsAMiss) {
     ASSERT_TRUE(result) << result.status().message();
     EXPECT_EQ(result->cached_tokens, q.key_scales == KvScaleAxis::kPerChannel ? 32u : 37u);
     hit.tokens = result->tokens;
-    config.prefix_caching = false;
+    config.kv.prefix_caching = false;
     const test::EngineTrace miss = trace(config, second, 20);
     EXPECT_EQ(hit.tokens, miss.tokens);
     float worst = 0.0f;
@@ -182,9 +182,7 @@ TEST(QuantizedKvQuality, PerplexityStaysWithinTheBoundsOfTheF32Cache) {
     SCOPED_TRACE(q.name);
     const PerplexityOptions options{.chunk_tokens = 256,
                                     .max_chunks = 4,
-                                    .kv_dtype = q.dtype,
-                                    .kv_key_scales = q.key_scales,
-                                    .kv_rotate_keys = q.rotate_keys,
+                                    .kv = {.dtype = q.dtype, .key_scales = q.key_scales, .rotate_keys = q.rotate_keys},
                                     .compare_with_f32 = true};
     auto r = evaluate_perplexity(**model, *tokenizer, pool, text.str(), options);
     ASSERT_TRUE(r) << r.status().message();

@@ -96,9 +96,9 @@ TEST_F(SlidingWindowEngine, HybridBytesHeldEqualThePredictionAtEveryStepOf5000To
 TEST_F(SlidingWindowEngine, HybridLayoutGivesTheLogitsOfOnePoolForAllLayers) {
   const test::LoadedModel m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
   for (size_t chunk : {7, 512}) {
-    const EngineConfig hybrid{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = 8};
+    const EngineConfig hybrid{.max_batch_tokens = chunk, .max_seqs = 1, .kv = {.block_size = 8}};
     EngineConfig single = hybrid;
-    single.kv_hybrid = false;
+    single.kv.hybrid = false;
     const RequestParams params = test::greedy_request(prompt_of(90), 150);
     const auto a = test::trace_request(*m.model, *m.tokenizer, pool_, hybrid, params);
     const auto b = test::trace_request(*m.model, *m.tokenizer, pool_, single, params);
@@ -117,7 +117,7 @@ TEST_F(SlidingWindowEngine, AForcedWindowOnLlamaEqualsTheNaiveWindowedReference)
   ASSERT_TRUE(file);
   for (size_t block : {4, 16}) {
     for (size_t chunk : {5, 512}) {
-      const EngineConfig config{.max_batch_tokens = chunk, .max_seqs = 1, .block_size = block, .kv_window = 12};
+      const EngineConfig config{.max_batch_tokens = chunk, .max_seqs = 1, .kv = {.block_size = block, .window = 12}};
       const auto trace =
           test::trace_request(*m.model, *m.tokenizer, pool_, config, test::greedy_request(prompt_of(30), 40));
       ASSERT_EQ(trace.tokens.size(), 40u);
@@ -140,11 +140,9 @@ TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
     const std::string what(kv_dtype_name(dtype));
     const EngineConfig config{.max_batch_tokens = 48,
                               .max_seqs = 3,
-                              .block_size = 16,
-                              .kv_dtype = dtype,
-                              .kv_key_scales = KvScaleAxis::kPerToken};
+                              .kv = {.block_size = 16, .dtype = dtype, .key_scales = KvScaleAxis::kPerToken}};
     EngineConfig no_cache = config;
-    no_cache.prefix_caching = false;
+    no_cache.kv.prefix_caching = false;
     std::vector<test::EngineTrace> alone;
     for (size_t r = 0; r < 3; ++r) {
       alone.push_back(test::trace_request(*m.model, *m.tokenizer, pool_, no_cache,
@@ -197,9 +195,9 @@ TEST_F(SlidingWindowEngine, ComposesWithBatchingPrefixCachingAndQuantizedKv) {
 // the second equals its run alone with full attention. A window does not combine with the no-cache baseline.
 TEST_F(SlidingWindowEngine, ARequestsOwnWindowAppliesToItAlone) {
   const test::LoadedModel m = write_and_load(*synth_preset("tiny-gqa"), dir_.file("l.gguf"));
-  const EngineConfig config{.max_batch_tokens = 24, .max_seqs = 2, .block_size = 4, .prefix_caching = false};
+  const EngineConfig config{.max_batch_tokens = 24, .max_seqs = 2, .kv = {.block_size = 4, .prefix_caching = false}};
   EngineConfig forced = config;
-  forced.kv_window = 12;
+  forced.kv.window = 12;
   const auto windowed_alone =
       test::trace_request(*m.model, *m.tokenizer, pool_, forced, test::greedy_request(prompt_of(30), 40));
   const auto full_alone =
@@ -237,10 +235,11 @@ TEST_F(SlidingWindowEngine, ARequestsOwnWindowAppliesToItAlone) {
 // A global pool too small for two long sequences: one is preempted and recomputed; both equal their runs alone.
 TEST_F(SlidingWindowEngine, PreemptedSequencesResumeToTheSameOutput) {
   const test::LoadedModel m = write_and_load(long_gemma3(), dir_.file("g.gguf"));
-  const EngineConfig alone_config{.max_batch_tokens = 32, .max_seqs = 1, .block_size = 16, .prefix_caching = false};
+  const EngineConfig alone_config{
+      .max_batch_tokens = 32, .max_seqs = 1, .kv = {.block_size = 16, .prefix_caching = false}};
   EngineConfig tight = alone_config;
   tight.max_seqs = 2;
-  tight.kv_blocks = 20;  // the global group: 320 tokens for two sequences of up to 260
+  tight.kv.blocks = 20;  // the global group: 320 tokens for two sequences of up to 260
   auto engine = Engine::create(*m.model, *m.tokenizer, pool_, tight);
   ASSERT_TRUE(engine) << engine.status().message();
   std::vector<std::vector<TokenId>> out(2);

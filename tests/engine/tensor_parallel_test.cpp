@@ -142,7 +142,7 @@ EngineMetrics expect_split_matches_whole(const std::string& path, size_t n, cons
   if (!layout) return metrics;
   size_t rank_bytes = 0;
   for (const KvCacheConfig& g : layout->groups) rank_bytes += KvStorage(g.spec, g.num_blocks, g.num_key_tails).bytes();
-  if (config.kv_blocks > 0) {
+  if (config.kv.blocks > 0) {
     EXPECT_EQ(rank_bytes * c.num_kv_heads, whole_kv_bytes * ranges.kv_heads);
   }
   return metrics;
@@ -158,7 +158,7 @@ std::vector<RequestParams> mixed_requests(const test::DefaultModel& f, size_t co
 TEST(TensorParallel, TheDefaultModelSplitOverTwoAndFourRanksGivesTheSameGreedyIds) {
   test::DefaultModel f;
   const auto requests = mixed_requests(f, 3, 20, 12);
-  for (size_t n : {2u, 4u}) expect_split_matches_whole(test::default_model_path(), n, {.kv_blocks = 64}, requests);
+  for (size_t n : {2u, 4u}) expect_split_matches_whole(test::default_model_path(), n, {.kv = {.blocks = 64}}, requests);
 }
 
 // Synthetic Llamas of each attention family, f32 and Q8_0 (head width 32: a rank's columns are whole blocks).
@@ -171,7 +171,7 @@ TEST(TensorParallel, MhaGqaAndMqaModelsSplitAndMqaReplicatesItsKvHead) {
     SynthSpec spec{.layers = 2, .dim = 128, .heads = 4, .kv_heads = kv_heads, .ffn = 256, .vocab = 512, .type = type};
     const std::string path = dir.file(fmt::format("kv{}-{}.gguf", kv_heads, dtype_name(type)));
     ASSERT_TRUE(write_synth_model(spec, path).is_ok());
-    expect_split_matches_whole(path, ranks, {.kv_blocks = 48}, requests,
+    expect_split_matches_whole(path, ranks, {.kv = {.blocks = 48}}, requests,
                                type == DType::kF32 ? kFloatBound : kInt8Bound);
   }
 }
@@ -190,11 +190,11 @@ TEST(TensorParallel, PagingPreemptionPrefixHitsInt8SinksAndWindowsRunUnchanged) 
   }
   const EngineMetrics paged = expect_split_matches_whole(
       test::default_model_path(), 2,
-      {.max_batch_tokens = 32, .max_seqs = 5, .kv_blocks = 16, .kv_dtype = KvDType::kInt8}, requests, kInt8Bound);
+      {.max_batch_tokens = 32, .max_seqs = 5, .kv = {.blocks = 16, .dtype = KvDType::kInt8}}, requests, kInt8Bound);
   EXPECT_GT(paged.preemptions_total, 0u);
   EXPECT_GT(paged.prefix_cache_hits_tokens_total, 0u);
-  EngineConfig sinks{.kv_blocks = 64, .kv_key_scales = KvScaleAxis::kPerToken};
-  sinks.kv_policy = {.kind = KvPolicyKind::kSinks, .budget = 32, .sinks = 4};
+  EngineConfig sinks{.kv = {.blocks = 64, .key_scales = KvScaleAxis::kPerToken}};
+  sinks.kv.policy = {.kind = KvPolicyKind::kSinks, .budget = 32, .sinks = 4};
   const EngineMetrics evicted = expect_split_matches_whole(test::default_model_path(), 2, sinks,
                                                            {test::greedy_request(f.random_tokens(20, 3), 40)});
   EXPECT_GT(evicted.kv_evictions_total, 0u);
@@ -203,7 +203,7 @@ TEST(TensorParallel, PagingPreemptionPrefixHitsInt8SinksAndWindowsRunUnchanged) 
   std::vector<RequestParams> windowed = {test::greedy_request(f.random_tokens(30, 8), 40),
                                          test::greedy_request(f.random_tokens(12, 9), 40)};
   windowed[1].kv_window = 10;
-  expect_split_matches_whole(test::default_model_path(), 2, {.kv_blocks = 64, .kv_window = 24}, windowed);
+  expect_split_matches_whole(test::default_model_path(), 2, {.kv = {.blocks = 64, .window = 24}}, windowed);
 }
 
 // Heavy hitters (H2O) rank slots by the attention each KV head's query heads gave them: every rank adds its own
@@ -217,8 +217,8 @@ TEST(TensorParallel, HeavyHitterScoresAreSummedOverTheRanks) {
   const std::string mqa_path = dir.file("mqa.gguf");
   ASSERT_TRUE(write_synth_model(mqa, mqa_path).is_ok());
   for (const KvScoreScope scope : {KvScoreScope::kPerHead, KvScoreScope::kPooled}) {
-    EngineConfig config{.kv_blocks = 64, .kv_key_scales = KvScaleAxis::kPerToken};
-    config.kv_policy = {.kind = KvPolicyKind::kHeavyHitters, .budget = 32, .recent = 4, .scores = scope};
+    EngineConfig config{.kv = {.blocks = 64, .key_scales = KvScaleAxis::kPerToken}};
+    config.kv.policy = {.kind = KvPolicyKind::kHeavyHitters, .budget = 32, .recent = 4, .scores = scope};
     const std::vector<RequestParams> requests = {test::greedy_request(f.random_tokens(20, 5), 48),
                                                  test::greedy_request(f.random_tokens(45, 6), 30)};
     for (size_t n : {2u, 4u}) {
@@ -233,8 +233,8 @@ TEST(TensorParallel, HeavyHitterScoresAreSummedOverTheRanks) {
 // with a third one created and closed between their steps: each gives what its engine on the whole model gives.
 TEST(TensorParallel, EnginesOpenSideBySideEachGiveTheWholeModelsOutput) {
   test::DefaultModel f;
-  const std::vector<EngineConfig> configs = {{.kv_blocks = 32},
-                                             {.kv_layout = KvLayout::kContiguous, .kv_dtype = KvDType::kInt8}};
+  const std::vector<EngineConfig> configs = {{.kv = {.blocks = 32}},
+                                             {.kv = {.layout = KvLayout::kContiguous, .dtype = KvDType::kInt8}}};
   std::vector<RequestParams> requests;
   for (uint64_t i = 0; i < configs.size(); ++i)
     requests.push_back(test::greedy_request(f.random_tokens(15 + 6 * i, 60 + i), 20));
@@ -260,7 +260,7 @@ TEST(TensorParallel, EnginesOpenSideBySideEachGiveTheWholeModelsOutput) {
     for (bool busy = true; busy;) {
       busy = false;
       for (auto& e : engines) busy = e->step() || busy;
-      run_all(group.shard(0), *f.tokenizer, group.root_pool(), {.kv_blocks = 8}, {});  // opens and closes one
+      run_all(group.shard(0), *f.tokenizer, group.root_pool(), {.kv = {.blocks = 8}}, {});  // opens and closes one
     }
   });
   EXPECT_TRUE(workers[1].is_ok()) << workers[1].message();
@@ -289,7 +289,8 @@ TEST(TensorParallel, WhatDoesNotSplitOrIsNotSupportedIsRefusedOnEveryRank) {
   ASSERT_TRUE(group.status().is_ok());
   test::DefaultModel f;
   const EngineConfig disk{
-      .kv_tiers = {.host_bytes = size_t{1} << 24, .disk_directory = dir.file("kv"), .disk_bytes = size_t{1} << 24}};
+      .kv = {
+          .tiers = {.host_bytes = size_t{1} << 24, .disk_directory = dir.file("kv"), .disk_bytes = size_t{1} << 24}}};
   Status engine_status;
   const auto workers = group.run(
       [&] { engine_status = Engine::create(group.shard(0), *f.tokenizer, group.root_pool(), disk).status(); });
@@ -313,20 +314,20 @@ TEST(TensorParallel, HostTierDemotionsLoadsAndSwapsMoveEveryRanksShare) {
   for (uint64_t round = 0; round < 2; ++round)
     for (uint64_t i = 0; i < 5; ++i) returning.push_back(test::greedy_request(f.random_tokens(60, 700 + i), 12));
   const EngineMetrics demoted = expect_split_matches_whole(
-      test::default_model_path(), 2, {.max_seqs = 1, .kv_blocks = 12, .kv_tiers = {.host_bytes = 64 * block_bytes}},
+      test::default_model_path(), 2, {.max_seqs = 1, .kv = {.blocks = 12, .tiers = {.host_bytes = 64 * block_bytes}}},
       returning);
   EXPECT_GT(demoted.kv_demoted_blocks_total, 0u);
   EXPECT_GE(demoted.prefix_cache_tier_hits_tokens_total, 5u * 48) << "every returning prompt's blocks from the tier";
 
   std::vector<RequestParams> crowded;
   for (uint64_t i = 0; i < 6; ++i) crowded.push_back(test::greedy_request(f.random_tokens(70, 500 + i), 50, false));
-  const EngineMetrics swapped = expect_split_matches_whole(test::default_model_path(), 2,
-                                                           {.max_batch_tokens = 64,
-                                                            .max_seqs = 6,
-                                                            .kv_blocks = 20,
-                                                            .kv_tiers = {.host_bytes = 200 * block_bytes},
-                                                            .kv_preempt = KvPreemptMode::kSwap},
-                                                           crowded);
+  const EngineMetrics swapped =
+      expect_split_matches_whole(test::default_model_path(), 2,
+                                 {.max_batch_tokens = 64,
+                                  .max_seqs = 6,
+                                  .kv = {.blocks = 20, .tiers = {.host_bytes = 200 * block_bytes}},
+                                  .kv_preempt = KvPreemptMode::kSwap},
+                                 crowded);
   EXPECT_GT(swapped.preemptions_swapped_total, 0u);
   EXPECT_EQ(swapped.preempted_tokens_recomputed_total, 0u);
 }

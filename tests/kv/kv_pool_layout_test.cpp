@@ -28,7 +28,7 @@ size_t pool_bytes(const KvPoolLayout& layout) {
 
 TEST(KvPoolLayout, OneGlobalGroupTakesTheWholeBudget) {
   const size_t budget = size_t{1} << 20;
-  const auto layout = kv_pool_layout(shape(false), {.max_seqs = 4, .memory_bytes = budget});
+  const auto layout = kv_pool_layout(shape(false), {.max_seqs = 4, .kv = {.memory_bytes = budget}});
   ASSERT_TRUE(layout) << layout.status().message();
   ASSERT_EQ(layout->groups.size(), 1u);
   const KvCacheConfig& g = layout->groups[0];
@@ -43,7 +43,7 @@ TEST(KvPoolLayout, OneGlobalGroupTakesTheWholeBudget) {
 TEST(KvPoolLayout, WindowGroupsGetWhatTheirSequencesNeedAndTheGlobalGroupTheRest) {
   const size_t budget = size_t{4} << 20, seqs = 4, chunk = 128;
   const auto layout =
-      kv_pool_layout(shape(true), {.max_seqs = seqs, .max_batch_tokens = chunk, .memory_bytes = budget});
+      kv_pool_layout(shape(true), {.max_seqs = seqs, .max_batch_tokens = chunk, .kv = {.memory_bytes = budget}});
   ASSERT_TRUE(layout) << layout.status().message();
   ASSERT_EQ(layout->groups.size(), 2u);
   const KvCacheConfig &global = layout->groups[0], &window = layout->groups[1];
@@ -57,7 +57,7 @@ TEST(KvPoolLayout, WindowGroupsGetWhatTheirSequencesNeedAndTheGlobalGroupTheRest
   EXPECT_EQ(global.num_blocks, kv_blocks_in_budget(global.spec, budget - window_bytes, global.num_key_tails));
   EXPECT_LE(pool_bytes(*layout), budget);
   // With the hybrid layout off: one group of every layer, as wide as the context.
-  const auto one = kv_pool_layout(shape(true), {.max_seqs = seqs, .memory_bytes = budget, .hybrid = false});
+  const auto one = kv_pool_layout(shape(true), {.max_seqs = seqs, .kv = {.memory_bytes = budget, .hybrid = false}});
   ASSERT_TRUE(one);
   ASSERT_EQ(one->groups.size(), 1u);
   EXPECT_EQ(one->groups[0].spec.num_layers, 6u);
@@ -70,7 +70,7 @@ TEST(KvPoolLayout, AWindowGroupOverHalfTheBudgetIsScaledDown) {
   window_spec.num_layers = 5;
   const size_t need = seqs * kv_max_blocks_per_sequence(16, 64, 1024, chunk);
   const size_t budget = need * kv_bytes_per_block(window_spec).total();  // the window group alone would take it all
-  const auto layout = kv_pool_layout(s, {.max_seqs = seqs, .max_batch_tokens = chunk, .memory_bytes = budget});
+  const auto layout = kv_pool_layout(s, {.max_seqs = seqs, .max_batch_tokens = chunk, .kv = {.memory_bytes = budget}});
   ASSERT_TRUE(layout) << layout.status().message();
   EXPECT_EQ(layout->groups[1].num_blocks, need / 2);
   EXPECT_GT(layout->groups[0].num_blocks, 0u);
@@ -78,7 +78,7 @@ TEST(KvPoolLayout, AWindowGroupOverHalfTheBudgetIsScaledDown) {
 }
 
 TEST(KvPoolLayout, ABlockCountSizesTheGlobalGroupAndCapsTheWindowGroups) {
-  const auto layout = kv_pool_layout(shape(true), {.max_seqs = 2, .blocks = 10});
+  const auto layout = kv_pool_layout(shape(true), {.max_seqs = 2, .kv = {.blocks = 10}});
   ASSERT_TRUE(layout) << layout.status().message();
   EXPECT_EQ(layout->groups[0].num_blocks, 10u);
   EXPECT_EQ(layout->groups[1].num_blocks, std::min<size_t>(10, 2 * kv_max_blocks_per_sequence(16, 64, 1024, 512)));
@@ -87,14 +87,14 @@ TEST(KvPoolLayout, ABlockCountSizesTheGlobalGroupAndCapsTheWindowGroups) {
 TEST(KvPoolLayout, KeysQuantizedPerChannelGetKeyTailsPerSequence) {
   KvPoolShape s = shape(false, KvDType::kInt8);
   s.spec.key_scale_axis = KvScaleAxis::kPerChannel;
-  const auto layout = kv_pool_layout(s, {.max_seqs = 3, .memory_bytes = size_t{1} << 20});
+  const auto layout = kv_pool_layout(s, {.max_seqs = 3, .kv = {.memory_bytes = size_t{1} << 20}});
   ASSERT_TRUE(layout) << layout.status().message();
   EXPECT_EQ(layout->groups[0].num_key_tails, kv_key_tails_for_sequences(layout->groups[0].spec, 3));
   EXPECT_GT(layout->groups[0].num_key_tails, 0u);
 }
 
 TEST(KvPoolLayout, ABudgetBelowOneBlockIsAnErrorNamingTheBlock) {
-  const auto layout = kv_pool_layout(shape(false), {.memory_bytes = 100});
+  const auto layout = kv_pool_layout(shape(false), {.kv = {.memory_bytes = 100}});
   ASSERT_FALSE(layout);
   EXPECT_EQ(layout.status().code(), ErrorCode::kOutOfMemory);
   const std::string block = std::to_string(kv_bytes_per_block(shape(false).spec).total());
@@ -107,7 +107,7 @@ TEST(KvPoolLayout, TheContiguousLayoutHasOneGroupAndNoPrefixCache) {
   KvPoolShape s = shape(true);
   s.spec.contiguous = true;
   s.spec.block_size = 1024;
-  const auto layout = kv_pool_layout(s, {.max_seqs = 2, .blocks = 2});
+  const auto layout = kv_pool_layout(s, {.max_seqs = 2, .kv = {.blocks = 2}});
   ASSERT_TRUE(layout) << layout.status().message();
   ASSERT_EQ(layout->groups.size(), 1u);
   EXPECT_FALSE(layout->groups[0].prefix_caching);
