@@ -1,6 +1,6 @@
 #include "chat/chat_template.h"
 
-namespace kvs::server {
+namespace kvs::chat {
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -212,4 +212,4 @@ std::string ChatTemplate::apply_system_merged(std::span<const ChatMessage> messa
   return gemma ? out + "<start_of_turn>model\n" : out;
 }
 
-}  // namespace kvs::server
+}  // namespace kvs::chat

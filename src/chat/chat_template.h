@@ -26,7 +26,7 @@
 #include "core/status.h"
 #include "jinja/jinja_template.h"
 
-namespace kvs::server {
+namespace kvs::chat {
 
 struct ChatMessage {
   std::string role = {};  // "system", "user", "assistant" or "tool"
@@ -83,4 +83,4 @@ class ChatTemplate {
   bool nine_character_ids_ = false;
 };
 
-}  // namespace kvs::server
+}  // namespace kvs::chat

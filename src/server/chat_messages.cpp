@@ -30,7 +30,7 @@ MaybeError parse_content(const json& v, const std::string& param, std::string& o
 
 // An assistant message's tool_calls: [{id, type: "function", function: {name, arguments: "<JSON text>"}}]. The
 // arguments go to the chat template as an object when they parse as one (templates write them with tojson).
-MaybeError parse_tool_calls(const json& v, const std::string& param, ChatMessage& message) {
+MaybeError parse_tool_calls(const json& v, const std::string& param, chat::ChatMessage& message) {
   if (!v.is_array()) return wrong_type(param, "an array of tool calls", v);
   message.tool_calls = nlohmann::ordered_json::array();
   for (size_t i = 0; i < v.size(); ++i) {
@@ -52,14 +52,14 @@ MaybeError parse_tool_calls(const json& v, const std::string& param, ChatMessage
 
 }  // namespace
 
-MaybeError parse_messages(const json& v, std::vector<ChatMessage>& out) {
+MaybeError parse_messages(const json& v, std::vector<chat::ChatMessage>& out) {
   if (!v.is_array()) return wrong_type("messages", "an array of messages", v);
   if (v.empty()) return ApiError::invalid("messages", "'messages' must hold at least one message");
   for (size_t i = 0; i < v.size(); ++i) {
     const json& m = v[i];
     const std::string param = fmt::format("messages[{}]", i);
     if (!m.is_object()) return wrong_type(param, "an object", m);
-    ChatMessage message;
+    chat::ChatMessage message;
     KVS_API_TRY(read_string(m.value("role", json()), param + ".role", message.role));
     if (message.role == "developer") message.role = "system";
     if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {

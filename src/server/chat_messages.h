@@ -11,6 +11,6 @@
 
 namespace kvs::server {
 
-MaybeError parse_messages(const nlohmann::json& v, std::vector<ChatMessage>& out);
+MaybeError parse_messages(const nlohmann::json& v, std::vector<chat::ChatMessage>& out);
 
 }  // namespace kvs::server

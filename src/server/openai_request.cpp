@@ -142,7 +142,7 @@ MaybeError compile_json_schema(const nlohmann::ordered_json& ordered, ApiRequest
   return std::nullopt;
 }
 
-// tools and tool_choice (server/tool_calls.h), their schemas in the request's key order.
+// tools and tool_choice (server/tool_request.h, chat/tool_calls.h), their schemas in the request's key order.
 MaybeError read_tools(const nlohmann::ordered_json& ordered, ApiRequest& r) {
   const nlohmann::ordered_json none;
   auto tools = parse_tool_request(

@@ -10,9 +10,9 @@
 // logprobs (chat: a boolean with top_logprobs 0-20; completions: 0-5 alternatives, with echo the prompt's too).
 // response_format json_object (JSON mode: the output is one JSON object, engine/request.h) and json_schema (structured
 // outputs: an instance of the schema, grammar/json_schema.h; unsupported keywords are a 400). Chat's tools,
-// tool_choice and parallel_tool_calls (server/tool_calls.h), with assistant tool_calls and tool messages in the
-// history. Accepted only at their neutral value (else 400): suffix "", functions []. Ignored: user, metadata, store,
-// service_tier, function_call. Any other field is rejected as unrecognized, as OpenAI does.
+// tool_choice and parallel_tool_calls (server/tool_request.h, chat/tool_calls.h), with assistant tool_calls and tool
+// messages in the history. Accepted only at their neutral value (else 400): suffix "", functions []. Ignored: user,
+// metadata, store, service_tier, function_call. Any other field is rejected as unrecognized, as OpenAI does.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include "grammar/json_schema.h"
 #include "kv/policies/kv_policy.h"
 #include "server/api_error.h"
-#include "server/tool_calls.h"
+#include "server/tool_request.h"
 
 namespace kvs::server {
 
@@ -49,8 +49,8 @@ struct ApiRequest {
   std::string prompt_text;
   std::vector<TokenId> prompt_tokens;
   bool prompt_is_tokens = false;
-  std::vector<ChatMessage> messages;  // chat; "developer" is mapped to "system"
-  std::optional<size_t> max_tokens;   // max_tokens or max_completion_tokens
+  std::vector<chat::ChatMessage> messages;  // chat; "developer" is mapped to "system"
+  std::optional<size_t> max_tokens;         // max_tokens or max_completion_tokens
   SamplingParams sampling;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;

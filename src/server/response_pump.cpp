@@ -111,7 +111,7 @@ void ResponsePump::on_output(const RequestOutput& output, std::string& out) {
 }
 
 void ResponsePump::finish_tool_calls(size_t index, Sample& sample, std::string& out) {
-  ToolCallOutput read = sample.tool_stream->finish(*call_ids_);
+  chat::ToolCallOutput read = sample.tool_stream->finish(*call_ids_);
   if (read.content) {
     if (options_.stream) {
       out +=

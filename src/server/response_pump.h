@@ -24,7 +24,7 @@
 #include "engine/engine_loop.h"
 #include "server/logprobs_json.h"
 #include "server/openai_response.h"
-#include "server/tool_calls.h"
+#include "server/tool_request.h"
 
 namespace kvs::server {
 
@@ -41,7 +41,7 @@ struct PumpOptions {
   const Tokenizer* logprobs_tokenizer = nullptr;
   size_t prompt_text_bytes = 0;           // completions: text_offset counts from the prompt's start (OpenAI's)
   std::vector<TokenId> echo_prompt = {};  // with echo and logprobs: the prompt's tokens
-  // Chat with tools: the output is read back into tool_calls (server/tool_calls.h), streamed as OpenAI streams them.
+  // Chat with tools: the output is read back into tool_calls (chat/tool_calls.h), streamed as OpenAI streams them.
   std::shared_ptr<const ToolRequest> tools = {};
   uint64_t tool_call_id_seed = 0;
   bool nine_character_call_ids = false;
@@ -72,9 +72,9 @@ class ResponsePump {
     FinishReason reason = FinishReason::kLength;
     double mean_logprob = 0.0;  // per generated token, when finished
     std::optional<ChoiceLogprobs> logprobs;
-    bool echo_scored = false;                   // with echo and logprobs: the prompt's tokens are listed
-    std::optional<ToolCallStream> tool_stream;  // with tools
-    nlohmann::json tool_calls = nullptr;        // read when finished
+    bool echo_scored = false;                         // with echo and logprobs: the prompt's tokens are listed
+    std::optional<chat::ToolCallStream> tool_stream;  // with tools
+    nlohmann::json tool_calls = nullptr;              // read when finished
   };
   // With tools: the finished sample's held-back text read into calls (stream: their chunks appended to `out`).
   void finish_tool_calls(size_t index, Sample& sample, std::string& out);
@@ -95,7 +95,7 @@ class ResponsePump {
   std::vector<Sample> samples_;
   size_t num_finished_ = 0;
   Status error_;  // an engine error ends the response
-  std::optional<ToolCallIds> call_ids_;
+  std::optional<chat::ToolCallIds> call_ids_;
   std::chrono::steady_clock::time_point last_write_;
 };
 

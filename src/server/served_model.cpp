@@ -35,9 +35,9 @@ ServedModel describe_model(const DecoderModel& model, const Tokenizer& tokenizer
   const std::string eos = tokenizer.eos() >= 0 ? std::string(tokenizer.token_text(tokenizer.eos())) : "";
   const std::string source =
       chat_template.empty() ? model.file().get_string("tokenizer.chat_template").value_or("") : chat_template;
-  served.chat_template = ChatTemplate::detect(source, bos, eos);
+  served.chat_template = chat::ChatTemplate::detect(source, bos, eos);
   served.chat_template_unrecognized = !source.empty() && !served.chat_template.renders_model_template() &&
-                                      served.chat_template.family() == ChatTemplateFamily::kPlain;
+                                      served.chat_template.family() == chat::ChatTemplateFamily::kPlain;
   return served;
 }
 

@@ -19,7 +19,7 @@ struct ServedModel {
   std::vector<std::string> aliases;  // the file stem and file name
   size_t context_length = 0;
   int64_t created = 0;  // unix seconds when the server loaded it
-  ChatTemplate chat_template = ChatTemplate::of(ChatTemplateFamily::kPlain);
+  chat::ChatTemplate chat_template = chat::ChatTemplate::of(chat::ChatTemplateFamily::kPlain);
   bool chat_template_unrecognized = false;  // the model has a template of no known family (plain is used)
 
   // A request may name the model by id or alias, or leave the field out (the default model).

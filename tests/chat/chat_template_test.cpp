@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kvs::server {
+namespace kvs::chat {
 namespace {
 
 const std::vector<ChatMessage> kDialog = {
@@ -67,4 +67,4 @@ TEST(ChatTemplate, PlainFallbackAndItsStop) {
 }
 
 }  // namespace
-}  // namespace kvs::server
+}  // namespace kvs::chat

@@ -16,7 +16,7 @@ TEST(ServedModel, IdFromGeneralNameAndFileAliases) {
   const ServedModel served = describe_model(**model, *tokenizer, test::default_model_path(), 1700000000);
   EXPECT_EQ(served.id, "stories260K");  // general.name
   EXPECT_EQ(served.context_length, 512u);
-  EXPECT_EQ(served.chat_template.family(), ChatTemplateFamily::kPlain);  // no tokenizer.chat_template
+  EXPECT_EQ(served.chat_template.family(), chat::ChatTemplateFamily::kPlain);  // no tokenizer.chat_template
   EXPECT_FALSE(served.chat_template_unrecognized);
   EXPECT_TRUE(served.accepts(""));
   EXPECT_TRUE(served.accepts("stories260K"));

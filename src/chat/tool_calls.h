@@ -1,9 +1,9 @@
-// OpenAI's tool calling: a request's `tools`, `tool_choice` and `parallel_tool_calls`; the output schema that makes
-// `required` and a named choice certain (the engine's structured-output constraint, grammar/json_schema.h, as
-// vLLM's guided decoding does: a named function's output is its arguments object, `required`'s a JSON array of
-// {"name", "parameters"}); and the model's output read back into `tool_calls`: those forced outputs, or under `auto`
-// the formats chat templates teach models (Hermes/Qwen `<tool_call>{...}</tool_call>`, Mistral `[TOOL_CALLS][...]`,
-// Llama 3.x's bare `{"name": ..., "parameters": ...}`), for functions the request named.
+// Tool calls in a model's output: the tools a chat offers (what the chat template renders, the names the model may
+// call, and whether it must: `tool_choice`), and the output read back into OpenAI's `tool_calls`: under a forced choice
+// the constrained output (a named function's arguments object, `required`'s JSON array of {"name", "parameters"}),
+// under `auto` the formats chat templates teach models (Hermes/Qwen `<tool_call>{...}</tool_call>`, Mistral
+// `[TOOL_CALLS][...]`, Llama 3.x's `<|python_tag|>` or bare `{"name": ..., "parameters": ...}`), for functions offered.
+// The request's JSON is the server's to validate (server/tool_request.h).
 #pragma once
 
 #include <memory>
@@ -13,25 +13,22 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/json_schema.h"
-#include "server/api_error.h"
+namespace kvs {
+class JsonSchema;
+}
 
-namespace kvs::server {
+namespace kvs::chat {
 
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ToolRequest {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as given: what the chat template renders
-  std::vector<std::string> names;
+  std::vector<std::string> names = {};
   ToolChoice choice = ToolChoice::kAuto;
-  std::string named;                         // kNamed: the function
-  bool parallel = true;                      // parallel_tool_calls
-  std::shared_ptr<const JsonSchema> forced;  // kRequired, kNamed: what the output must be an instance of
+  std::string named = {};                         // kNamed: the function
+  bool parallel = true;                           // parallel_tool_calls
+  std::shared_ptr<const JsonSchema> forced = {};  // kRequired, kNamed: what the output must be an instance of
 };
-
-// tools (ordered, as the request lists them), tool_choice (null: auto with tools) and parallel_tool_calls.
-ApiExpected<ToolRequest> parse_tool_request(const nlohmann::ordered_json& tools, const nlohmann::ordered_json& choice,
-                                            bool parallel);
 
 // What a finished output says: its text outside any call (none when there is none) and its calls, as OpenAI's
 // message.tool_calls ([{id, type: "function", function: {name, arguments: "<JSON text>"}}]).
@@ -69,4 +66,4 @@ class ToolCallStream {
   bool sent_content_ = false;  // some content went out: a bare JSON call can no longer start the output
 };
 
-}  // namespace kvs::server
+}  // namespace kvs::chat
