@@ -40,7 +40,7 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
     for (size_t g = 0; g < e->engine->kv().num_groups(); ++g) {
       const KvCacheConfig& c = e->engine->kv().group(g).config();
       bytes_per_token += kv_bytes_per_token(c.spec);
-      held += kv_bytes_for_sequences(c.spec, plan.budget_tokens, 1, c.window);
+      held += kv_bytes_for_sequences(c.spec, plan.budget_tokens, 1, c.layer_window);
     }
     figures.push_back(
         {.type = type, .bytes_per_token = bytes_per_token, .seqs_in_budget = held ? plan.budget_bytes / held : 0});

@@ -19,7 +19,7 @@ void BlockTable::evict(size_t count) {
 
 BlockTable BlockTable::fork(BlockPool& pool) const {
   KVS_ASSERT(!evicts_, "a table under an eviction policy is forked");
-  BlockTable child(block_size_, name_space_, window_);
+  BlockTable child(block_size_, name_space_, sequence_window_);
   child.tokens_ = tokens_;
   child.blocks_ = PinnedBlocks::retain(pool, blocks());
   child.hashes_ = hashes_;

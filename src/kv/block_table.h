@@ -17,12 +17,12 @@ namespace kvs {
 
 class BlockTable {
  public:
-  BlockTable(size_t block_size, uint32_t name_space, size_t window = 0, bool evicts = false)
-      : block_size_(block_size), name_space_(name_space), window_(window), evicts_(evicts) {}
+  BlockTable(size_t block_size, uint32_t name_space, size_t sequence_window = 0, bool evicts = false)
+      : block_size_(block_size), name_space_(name_space), sequence_window_(sequence_window), evicts_(evicts) {}
 
   size_t block_size() const { return block_size_; }
-  uint32_t name_space() const { return name_space_; }  // the cache salt's: where its prefixes are found
-  size_t window() const { return window_; }            // > 0: the sequence's own sliding window (a request's)
+  uint32_t name_space() const { return name_space_; }          // the cache salt's: where its prefixes are found
+  size_t sequence_window() const { return sequence_window_; }  // > 0: the sequence's own sliding window (a request's)
   // Positions whose K/V are written: the sequence's one count of computed tokens.
   size_t num_tokens() const { return tokens_.size(); }
   // Under an eviction policy (evicts()): slots [0, num_slots()) hold the kept tokens' K/V in order, the
@@ -69,7 +69,7 @@ class BlockTable {
  private:
   size_t block_size_;
   uint32_t name_space_;
-  size_t window_ = 0;
+  size_t sequence_window_ = 0;
   bool evicts_ = false;
   size_t num_evicted_ = 0;
   std::vector<TokenId> tokens_;

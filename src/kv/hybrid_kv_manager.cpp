@@ -48,10 +48,11 @@ uint32_t HybridKvManager::name_space(std::string_view cache_salt) {
 }
 
 Status HybridKvManager::attach_tiers(KvTierStack* tiers) {
-  if (groups_.size() != 1 || groups_[0]->config().window > 0) {
+  if (groups_.size() != 1 || groups_[0]->config().layer_window > 0) {
     return Status::invalid_argument(fmt::format(
         "KV offload tiers need one pool of global layers, but this cache has {} layer groups{}", groups_.size(),
-        groups_[0]->config().window > 0 ? fmt::format(" with a window of {}", groups_[0]->config().window) : ""));
+        groups_[0]->config().layer_window > 0 ? fmt::format(" with a window of {}", groups_[0]->config().layer_window)
+                                              : ""));
   }
   if (!groups_[0]->config().prefix_caching)
     return Status::invalid_argument("KV offload tiers hold cached prefixes: they need the prefix cache on");
@@ -66,14 +67,14 @@ HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens,
   // common length as a limit until all agree (the length only falls, so this ends).
   size_t common = SIZE_MAX;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g]->config().window > 0) continue;
+    if (groups_[g]->config().layer_window > 0) continue;
     m.groups[g] = groups_[g]->match_prefix(tokens, ns);
     common = std::min(common, m.groups[g].num_tokens(block_size()));
   }
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t g = 0; g < groups_.size(); ++g) {
-      if (groups_[g]->config().window == 0) continue;
+      if (groups_[g]->config().layer_window == 0) continue;
       m.groups[g] = groups_[g]->match_prefix(tokens, ns, common);
       const size_t found = m.groups[g].num_tokens(block_size());
       changed = changed || (found < common && common != SIZE_MAX);
@@ -81,19 +82,19 @@ HybridPrefixMatch HybridKvManager::match_prefix(std::span<const TokenId> tokens,
     }
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g]->config().window == 0) m.groups[g] = truncate_match(m.groups[g], common, block_size());
+    if (groups_[g]->config().layer_window == 0) m.groups[g] = truncate_match(m.groups[g], common, block_size());
   }
   m.num_tokens = common == SIZE_MAX ? 0 : common;
   return m;
 }
 
 bool HybridKvManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const HybridPrefixMatch& match,
-                            size_t n, size_t window, bool evicts) {
+                            size_t n, size_t sequence_window, bool evicts) {
   KVS_ASSERT(match.groups.size() == groups_.size(), "a match of {} groups for {}", match.groups.size(), groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g)
-    if (!groups_[g]->can_begin(match.groups[g], n, window)) return false;
+    if (!groups_[g]->can_begin(match.groups[g], n, sequence_window)) return false;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    KVS_ASSERT(groups_[g]->begin(seq, tokens, ns, match.groups[g], n, window, evicts),
+    KVS_ASSERT(groups_[g]->begin(seq, tokens, ns, match.groups[g], n, sequence_window, evicts),
                "group {} could begin but did not", g);
   }
   return true;
@@ -149,7 +150,7 @@ size_t HybridKvManager::bytes_held(SeqId seq) const {
 
 bool HybridKvManager::fits_alone(size_t tokens, size_t chunk) const {
   return std::ranges::all_of(groups_, [&](const auto& group) {
-    return kv_max_blocks_per_sequence(block_size(), group->config().window, tokens, chunk) <=
+    return kv_max_blocks_per_sequence(block_size(), group->config().layer_window, tokens, chunk) <=
            group->pool().num_blocks();
   });
 }

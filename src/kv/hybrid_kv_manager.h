@@ -37,10 +37,10 @@ class HybridKvManager {
   HybridPrefixMatch no_match() const { return {.groups = std::vector<PrefixMatch>(groups_.size())}; }
   // The longest prefix of `tokens` cached in every group (each group's match cut to it).
   HybridPrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space);
-  // As KvCacheManager::begin, in every group; false with nothing changed when any group cannot. window > 0:
+  // As KvCacheManager::begin, in every group; false with nothing changed when any group cannot. sequence_window > 0:
   // the sequence's own window (every group lets go of its blocks before it); evicts: under an eviction policy.
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space,
-                           const HybridPrefixMatch& match, size_t n, size_t window = 0, bool evicts = false);
+                           const HybridPrefixMatch& match, size_t n, size_t sequence_window = 0, bool evicts = false);
   void fork(SeqId parent, SeqId child);
   bool can_reserve(SeqId seq, size_t n) const;
   [[nodiscard]] bool reserve(SeqId seq, size_t n);

@@ -27,6 +27,7 @@ Expected<std::unique_ptr<KvCacheManager>> KvCacheManager::create(const KvCacheCo
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config),
+      attention_(make_kv_attention_type(config.layer_window)),
       key_format_(kv_format(config.spec).k),
       pool_(config.num_blocks),
       index_(config.num_blocks),
@@ -67,95 +68,33 @@ std::optional<PinnedBlocks> KvCacheManager::allocate(size_t n) {
 }
 
 PrefixMatch KvCacheManager::match_prefix(std::span<const TokenId> tokens, uint32_t ns, size_t max_tokens) {
-  PrefixMatch m;
-  if (!config_.prefix_caching || tokens.size() < 2) return m;
+  if (!config_.prefix_caching || tokens.size() < 2) return {};
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
-  const size_t bs = block_size(), limit = std::min(tokens.size() - 1, max_tokens);  // the last token is computed
-  if (config_.window > 0) return match_windowed(tokens, ns, limit);
-  BlockHash parent_hash = roots_[ns];
-  ContentRef parent = ContentRef::root(ns);
-  size_t first = 0;
-  for (; first + bs <= limit; first += bs) {
-    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
-    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
-    const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens);
-    if (!hit) break;
-    m.blocks.push_back(*hit);
-    m.hashes.push_back(hash);
-    parent_hash = hash;
-    parent = content_of(*hit);
-  }
-  // Past the pool: the blocks the host tier holds, each confirmed by its tokens.
-  for (; tiers_ != nullptr && first + bs <= limit; first += bs) {
-    const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
-    const BlockHash hash = config_.hasher(parent_hash, block_tokens);
-    if (!tiers_->holds(hash, block_tokens)) break;
-    m.tier_hashes.push_back(hash);
-    parent_hash = hash;
-  }
-  if (m.tier_hashes.empty()) add_partial_match(m, tokens, parent, limit);
-  if (tiers_ != nullptr) add_tier_partial_match(m, tokens, parent_hash, limit);
-  return m;
+  return attention_->longest_cached_prefix({.tokens = tokens,
+                                            .name_space = ns,
+                                            .root = roots_[ns],
+                                            .limit = std::min(tokens.size() - 1, max_tokens),  // the last is computed
+                                            .block_size = block_size(),
+                                            .copy_unit = partial_copy_unit(),
+                                            .hasher = config_.hasher,
+                                            .index = &index_,
+                                            .pool = &pool_,
+                                            .tiers = tiers_});
 }
 
-void KvCacheManager::add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent,
-                                       size_t limit) {
-  const size_t bs = block_size(), next = m.blocks.size() * bs;
-  const PrefixIndex::PartialMatch partial =
-      index_.find_partial(parent, tokens.subspan(next, std::min(bs, limit - next)));
-  // Keys quantized per channel lie in the source's rows only for its complete groups (a filling one
-  // waited in a key tail): only whole groups are copied, the very bits a miss would compute.
-  const size_t unit = partial_copy_unit();
-  const size_t copied = partial.num_tokens / unit * unit;
-  if (copied > 0) {
-    m.partial_source = partial.block;
-    m.partial_tokens = copied;
-  }
-}
-
-PrefixMatch KvCacheManager::match_windowed(std::span<const TokenId> tokens, uint32_t ns, size_t limit) {
-  const size_t bs = block_size(), full = limit / bs;
-  // Every whole block's chained hash, and the cached block holding it (by hash and its own tokens).
-  std::vector<BlockHash> hashes(full);
-  std::vector<BlockId> found(full, kNullBlock);
-  std::vector<size_t> run(full + 1, 0);  // run[k]: found blocks ending at block k - 1, back to back
-  BlockHash hash = roots_[ns];
-  for (size_t i = 0; i < full; ++i) {
-    const std::span<const TokenId> block_tokens = tokens.subspan(i * bs, bs);
-    hash = config_.hasher(hash, block_tokens);
-    hashes[i] = hash;
-    found[i] = index_.find_full_by_hash(hash, block_tokens).value_or(kNullBlock);
-    run[i + 1] = found[i] == kNullBlock ? 0 : run[i] + 1;
-  }
-  // The most whole blocks k whose window (blocks [blocks_before_window(k bs), k)) is all cached.
-  size_t k = full;
-  while (k > 0 && run[k] < k - std::min(k, blocks_before_window(k * bs, 0))) --k;
-  PrefixMatch m;
-  const size_t first_needed = std::min(k, blocks_before_window(k * bs, 0));
-  for (size_t i = 0; i < k; ++i) {
-    m.blocks.push_back(i < first_needed ? kNullBlock : found[i]);
-    m.hashes.push_back(hashes[i]);
-  }
-  // A partial block after them, under the last whole one (which is then cached), or the root.
-  if (k == 0 || m.blocks.back() != kNullBlock) {
-    add_partial_match(m, tokens, k == 0 ? ContentRef::root(ns) : content_of(m.blocks.back()), limit);
-  }
-  return m;
-}
-
-std::vector<BlockId> KvCacheManager::blocks_taken(const PrefixMatch& match, size_t window) const {
+std::vector<BlockId> KvCacheManager::blocks_taken(const PrefixMatch& match, size_t sequence_window) const {
   // A window takes only the matched blocks its first computed token reads: the others are holes.
-  const size_t skipped = std::min(blocks_before_window(match.num_tokens(block_size()), window), match.blocks.size());
+  const size_t skipped = std::min(blocks_skipped(match.num_tokens(block_size()), sequence_window), match.blocks.size());
   std::vector<BlockId> taken(match.blocks.begin(), match.blocks.end());
   std::fill_n(taken.begin(), skipped, kNullBlock);
   return taken;
 }
 
-bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t window) const {
+bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t sequence_window) const {
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   // Blocks the match takes off the free list are not free for the new ones.
   size_t taken_idle = 0;
-  for (BlockId b : blocks_taken(match, window)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
+  for (BlockId b : blocks_taken(match, sequence_window)) taken_idle += b != kNullBlock && pool_.meta(b).ref_count == 0;
   if (match.partial_tokens > 0 && !match.partial_in_tier())
     taken_idle += pool_.meta(match.partial_source).ref_count == 0;
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
@@ -164,22 +103,22 @@ bool KvCacheManager::can_begin(const PrefixMatch& match, size_t n, size_t window
 }
 
 bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t ns, const PrefixMatch& match, size_t n,
-                           size_t window, bool evicts) {
+                           size_t sequence_window, bool evicts) {
   KVS_ASSERT(!contains(seq), "sequence {} begins twice", seq.value);
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
   const size_t bs = block_size(), cached = match.num_tokens(bs);
   KVS_ASSERT(cached + n <= tokens.size() && match.partial_tokens < bs, "a match of {} + {} tokens for a sequence of {}",
              cached, n, tokens.size());
-  KVS_ASSERT(!evicts || (cached == 0 && window == 0),
+  KVS_ASSERT(!evicts || (cached == 0 && sequence_window == 0),
              "a sequence under an eviction policy begins from a prefix match of {} tokens or with a window of {}",
-             cached, window);
-  if (!can_begin(match, n, window)) return false;
-  const std::vector<BlockId> taken = blocks_taken(match, window);
+             cached, sequence_window);
+  if (!can_begin(match, n, sequence_window)) return false;
+  const std::vector<BlockId> taken = blocks_taken(match, sequence_window);
   const size_t fresh_blocks = kv_blocks_for_tokens(cached + n, bs) - match.blocks.size();
   KVS_ASSERT(fresh_blocks > 0 || match.partial_tokens == 0, "a partial match of {} slots with no block to copy into",
              match.partial_tokens);
   const bool from_tier = !match.tier_hashes.empty() || match.partial_in_tier();
-  KVS_ASSERT(!from_tier || (tiers_ != nullptr && window == 0 && !evicts &&
+  KVS_ASSERT(!from_tier || (tiers_ != nullptr && sequence_window == 0 && !evicts &&
                             (match.tier_hashes.empty() || match.partial_source == kNullBlock)),
              "a match of {} tier blocks with a partial block in the pool, a window or no tiers",
              match.tier_hashes.size());
@@ -206,7 +145,7 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
   };
   for (size_t i = 0; i < match.tier_hashes.size(); ++i) load(i, match.tier_hashes[i], bs);
   if (match.partial_in_tier()) load(match.tier_hashes.size(), match.partial_hash, match.partial_tokens);
-  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, window, evicts)).first->second;
+  BlockTable& t = tables_.emplace(seq.value, BlockTable(bs, ns, sequence_window, evicts)).first->second;
   t.add_blocks(std::move(shared));
   t.add_blocks(std::move(*fresh));
   t.advance(tokens.first(cached));
@@ -337,12 +276,12 @@ void KvCacheManager::commit(SeqId seq, std::span<const TokenId> tokens) {
   for (size_t i = before; i < t.blocks().size(); ++i)
     if (i != filling && t.blocks()[i] != kNullBlock) tails_.release(t.blocks()[i]);
   if (config_.prefix_caching && !t.evicts()) index_full_blocks(t);
-  drop_blocks_before_window(t);
+  drop_skipped_blocks(t);
 }
 
-void KvCacheManager::drop_blocks_before_window(BlockTable& t) {
+void KvCacheManager::drop_skipped_blocks(BlockTable& t) {
   // The blocks before the window are holes up to where the last drop stopped: walk back from the new end.
-  for (size_t i = std::min(blocks_before_window(t.num_tokens(), t.window()), t.blocks().size()); i-- > 0;) {
+  for (size_t i = std::min(blocks_skipped(t.num_tokens(), t.sequence_window()), t.blocks().size()); i-- > 0;) {
     const BlockId block = t.blocks()[i];
     if (block == kNullBlock) break;
     t.drop_block(i);

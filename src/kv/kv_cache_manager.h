@@ -16,13 +16,12 @@
 // that holder gets a private copy (copy on write, through pending_copies()); the last holder writes
 // in place, so n forks of a prompt cost n - 1 block copies.
 //
-// Sliding window (window > 0): attention reads only the last `window` positions, so a block wholly
-// before the window of a sequence's next token is let go the moment the window passes it (its table
-// keeps a hole, kNullBlock, in its place). A full block so released stays indexed, as any released
-// block, until the pool needs it; a prefix match takes only the matched blocks that intersect the
-// window of the first token it leaves to compute (the rest are holes): it needs only those blocks still
-// cached, each found by its chained hash and confirmed by its own tokens (the blocks before it, which
-// would confirm its parent, may be gone).
+// Attention types (kv/attention_types/): what the group's layers read, full attention or a sliding window (a layer
+// window), decides which prefix match a sequence can take and which of its blocks it lets go. A block wholly before
+// the window of a sequence's next token (the layer window, narrowed by the sequence's own) is let go the moment the
+// window passes it (its table keeps a hole, kNullBlock, in its place). A full block so released stays indexed, as
+// any released block, until the pool needs it; a prefix match takes only the matched blocks that intersect the
+// window of the first token it leaves to compute (the rest are holes).
 //
 // Eviction policies (kv/policies/): a sequence begun with `evicts` keeps at most a budget of tokens; its
 // slots hold the kept ones in order (compacted by the engine), evict() forgets the rest and returns the
@@ -43,6 +42,7 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "kv/attention_types/kv_attention_type.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 #include "kv/key_tail_table.h"
@@ -51,6 +51,7 @@
 #include "kv/kv_sizing.h"
 #include "kv/prefix_hash.h"
 #include "kv/prefix_index.h"
+#include "kv/prefix_match.h"
 #include "kv/tiers/kv_tier_stack.h"
 
 namespace kvs {
@@ -64,8 +65,9 @@ struct KvCacheConfig {
   // Keys quantized per channel: key tails for filling groups, kv_key_tails_for_sequences of the most
   // sequences held at once (at least 1; ignored for other formats).
   size_t num_key_tails = 0;
-  // > 0: a sliding window of this many tokens (the next token at position p reads (p - window, p]).
-  size_t window = 0;
+  // > 0: the group's layers read a sliding window of this many tokens (the next token at position p reads
+  // (p - layer_window, p]); 0: full attention (kv/attention_types/).
+  size_t layer_window = 0;
 
   Status validate() const;
 };
@@ -89,22 +91,6 @@ struct PrefixCacheStats {
   uint64_t demoted_blocks = 0;   // cached blocks whose eviction moved them down a tier
   uint64_t evictions = 0;        // cached blocks taken for new content
   uint64_t collisions = 0;       // hash matches whose content differed (treated as misses)
-};
-
-// What a lookup found; nothing is taken until begin().
-struct PrefixMatch {
-  std::vector<BlockId> blocks = {};         // cached full blocks, in order: the sequence shares them
-  std::vector<BlockHash> hashes = {};       // their chained hashes
-  std::vector<BlockHash> tier_hashes = {};  // then full blocks the host tier holds: loaded into new blocks
-  // Then partial_tokens more: the first slots of partial_source, a cached block (when no tier blocks came
-  // before), or of a partial block a swap kept in the host tier (partial_source null), under partial_hash.
-  BlockId partial_source = kNullBlock;
-  size_t partial_tokens = 0;
-  BlockHash partial_hash = {};
-  bool partial_in_tier() const { return partial_tokens > 0 && partial_source == kNullBlock; }
-  size_t num_tokens(size_t block_size) const {
-    return (blocks.size() + tier_hashes.size()) * block_size + partial_tokens;
-  }
 };
 
 // A block's bytes moving between the pool and its offload tiers (kv/tiers/kv_tier_stack.h), for the
@@ -142,19 +128,19 @@ class KvCacheManager {
   uint32_t name_space(std::string_view cache_salt);
   // The longest cached prefix of `tokens` in `name_space`: whole blocks confirmed by their tokens,
   // then the best partial match; at most tokens.size() - 1 tokens (the last is always computed, for
-  // its logits) and at most `max_tokens`. Empty when prefix caching is off. Under a window: the longest
+  // its logits) and at most `max_tokens`. Empty when prefix caching is off. Under a layer window: the longest
   // whose window blocks are cached (blocks before the window are holes in the match).
   PrefixMatch match_prefix(std::span<const TokenId> tokens, uint32_t name_space, size_t max_tokens = SIZE_MAX);
   // Starts `seq` (which holds no blocks) from `match`, a lookup of `tokens` made just now, with room
   // for `n` more tokens. False, with nothing changed, when the pool cannot supply the blocks (cached
-  // blocks count as free, except those the match itself takes). window > 0: the sequence's own sliding
-  // window, where narrower than the manager's (a request's): its blocks before it are let go too.
+  // blocks count as free, except those the match itself takes). sequence_window > 0: the sequence's own sliding
+  // window (a request's), where narrower than the layer window: its blocks before it are let go too.
   // evicts: the sequence is under an eviction policy (evict()): it begins with no match and no window, and
   // its blocks are never indexed (no other sequence may read blocks its compactions rewrite), nor forked.
   [[nodiscard]] bool begin(SeqId seq, std::span<const TokenId> tokens, uint32_t name_space, const PrefixMatch& match,
-                           size_t n, size_t window = 0, bool evicts = false);
-  // Would begin(..., match, n, window) succeed right now?
-  bool can_begin(const PrefixMatch& match, size_t n, size_t window = 0) const;
+                           size_t n, size_t sequence_window = 0, bool evicts = false);
+  // Would begin(..., match, n, sequence_window) succeed right now?
+  bool can_begin(const PrefixMatch& match, size_t n, size_t sequence_window = 0) const;
   // Starts `child` (which holds no blocks) as a copy of `parent`: the same tokens and blocks, each
   // shared. `parent` must hold no room past its tokens (it was just committed).
   void fork(SeqId parent, SeqId child);
@@ -187,7 +173,7 @@ class KvCacheManager {
   std::span<const KvBlockCopy> pending_copies() const { return pending_copies_; }
   void copies_done();
 
-  // Offload tiers (prefix caching on, no window): blocks the pool evicts are demoted to them and a prefix
+  // Offload tiers (prefix caching on, full attention): blocks the pool evicts are demoted to them and a prefix
   // match goes on past the pool into the host tier. Not owned; set before any sequence begins.
   void attach_tiers(KvTierStack* tiers);
   KvTierStack* tiers() const { return tiers_; }
@@ -254,28 +240,18 @@ class KvCacheManager {
   void release_tails_of_unheld(std::span<const BlockId> blocks);
   // Hashes and indexes the table's full blocks that are not yet.
   void index_full_blocks(BlockTable& table);
-  // Blocks wholly before the window (the narrower of the manager's and `window`) of a token at `position`: [0, this).
-  size_t blocks_before_window(size_t position, size_t window) const {
-    const size_t w = narrower_window(config_.window, window);
-    return w == 0 || position + 1 <= w ? 0 : (position + 1 - w) / block_size();
+  // Blocks of a sequence wholly before what a token at `position` reads, under its own window too: [0, this).
+  size_t blocks_skipped(size_t position, size_t sequence_window) const {
+    return attention_->blocks_skipped(position, sequence_window, block_size());
   }
-  // match_prefix under a window: `limit` tokens at most.
-  PrefixMatch match_windowed(std::span<const TokenId> tokens, uint32_t name_space, size_t limit);
-  // A partial block a swap kept in the host tier, continuing the match's whole blocks (whose last hash is
-  // `parent_hash`), if longer than the match's partial tokens.
-  void add_tier_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, const BlockHash& parent_hash,
-                              size_t limit) const;
   // Lets go of what swap_out() kept of `seq`.
   void release_kept(SeqId seq);
   // free() without release_kept().
   void release_table(SeqId seq);
-  // The best partial match after `full` whole blocks whose last is `parent` (a root for 0), of at most
-  // limit - full * block_size tokens, in whole copy units.
-  void add_partial_match(PrefixMatch& m, std::span<const TokenId> tokens, ContentRef parent, size_t limit);
   // The match's blocks a sequence takes: all, or under a window those its first computed token reads (holes before).
-  std::vector<BlockId> blocks_taken(const PrefixMatch& match, size_t window) const;
-  // Lets go of the table's blocks before the window of its next token.
-  void drop_blocks_before_window(BlockTable& table);
+  std::vector<BlockId> blocks_taken(const PrefixMatch& match, size_t sequence_window) const;
+  // Lets go of the table's blocks its next token does not read (before its window).
+  void drop_skipped_blocks(BlockTable& table);
   ContentRef content_of(BlockId block) const { return {block.value, pool_.meta(block).generation}; }
   // The hash block `block` of `table` chains from: the previous block's, or the namespace's root.
   const BlockHash& parent_hash(const BlockTable& table, size_t block) const {
@@ -283,8 +259,9 @@ class KvCacheManager {
   }
 
   KvCacheConfig config_;
-  KvTensorFormat key_format_;  // keys (kv_format(config_.spec).k): their row groups and tails
-  BlockPool pool_;             // declared before the tables, whose references it must outlive
+  std::unique_ptr<const KvAttentionType> attention_;  // of config_.layer_window
+  KvTensorFormat key_format_;                         // keys (kv_format(config_.spec).k): their row groups and tails
+  BlockPool pool_;                                    // declared before the tables, whose references it must outlive
   PrefixIndex index_;
   KeyTailTable tails_;
   std::unordered_map<std::string, uint32_t> name_spaces_;

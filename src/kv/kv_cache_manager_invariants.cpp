@@ -27,13 +27,14 @@ Status KvCacheManager::check_invariants() const {
   }
   std::map<uint32_t, uint32_t> holders;  // block -> tables (and pending copies) holding it
   for (const auto& [id, t] : tables_) {
-    const size_t before_window = std::min(blocks_before_window(t.num_tokens(), t.window()), t.blocks().size());
+    const size_t before_window = std::min(blocks_skipped(t.num_tokens(), t.sequence_window()), t.blocks().size());
     for (size_t i = 0; i < t.blocks().size(); ++i) {
       if ((i < before_window) != (t.blocks()[i] == kNullBlock)) {
-        return Status::corrupt(fmt::format(
-            "sequence {} of {} tokens (window {}) has block {} {} but {} blocks "
-            "lie before its window",
-            id, t.num_tokens(), config_.window, i, t.blocks()[i] == kNullBlock ? "a hole" : "held", before_window));
+        return Status::corrupt(
+            fmt::format("sequence {} of {} tokens (window {}) has block {} {} but {} blocks "
+                        "lie before its window",
+                        id, t.num_tokens(), config_.layer_window, i, t.blocks()[i] == kNullBlock ? "a hole" : "held",
+                        before_window));
       }
     }
     if (t.blocks().size() < kv_blocks_for_tokens(t.num_slots(), bs)) {

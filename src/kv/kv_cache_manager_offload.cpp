@@ -8,23 +8,6 @@
 
 namespace kvs {
 
-void KvCacheManager::add_tier_partial_match(PrefixMatch& m, std::span<const TokenId> tokens,
-                                            const BlockHash& parent_hash, size_t limit) const {
-  const size_t bs = block_size(), next = (m.blocks.size() + m.tier_hashes.size()) * bs, unit = partial_copy_unit();
-  if (next >= limit) return;
-  // A kept partial block holds the whole copy units its sequence had computed: try each length, longest first.
-  for (size_t n = std::min(bs - 1, limit - next) / unit * unit; n > m.partial_tokens; n -= unit) {
-    const std::span<const TokenId> partial = tokens.subspan(next, n);
-    const BlockHash hash = config_.hasher(parent_hash, partial);
-    if (tiers_->holds(hash, partial)) {
-      m.partial_source = kNullBlock;
-      m.partial_tokens = n;
-      m.partial_hash = hash;
-      return;
-    }
-  }
-}
-
 void KvCacheManager::release_kept(SeqId seq) {
   auto it = kept_.find(seq.value);
   if (it == kept_.end()) return;
@@ -69,9 +52,9 @@ bool KvCacheManager::swap_out(SeqId seq) {
 }
 
 void KvCacheManager::attach_tiers(KvTierStack* tiers) {
-  KVS_ASSERT(
-      tiers_ == nullptr && tables_.empty() && (tiers == nullptr || (config_.prefix_caching && config_.window == 0)),
-      "offload tiers attached twice, to a manager in use, or without a prefix cache or with a window");
+  KVS_ASSERT(tiers_ == nullptr && tables_.empty() &&
+                 (tiers == nullptr || (config_.prefix_caching && config_.layer_window == 0)),
+             "offload tiers attached twice, to a manager in use, or without a prefix cache or with a window");
   tiers_ = tiers;
 }
 

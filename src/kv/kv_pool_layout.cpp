@@ -89,7 +89,7 @@ Expected<KvPoolLayout> kv_pool_layout(const KvPoolShape& shape, const KvPoolOpti
                                           .prefix_caching = options.kv.prefix_caching && paged,
                                           .model_identity = shape.identity,
                                           .num_key_tails = tails[g],
-                                          .window = layout.layers.groups[g].window});
+                                          .layer_window = layout.layers.groups[g].window});
   }
   return layout;
 }

@@ -33,7 +33,7 @@ TEST(KvPoolLayout, OneGlobalGroupTakesTheWholeBudget) {
   ASSERT_EQ(layout->groups.size(), 1u);
   const KvCacheConfig& g = layout->groups[0];
   EXPECT_EQ(g.spec.num_layers, 6u);
-  EXPECT_EQ(g.window, 0u);
+  EXPECT_EQ(g.layer_window, 0u);
   EXPECT_EQ(g.num_blocks, kv_blocks_in_budget(g.spec, budget, g.num_key_tails));
   EXPECT_LE(pool_bytes(*layout), budget);
   EXPECT_TRUE(g.prefix_caching);
@@ -47,9 +47,9 @@ TEST(KvPoolLayout, WindowGroupsGetWhatTheirSequencesNeedAndTheGlobalGroupTheRest
   ASSERT_TRUE(layout) << layout.status().message();
   ASSERT_EQ(layout->groups.size(), 2u);
   const KvCacheConfig &global = layout->groups[0], &window = layout->groups[1];
-  EXPECT_EQ(global.window, 0u);
+  EXPECT_EQ(global.layer_window, 0u);
   EXPECT_EQ(global.spec.num_layers, 1u);
-  EXPECT_EQ(window.window, 64u);
+  EXPECT_EQ(window.layer_window, 64u);
   EXPECT_EQ(window.spec.num_layers, 5u);
   // Room for every sequence's window and a chunk: well within half the budget here, so not scaled.
   EXPECT_EQ(window.num_blocks, seqs * kv_max_blocks_per_sequence(16, 64, 1024, chunk));

@@ -19,7 +19,7 @@ void expect_invariants(const KvCacheManager& kv) {
 std::unique_ptr<KvCacheManager> windowed_kv(size_t block_size, size_t num_blocks, size_t window,
                                             bool prefix_caching = true) {
   KvCacheConfig config = toy_config(block_size, num_blocks);
-  config.window = window;
+  config.layer_window = window;
   config.prefix_caching = prefix_caching;
   auto m = KvCacheManager::create(config);
   KVS_ASSERT(m.has_value(), "windowed KV manager refused: {}", m.status().message());
