@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include "core/splitmix64.h"
+
 namespace kvs::chat {
 namespace {
 
@@ -65,11 +67,7 @@ std::string ToolCallIds::next() {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   std::string id = nine_ ? "" : "call_";
   for (size_t i = 0; i < (nine_ ? 9u : 24u); ++i) {
-    state_ += 0x9e3779b97f4a7c15ull;  // splitmix64
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    id += kAlphabet[(z ^ (z >> 31)) % (sizeof kAlphabet - 1)];
+    id += kAlphabet[splitmix64(state_) % (sizeof kAlphabet - 1)];
   }
   return id;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/splitmix64.h"
+
 namespace kvs {
 
 Status SamplingParams::validate() const {
@@ -35,14 +37,7 @@ Status SamplingParams::validate() const {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_state_(params.seed) {}
 
-float Sampler::next_uniform() {
-  // splitmix64: tiny, fast and identical on every platform for a given seed.
-  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-}
+float Sampler::next_uniform() { return static_cast<float>(splitmix64(rng_state_) >> 40) * (1.0f / 16777216.0f); }
 
 namespace {
 // The largest value, as four independent running maxima: a single one is a chain of dependent

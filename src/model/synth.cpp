@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/splitmix64.h"
 #include "gguf/gguf.h"
 #include "model/llama2c_import.h"
 
@@ -14,13 +15,6 @@ namespace {
 
 constexpr uint32_t kMinVocab = 3 + 256;              // <unk>, <s>, </s>, <0x00>..<0xFF>
 constexpr uint64_t kMaxTensorElements = 1ull << 32;  // keeps the write buffer of one tensor <= 16 GiB
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "core/splitmix64.h"
+
 namespace kvs::server {
 
 CompletionService::CompletionService(EngineLoop& loop, const Tokenizer& tokenizer, const ServedModel& model,
@@ -19,10 +21,7 @@ CompletionService::CompletionService(EngineLoop& loop, const Tokenizer& tokenize
       random_state_((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
 
 uint64_t CompletionService::next_random() {
-  uint64_t z = random_state_.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return splitmix64_mix(random_state_.fetch_add(kSplitmix64Gamma) + kSplitmix64Gamma);
 }
 
 bool CompletionService::wait_until_idle(std::chrono::milliseconds limit) const {
