@@ -78,7 +78,8 @@ TEST_F(SlidingWindowEngine, HybridBytesHeldEqualThePredictionAtEveryStepOf5000To
     for (size_t g = 0; g < e.kv().num_groups(); ++g) {
       const KvCacheConfig& c = e.kv().group(g).config();
       predicted += kv_bytes_held(c.spec, c.layer_window, n);
-      ASSERT_EQ(e.kv().group(g).usage().blocks_used, kv_blocks_held(n, 16, c.layer_window)) << "group " << g << " n " << n;
+      ASSERT_EQ(e.kv().group(g).usage().blocks_used, kv_blocks_held(n, 16, c.layer_window))
+          << "group " << g << " n " << n;
     }
     ASSERT_EQ(e.kv().usage().bytes_used, predicted) << "tokens " << n;
     ASSERT_EQ(e.kv().bytes_held(*id), predicted) << "tokens " << n;
