@@ -15,12 +15,17 @@ std::optional<DType> dtype_from_ggml_id(uint32_t id) {
     case 0: return DType::kF32;
     case 1: return DType::kF16;
     case 2: return DType::kQ4_0;
+    case 3: return DType::kQ4_1;
+    case 6: return DType::kQ5_0;
+    case 7: return DType::kQ5_1;
     case 8: return DType::kQ8_0;
     case 10: return DType::kQ2_K;
     case 11: return DType::kQ3_K;
     case 12: return DType::kQ4_K;
     case 13: return DType::kQ5_K;
     case 14: return DType::kQ6_K;
+    case 20: return DType::kIQ4_NL;
+    case 23: return DType::kIQ4_XS;
     case 30: return DType::kBF16;
     default: return std::nullopt;
   }
@@ -29,8 +34,9 @@ std::optional<DType> dtype_from_ggml_id(uint32_t id) {
 std::optional<DType> dtype_from_name(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+        DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (lower == dtype_name(t)) return t;
   }
   return std::nullopt;
@@ -59,6 +65,11 @@ std::string_view dtype_name(DType type) {
     case DType::kBF16: return "bf16";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kIQ4_XS: return "iq4_xs";
     case DType::kQ2_K: return "q2_k";
     case DType::kQ3_K: return "q3_k";
     case DType::kQ4_K: return "q4_k";
@@ -71,7 +82,12 @@ std::string_view dtype_name(DType type) {
 size_t dtype_block_elements(DType type) {
   switch (type) {
     case DType::kQ8_0: return BlockQ8_0::kElements;
-    case DType::kQ4_0: return BlockQ4_0::kElements;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL: return 32;
+    case DType::kIQ4_XS:
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
@@ -88,6 +104,11 @@ size_t dtype_block_bytes(DType type) {
     case DType::kBF16: return 2;
     case DType::kQ8_0: return sizeof(BlockQ8_0);
     case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ4_1: return sizeof(BlockQ4_1);
+    case DType::kQ5_0: return sizeof(BlockQ5_0);
+    case DType::kQ5_1: return sizeof(BlockQ5_1);
+    case DType::kIQ4_NL: return sizeof(BlockIQ4_NL);
+    case DType::kIQ4_XS: return sizeof(BlockIQ4_XS);
     case DType::kQ2_K: return sizeof(BlockQ2_K);
     case DType::kQ3_K: return sizeof(BlockQ3_K);
     case DType::kQ4_K: return sizeof(BlockQ4_K);
@@ -106,14 +127,20 @@ size_t dtype_row_bytes(DType type, size_t elements) {
 
 namespace {
 
-// Byte offsets of a block's fp16 scale fields: d, and dmin where the type has mins (-1: none).
+// Byte offsets of a block's fp16 scale fields: d, and dmin (or m) where the type has mins (-1: none).
 struct ScaleOffsets {
   ptrdiff_t d = -1, dmin = -1;
+  std::string_view min_name = "dmin";
 };
 ScaleOffsets scale_offsets(DType type) {
   switch (type) {
     case DType::kQ8_0: return {offsetof(BlockQ8_0, d)};
     case DType::kQ4_0: return {offsetof(BlockQ4_0, d)};
+    case DType::kQ4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m), "m"};
+    case DType::kQ5_0: return {offsetof(BlockQ5_0, d)};
+    case DType::kQ5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m), "m"};
+    case DType::kIQ4_NL: return {offsetof(BlockIQ4_NL, d)};
+    case DType::kIQ4_XS: return {offsetof(BlockIQ4_XS, d)};
     case DType::kQ2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
     case DType::kQ3_K: return {offsetof(BlockQ3_K, d)};
     case DType::kQ4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
@@ -133,7 +160,7 @@ std::optional<NonFiniteBlockScale> find_non_finite_block_scale(DType type, std::
   auto non_finite = [](uint16_t h) { return (h & 0x7c00) == 0x7c00; };
   for (size_t b = 0; b < data.size() / block_bytes; ++b) {
     const std::byte* block = data.data() + b * block_bytes;
-    for (auto [field, at] : {std::pair<std::string_view, ptrdiff_t>{"d", off.d}, {"dmin", off.dmin}}) {
+    for (auto [field, at] : {std::pair<std::string_view, ptrdiff_t>{"d", off.d}, {off.min_name, off.dmin}}) {
       if (at < 0) continue;
       uint16_t h;
       std::memcpy(&h, block + at, sizeof h);

@@ -14,12 +14,17 @@ enum class DType : uint32_t {
   kF32 = 0,
   kF16 = 1,
   kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
   kQ2_K = 10,
   kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,
   kQ6_K = 14,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kBF16 = 30,
 };
 
@@ -39,6 +44,57 @@ struct BlockQ4_0 {
   uint8_t qs[kElements / 2];
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// Q4_1: 32 values = fp16 scale d and fp16 min m + 16 bytes of nibbles (laid out as Q4_0's); value = d * nibble + m.
+struct BlockQ4_1 {
+  static constexpr size_t kElements = 32;
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0: Q4_0's nibbles plus a fifth bit per value: bit j of qh (32 bits, little-endian) is the high bit of value j;
+// value = d * (q - 16), q = 0..31.
+struct BlockQ5_0 {
+  static constexpr size_t kElements = 32;
+  uint16_t d;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: Q5_0's 5-bit q with Q4_1's min: value = d * q + m.
+struct BlockQ5_1 {
+  static constexpr size_t kElements = 32;
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// IQ4_NL: Q4_0's layout with a non-linear grid: value = d * kIq4Grid[nibble].
+struct BlockIQ4_NL {
+  static constexpr size_t kElements = 32;
+  uint16_t d;  // fp16
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+// The 16 levels of IQ4_NL and IQ4_XS (ggml-common.h's kvalues_iq4nl), denser near 0, as weights are distributed.
+inline constexpr int8_t kIq4Grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_XS: a super-block of 256 values in 8 sub-blocks of 32 on IQ4_NL's grid, each with a 6-bit scale ls (low 4 bits
+// in nibble j % 2 of scales_l[j / 2], high 2 bits at bits 2j..2j+1 of scales_h): value = d * (ls - 32) *
+// kIq4Grid[nibble]; sub-block j's 16 bytes of qs hold its values as Q4_0's block does.
+struct BlockIQ4_XS {
+  static constexpr size_t kElements = 256;
+  uint16_t d;  // fp16
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[kElements / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 // K-quants (llama.cpp's k-quants, ggml-common.h): super-blocks of 256 values in sub-blocks of 16 or 32, whose
 // scales (and mins) are themselves quantized against fp16 super-block scales.
@@ -106,7 +162,8 @@ struct BlockQ2_K {
 static_assert(sizeof(BlockQ2_K) == 84);
 
 std::optional<DType> dtype_from_ggml_id(uint32_t id);
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k" (upper case accepted)
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_k",
+// "q5_k", "q6_k" (upper case accepted)
 std::optional<DType> dtype_from_name(std::string_view name);
 std::string_view dtype_name(DType type);
 // ggml's name of any type id, supported or not ("q4_1", "iq4_nl", ...), for messages; "" when unknown.
@@ -115,7 +172,7 @@ bool is_k_quant(DType type);
 // Weights whose matmul takes int8 block activations on the SIMD paths: Q8_0, Q4_0 and the K-quants.
 bool is_block_quantized(DType type);
 
-size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0/Q4_0, 256 for K-quants
+size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0, Q4_0 and kin, 256 for K-quants and IQ4_XS
 size_t dtype_block_bytes(DType type);     // bytes of one block
 // Bytes of a row of `elements` values; `elements` must be a multiple of the block size.
 size_t dtype_row_bytes(DType type, size_t elements);
@@ -124,7 +181,7 @@ size_t dtype_row_bytes(DType type, size_t elements);
 // file holding one is corrupt (a writer never stores it).
 struct NonFiniteBlockScale {
   size_t block = 0;        // index of the block in the run
-  std::string_view field;  // "d" or "dmin"
+  std::string_view field;  // "d", "dmin" or "m"
   uint16_t bits = 0;       // the fp16 bits found
 };
 // The first block of `data` (whole blocks of `type`) whose d (or, for the types with mins, dmin) is inf or NaN;

@@ -291,7 +291,8 @@ class FileParser {
         return in_.error_at(
             in_.offset() - 4,
             fmt::format("tensor '{}' has unsupported type {}{}{} (supported: 0 f32, 1 f16, "
-                        "2 q4_0, 8 q8_0, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, 30 bf16)",
+                        "2 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 8 q8_0, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, "
+                        "20 iq4_nl, 23 iq4_xs, 30 bf16)",
                         t.name, name.empty() ? "id " : std::string(name) + " (id ", type_id, name.empty() ? "" : ")"));
       }
       t.type = *type;

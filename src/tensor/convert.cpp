@@ -7,6 +7,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "tensor/kquant.h"
+#include "tensor/legacy_iq4_quant.h"
 
 namespace kvs {
 
@@ -47,6 +48,11 @@ void dequantize_row(DType type, const std::byte* src, float* dst, size_t n) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: dequantize_k_row(type, src, dst, n); return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: dequantize_legacy_iq4_row(type, src, dst, n); return;
   }
   KVS_ASSERT(false, "dequantize_row: unknown dtype {}", static_cast<uint32_t>(type));
 }
@@ -106,6 +112,11 @@ void quantize_row(DType type, const float* src, std::byte* dst, size_t n) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: quantize_k_row(type, src, dst, n); return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: quantize_legacy_iq4_row(type, src, dst, n); return;
   }
   KVS_ASSERT(false, "quantize_row: unknown dtype {}", static_cast<uint32_t>(type));
 }

@@ -85,6 +85,13 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return avx512 ? detail::matmul_kquant_avx512 : detail::matmul_kquant_avx2;
+    // No SIMD kernels of their own yet: Q5_0 and IQ4_NL matrices are transcoded to Q8_0 when packed at load
+    // (model/weight_loading.h); what stays here is dequantized row by row.
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: return matmul_rows_scalar;
   }
   KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
   return nullptr;

@@ -148,11 +148,12 @@ TEST_F(GgufCorrupt, UnknownTensorType) {
   const size_t type_at = tensor_info("tensor_a") + 20;
   ASSERT_EQ(peek<uint32_t>(valid_, type_at), 0u);
   std::string b = valid_;
-  poke<uint32_t>(b, type_at, 3);  // ggml Q4_1: valid in ggml, not supported here, named
+  poke<uint32_t>(b, type_at, 16);  // ggml IQ2_XXS: valid in ggml, not supported here, named
   const std::string m = error_of(b);
-  EXPECT_CONTAINS(m,
-                  "tensor 'tensor_a' has unsupported type q4_1 (id 3) (supported: 0 f32, 1 f16, 2 q4_0, 8 q8_0, 10 "
-                  "q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, 30 bf16)");
+  EXPECT_CONTAINS(
+      m,
+      "tensor 'tensor_a' has unsupported type iq2_xxs (id 16) (supported: 0 f32, 1 f16, 2 q4_0, 3 q4_1, "
+      "6 q5_0, 7 q5_1, 8 q8_0, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k, 20 iq4_nl, 23 iq4_xs, 30 bf16)");
   poke<uint32_t>(b, type_at, 99);
   EXPECT_CONTAINS(error_of(b), "tensor 'tensor_a' has unsupported type id 99 (supported:");
   EXPECT_CONTAINS(m, fmt::format("(at offset {})", type_at));
