@@ -25,9 +25,10 @@ void register_convert(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opts->output, "GGUF file to write")->required();
   cmd->add_option("--type", opts->type,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, or the "
-                  "recipes q4_k_m, q5_k_m (llama.cpp's: Q6_K for the output and half the attn_v/ffn_down). Norms "
-                  "stay f32; a row length that is not a block multiple falls back to q8_0 (K-quants) or f32")
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, "
+                  "q3_k, q4_k, q5_k, q6_k, or the recipes q4_k_m, q5_k_m (llama.cpp's: Q6_K for the output and half "
+                  "the attn_v/ffn_down). Norms stay f32; rows that are not whole blocks fall back as llama.cpp's "
+                  "quantizer does (q4_k: q5_0, q5_k: q5_1, q6_k: q8_0, q2_k/q3_k/iq4_xs: iq4_nl; else f16)")
       ->capture_default_str();
   cmd->callback([opts] {
     const auto types = WeightTypes::parse(opts->type);

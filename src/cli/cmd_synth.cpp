@@ -58,9 +58,10 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--ctx", opts->custom.ctx, "Context length written to llama.context_length (default 2048)");
   cmd->add_option("--rope-base", opts->custom.rope_base, "RoPE frequency base (default 10000)");
   cmd->add_option("--type", opts->type,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0 (dim and ffn multiples of 32), q2_k, q3_k, "
-                  "q4_k, q5_k, q6_k, or the recipes q4_k_m, q5_k_m (K-quants: rows that are not whole super-blocks "
-                  "of 256 fall back to q8_0)")
+                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (dim and ffn "
+                  "multiples of 32), iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k, or the recipes q4_k_m, q5_k_m (rows "
+                  "that are not whole super-blocks of 256 fall back as llama.cpp's quantizer does: q4_k to q5_0, "
+                  "q5_k to q5_1, q6_k to q8_0, q2_k/q3_k/iq4_xs to iq4_nl)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->custom.seed, "Random seed; the same seed and shape give the same file")
       ->capture_default_str();

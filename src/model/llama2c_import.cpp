@@ -24,7 +24,12 @@ uint32_t file_type_of(const WeightTypes& weights) {              // llama.cpp's 
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
     case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;
     case DType::kQ2_K: return 10;
     case DType::kQ3_K: return 11;  // Q3_K_S: every tensor Q3_K
@@ -192,7 +197,9 @@ Expected<WeightTypes> WeightTypes::parse(std::string_view name) {
   if (lower == "q5_k_m") return WeightTypes{.base = DType::kQ5_K, .mixed = true};
   if (const auto type = dtype_from_name(lower)) return WeightTypes{.base = *type, .mixed = false};
   return Status::invalid_argument(fmt::format(
-      "unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)", name));
+      "unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, "
+      "q5_k, q6_k, q4_k_m, q5_k_m)",
+      name));
 }
 
 DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
@@ -208,12 +215,24 @@ DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
   return more_bits ? DType::kQ6_K : base;
 }
 
+DType type_for_rows(DType type, size_t cols) {
+  if (cols % dtype_block_elements(type) == 0) return type;
+  DType fallback = DType::kF16;
+  switch (type) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: fallback = DType::kIQ4_NL; break;
+    case DType::kQ4_K: fallback = DType::kQ5_0; break;
+    case DType::kQ5_K: fallback = DType::kQ5_1; break;
+    case DType::kQ6_K: fallback = DType::kQ8_0; break;
+    default: break;
+  }
+  return cols % dtype_block_elements(fallback) == 0 ? fallback : DType::kF16;
+}
+
 Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from,
                   size_t count) {
-  // See the header: kept exact, not failed.
-  if (cols % dtype_block_elements(type) != 0) {
-    type = is_k_quant(type) && cols % BlockQ8_0::kElements == 0 ? DType::kQ8_0 : DType::kF32;
-  }
+  type = type_for_rows(type, cols);
   std::vector<uint64_t> dims = {cols, rows};
   if (count > 1) dims.push_back(count);
   rows *= count;  // stacked matrices are rows back to back

@@ -88,10 +88,14 @@ void set_llama_metadata(gguf::Writer& writer, const LlamaHParams& hparams, Llama
 // Produces row `row` (`cols` floats) of a weight matrix into `out`.
 using RowSource = std::function<void(size_t row, float* out)>;
 
-// Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of `type`; when cols is not a multiple of
-// the type's block size, of Q8_0 for a K-quant whose rows are whole Q8_0 blocks (as llama.cpp falls back to a
-// 32-value type), else of F32. Rows are produced while the file is written. count > 1: `count` such matrices stacked
-// (ggml dims {cols, rows, count}: a layer's experts), rows_from numbering their rows 0 .. count x rows.
+// The type llama.cpp's quantizer writes for a tensor of rows of `cols` values meant to be `type`: `type` when the
+// rows are whole blocks of it, else its fallback of 32-value blocks (Q2_K, Q3_K and IQ4_XS: IQ4_NL; Q4_K: Q5_0; Q5_K:
+// Q5_1; Q6_K: Q8_0), or F16 when the rows are not whole blocks of that either (or `type` has no fallback).
+DType type_for_rows(DType type, size_t cols);
+
+// Adds a [rows][cols] matrix (ggml dims {cols, rows}) as a streamed tensor of type_for_rows(type, cols). Rows are
+// produced while the file is written. count > 1: `count` such matrices stacked (ggml dims {cols, rows, count}: a
+// layer's experts), rows_from numbering their rows 0 .. count x rows.
 Status add_matrix(gguf::Writer& writer, std::string name, DType type, size_t rows, size_t cols, RowSource rows_from,
                   size_t count = 1);
 

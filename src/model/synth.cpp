@@ -241,7 +241,8 @@ SynthProblem shape_problem(const SynthSpec& s) {
   if (s.vocab < kMinVocab || s.vocab > max_synth_vocab())
     return fmt::format("vocab {} must be between {} (3 special + 256 byte tokens) and {}", s.vocab, kMinVocab,
                        max_synth_vocab());
-  const size_t block = is_k_quant(s.type) ? BlockQ8_0::kElements : dtype_block_elements(s.type);
+  // K-quant and IQ4_XS rows that are not whole super-blocks fall back to a type of 32-value blocks (type_for_rows).
+  const size_t block = dtype_block_elements(type_for_rows(s.type, BlockQ8_0::kElements));
   if (s.mixed_k && s.type != DType::kQ4_K && s.type != DType::kQ5_K)
     return fmt::format("the _M recipe mixes Q6_K into q4_k or q5_k, not {}", dtype_name(s.type));
   if (s.architecture == "deepseek2") {
