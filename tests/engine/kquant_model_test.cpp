@@ -16,10 +16,9 @@
 #include <cmath>
 #include <set>
 
-#include "engine_trace.h"
+#include "f32_twin.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
-#include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "test_support.h"
 
@@ -40,24 +39,6 @@ SynthSpec q4_k_m_model() {
           .mixed_k = true};
 }
 
-// Every tensor of `path` dequantized to F32, with the same metadata.
-void write_f32_twin(const std::string& path, const std::string& twin) {
-  auto file = gguf::File::open(path);
-  ASSERT_TRUE(file) << file.status().message();
-  gguf::Writer w;
-  for (const auto& [key, value] : file->metadata()) w.set(key, value);
-  w.set_u32("general.file_type", 0);
-  for (const gguf::TensorInfo& t : file->tensors()) {
-    const size_t cols = t.dims[0], rows = t.num_elements() / cols, row_bytes = dtype_row_bytes(t.type, cols);
-    std::vector<std::byte> bytes(t.num_elements() * sizeof(float));
-    for (size_t r = 0; r < rows; ++r) {
-      dequantize_row(t.type, t.data.data() + r * row_bytes, reinterpret_cast<float*>(bytes.data()) + r * cols, cols);
-    }
-    ASSERT_TRUE(w.add_tensor(t.name, DType::kF32, t.dims, std::move(bytes)));
-  }
-  ASSERT_TRUE(w.write(twin));
-}
-
 TEST(KQuantModel, RecipeMixesTypesAsLlamaCppDoes) {
   test::TempDir dir("kquant_recipe");
   ASSERT_TRUE(write_synth_model(q4_k_m_model(), dir.file("m.gguf")));
@@ -76,58 +57,34 @@ TEST(KQuantModel, RecipeMixesTypesAsLlamaCppDoes) {
     if (v == DType::kQ6_K) more_bits.insert(l);
   }
   EXPECT_EQ(more_bits, (std::set<size_t>{0, 3, 6, 7}));
-  // A width that is not whole super-blocks falls back to Q8_0 (rows of 32-value blocks).
+  // A width that is not whole super-blocks falls back as llama.cpp's quantizer does: Q4_K to Q5_0, Q6_K to Q8_0.
   SynthSpec narrow = q4_k_m_model();
   narrow.ffn = 288;
   ASSERT_TRUE(write_synth_model(narrow, dir.file("narrow.gguf")));
   auto n = gguf::File::open(dir.file("narrow.gguf"));
   ASSERT_TRUE(n);
-  EXPECT_EQ(n->find_tensor("blk.1.ffn_down.weight")->type, DType::kQ8_0);  // rows of 288
+  EXPECT_EQ(n->find_tensor("blk.1.ffn_down.weight")->type, DType::kQ5_0);  // rows of 288
+  EXPECT_EQ(n->find_tensor("blk.0.ffn_down.weight")->type, DType::kQ8_0);  // more bits: Q6_K's fallback
   EXPECT_EQ(n->find_tensor("blk.1.ffn_up.weight")->type, DType::kQ4_K);    // rows of 256
 }
 
 TEST(KQuantModel, Q4KMEqualsItsF32TwinWithinTheActivationBound) {
   test::TempDir dir("kquant_twin");
-  const std::string path = dir.file("m.gguf"), twin = dir.file("twin.gguf");
+  const std::string path = dir.file("m.gguf");
   ASSERT_TRUE(write_synth_model(q4_k_m_model(), path));
-  write_f32_twin(path, twin);
-  const test::LoadedModel k = test::load_model(path), f = test::load_model(twin);
-  ASSERT_TRUE(k.model && f.model);
   std::vector<TokenId> prompt{1};
   for (size_t i = 1; i < 20; ++i) prompt.push_back(static_cast<TokenId>(260 + (i * 37) % 250));
-  ThreadPool pool(2);
-  const EngineConfig config{.max_batch_tokens = 7, .max_seqs = 1, .kv = {.block_size = 8}};
-  const test::EngineTrace got =
-      test::trace_request(*k.model, *k.tokenizer, pool, config, test::greedy_request(prompt, 24));
-  const test::EngineTrace want =
-      test::trace_request(*f.model, *f.tokenizer, pool, config, test::greedy_request(prompt, 24));
-  ASSERT_EQ(got.tokens.size(), 24u);
-  // The prompt's positions are fed the same tokens in both runs.
-  float worst = 0.0f;
-  for (size_t p = 0; p + 1 < prompt.size(); ++p) {
-    for (size_t i = 0; i < got.logits.at(p).size(); ++i)
-      worst = std::max(worst, std::fabs(got.logits.at(p)[i] - want.logits.at(p)[i]));
-  }
+  const test::TwinComparison c = test::compare_with_f32_twin(path, prompt, 24, kLogitBound);
   if (matmul_activations(DType::kQ4_K, best_isa()) == MatmulActivations::kF32) {
     // The scalar reference (KVS_ISA=scalar) multiplies the dequantized rows by fp32 activations, as the twin does.
-    EXPECT_EQ(worst, 0.0f);
-    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(c.worst, 0.0f);
+    EXPECT_EQ(c.got, c.want);
   } else {
-    EXPECT_LE(worst, kLogitBound);
-    EXPECT_GT(worst, 0.0f) << "the K-quant path must have run, not the F32 one";
+    EXPECT_LE(c.worst, kLogitBound);
+    EXPECT_GT(c.worst, 0.0f) << "the K-quant path must have run, not the F32 one";
   }
-  // Greedy tokens: the same wherever the twin's choice is clear (it is fed the same tokens: compare per position).
-  size_t agreed = 0;
-  for (size_t i = 0; i < got.tokens.size(); ++i) {
-    const std::vector<float>& row = want.logits.at(prompt.size() - 1 + i);
-    std::vector<float> sorted = row;
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    if (sorted[0] - sorted[1] <= 2 * kLogitBound) break;  // a near tie: later positions are fed other tokens
-    ASSERT_EQ(got.tokens[i], want.tokens[i]) << "generated token " << i;
-    ++agreed;
-  }
-  EXPECT_GE(agreed, 1u);
-  EXPECT_GE(std::set<TokenId>(want.tokens.begin(), want.tokens.end()).size(), 4u);
+  EXPECT_GE(c.agreed, 1u);
+  EXPECT_GE(std::set<TokenId>(c.want.begin(), c.want.end()).size(), 4u);
 }
 
 }  // namespace
