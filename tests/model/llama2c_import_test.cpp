@@ -148,7 +148,7 @@ TEST_P(Llama2cImportTypes, TwoDimensionalWeightsTakeTheTypeNormsStayF32) {
   for (const auto& t : ours->tensors()) {
     SCOPED_TRACE(t.name);
     DType want = type;
-    if (t.dims.size() == 1) want = DType::kF32;                                // norms
+    if (t.dims.size() == 1) want = DType::kF32;  // norms
     // Rows of 172, not whole 32-value blocks: F16, as llama.cpp's quantizer writes them.
     if (quantized && t.name.ends_with("ffn_down.weight")) want = DType::kF16;
     EXPECT_EQ(t.type, want);
