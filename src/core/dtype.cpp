@@ -56,7 +56,10 @@ bool is_k_quant(DType type) {
          type == DType::kQ6_K;
 }
 
-bool is_block_quantized(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0 || is_k_quant(type); }
+bool is_block_quantized(DType type) {
+  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 ||
+         type == DType::kQ5_1 || type == DType::kIQ4_NL || type == DType::kIQ4_XS || is_k_quant(type);
+}
 
 std::string_view dtype_name(DType type) {
   switch (type) {

@@ -169,7 +169,8 @@ std::string_view dtype_name(DType type);
 // ggml's name of any type id, supported or not ("q4_1", "iq4_nl", ...), for messages; "" when unknown.
 std::string_view ggml_type_name(uint32_t id);
 bool is_k_quant(DType type);
-// Weights whose matmul takes int8 block activations on the SIMD paths: Q8_0, Q4_0 and the K-quants.
+// Weights whose matmul takes int8 block activations on the SIMD paths: every quantized type (32-value blocks, IQ4_XS
+// and the K-quants).
 bool is_block_quantized(DType type);
 
 size_t dtype_block_elements(DType type);  // 1 for plain types, 32 for Q8_0, Q4_0 and kin, 256 for K-quants and IQ4_XS

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "tensor/convert.h"
-#include "tensor/legacy_iq4_quant.h"
 
 namespace kvs {
 namespace {
@@ -68,24 +67,6 @@ Expected<std::vector<float>> load_vector(const gguf::File& file, const std::stri
 
 void pack_for_cpu(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source,
                   ThreadPool& pool) {
-  if (transcodes_to_q8_0(view.type)) {
-    // Q5_0 and IQ4_NL are Q8_0 blocks with fewer levels: packed as the same values in Q8_0.
-    const std::optional<WeightLayout> layout = packed_layout_for(DType::kQ8_0);
-    if (!layout) return;
-    std::vector<BlockQ8_0> q8(view.rows * view.cols / BlockQ8_0::kElements);
-    pool.parallel_for(view.rows, 16, [&](size_t begin, size_t end) {
-      for (size_t r = begin; r < end; ++r)
-        transcode_row_to_q8_0(view.type, view.row(r), q8.data() + r * (view.cols / BlockQ8_0::kElements), view.cols);
-    });
-    const WeightView q8_view{.type = DType::kQ8_0,
-                             .data = reinterpret_cast<const std::byte*>(q8.data()),
-                             .rows = view.rows,
-                             .cols = view.cols};
-    storage.push_back(PackedMatrix::pack(q8_view, *layout, &pool));
-    if (release_source) file.release({view.data, view.bytes()});
-    view = storage.back().view();
-    return;
-  }
   const std::optional<WeightLayout> layout = packed_layout_for(view.type);
   if (!layout) return;
   storage.push_back(PackedMatrix::pack(view, *layout, &pool));

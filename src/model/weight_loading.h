@@ -37,10 +37,9 @@ Expected<WeightView> slice_columns(const WeightView& matrix, const std::string& 
 // A vector of n values (norm weights, biases), converted to fp32.
 Expected<std::vector<float>> load_vector(const gguf::File& file, const std::string& name, size_t n);
 
-// Replaces a packed-kernel type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) view by a copy packed for this CPU's kernels, owned by
-// `storage` (Q5_0 and IQ4_NL: packed as Q8_0, the same values, tensor/legacy_iq4_quant.h). When nothing else reads
-// the file's bytes of the matrix (`release_source`), their pages leave the process: resident memory holds one copy,
-// not two. Other types stay as they are.
+// Replaces the view of a packable type (tensor/packed_weights.h) by a copy packed for this CPU's kernels, owned by
+// `storage`. When nothing else reads the file's bytes of the matrix (`release_source`), their pages leave the
+// process: resident memory holds one copy, not two. Other types stay as they are.
 void pack_for_cpu(WeightView& view, std::vector<PackedMatrix>& storage, const gguf::File& file, bool release_source,
                   ThreadPool& pool);
 

@@ -11,38 +11,41 @@
 namespace kvs {
 namespace {
 
+// Q4_0's nibble layout, shared by every 32-value type here and by IQ4_XS's sub-blocks: levels 0-15 of a block in the
+// low nibbles of its 16 bytes, 16-31 in the high ones.
+void read_nibbles(const uint8_t qs[16], uint8_t levels[32]) {
+  for (size_t j = 0; j < 16; ++j) {
+    levels[j] = qs[j] & 0x0f;
+    levels[j + 16] = qs[j] >> 4;
+  }
+}
+void write_nibbles(const uint8_t levels[32], uint8_t qs[16]) {
+  for (size_t j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((levels[j] & 0x0f) | ((levels[j + 16] & 0x0f) << 4));
+}
+// The fifth bits: bit j of qh (32 bits, little-endian) is bit 4 of level j.
+void read_fifth_bits(const uint8_t qh[4], uint8_t levels[32]) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof h);
+  for (size_t j = 0; j < 32; ++j) levels[j] = static_cast<uint8_t>(levels[j] | (((h >> j) & 1u) << 4));
+}
+void write_fifth_bits(const uint8_t levels[32], uint8_t qh[4]) {
+  uint32_t h = 0;
+  for (size_t j = 0; j < 32; ++j) h |= static_cast<uint32_t>((levels[j] >> 4) & 1) << j;
+  std::memcpy(qh, &h, sizeof h);
+}
+
+template <typename Block>
+Block& block_at(std::byte* p, size_t b) {
+  return reinterpret_cast<Block*>(p)[b];
+}
 template <typename Block>
 const Block& block_at(const std::byte* p, size_t b) {
   return reinterpret_cast<const Block*>(p)[b];
 }
 
-// The 5-bit level of value j (0..31) of a block: its nibble (Q4_0's layout) and bit j of qh.
-int level5(const uint8_t qs[16], const uint8_t qh[4], size_t j) {
-  uint32_t h;
-  std::memcpy(&h, qh, sizeof h);
-  const int nibble = j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
-  return nibble | static_cast<int>(((h >> j) & 1u) << 4);
-}
-int nibble(const uint8_t qs[16], size_t j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
-
-// Stores 32 levels (0..15 low, bit 4 the fifth bit) in Q4_0's nibble layout and, when qh is given, the fifth bits.
-void store_levels(const uint8_t levels[32], uint8_t qs[16], uint8_t* qh) {
-  uint32_t h = 0;
-  for (size_t j = 0; j < 16; ++j) {
-    qs[j] = static_cast<uint8_t>((levels[j] & 0x0f) | ((levels[j + 16] & 0x0f) << 4));
-    h |= static_cast<uint32_t>((levels[j] >> 4) & 1) << j;
-    h |= static_cast<uint32_t>((levels[j + 16] >> 4) & 1) << (j + 16);
-  }
-  if (qh) std::memcpy(qh, &h, sizeof h);
-}
-
-// The 6-bit scale of IQ4_XS sub-block j.
-int iq4_xs_scale(const BlockIQ4_XS& b, size_t j) {
-  return ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((b.scales_h >> (2 * j)) & 3) << 4);
-}
-
 // Affine levels of 32 values for Q4_1 / Q5_1: d = (max - min) / top, level = round((x - min) / d).
-void quantize_affine(const float* x, int top, uint16_t& d_out, uint16_t& m_out, uint8_t levels[32]) {
+BlockLevels32 quantize_affine(const float* x, int top) {
+  BlockLevels32 f;
   float lo = x[0], hi = x[0];
   for (size_t j = 1; j < 32; ++j) {
     lo = std::min(lo, x[j]);
@@ -50,10 +53,11 @@ void quantize_affine(const float* x, int top, uint16_t& d_out, uint16_t& m_out, 
   }
   const float d = (hi - lo) / static_cast<float>(top);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  d_out = fp32_to_fp16(d);
-  m_out = fp32_to_fp16(lo);
+  f.d = fp32_to_fp16(d);
+  f.m = fp32_to_fp16(lo);
   for (size_t j = 0; j < 32; ++j)
-    levels[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround((x[j] - lo) * id)), 0, top));
+    f.levels[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround((x[j] - lo) * id)), 0, top));
+  return f;
 }
 
 // The grid index nearest to v (in units of the scale).
@@ -96,6 +100,25 @@ float best_grid_scale(const float* x, size_t n, uint8_t* indices) {
   return best_d;
 }
 
+// One IQ4_XS super-block: each sub-block's best scale, then one super-block scale d with 6-bit multiples (ls - 32) of
+// it; the indices are chosen again against the scale the block will hold.
+void quantize_iq4_xs(const float* x, std::byte* out) {
+  Iq4XsLevels f;
+  float scales[8], amax = 0.0f;
+  for (size_t s = 0; s < 8; ++s) {
+    scales[s] = best_grid_scale(x + 32 * s, 32, f.levels + 32 * s);
+    if (std::fabs(scales[s]) > std::fabs(amax)) amax = scales[s];
+  }
+  f.d = fp32_to_fp16(amax / -32.0f);
+  const float dh = fp16_to_fp32(f.d), id = dh != 0.0f ? 1.0f / dh : 0.0f;
+  for (size_t s = 0; s < 8; ++s) {
+    f.scales[s] = static_cast<int8_t>(std::clamp(static_cast<int>(std::lround(scales[s] * id)), -32, 31));
+    const float dl = dh * static_cast<float>(f.scales[s]);
+    for (size_t j = 0; j < 32; ++j) f.levels[32 * s + j] = nearest_grid_index(dl != 0.0f ? x[32 * s + j] / dl : 0.0f);
+  }
+  write_iq4_xs_levels(f, out);
+}
+
 }  // namespace
 
 bool is_legacy_or_iq4(DType type) {
@@ -103,135 +126,149 @@ bool is_legacy_or_iq4(DType type) {
          type == DType::kIQ4_XS;
 }
 
-bool transcodes_to_q8_0(DType type) { return type == DType::kQ5_0 || type == DType::kIQ4_NL; }
+bool has_block_levels32(DType type) {
+  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 || type == DType::kQ5_1 ||
+         type == DType::kIQ4_NL;
+}
+
+bool has_block_min(DType type) {
+  return type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ4_K || type == DType::kQ5_K;
+}
+
+BlockLevels32 read_block_levels32(DType type, const std::byte* row, size_t b) {
+  BlockLevels32 f;
+  const auto read = [&f](const auto& x) {
+    f.d = x.d;
+    read_nibbles(x.qs, f.levels);
+  };
+  switch (type) {
+    case DType::kQ4_0: read(block_at<BlockQ4_0>(row, b)); break;
+    case DType::kIQ4_NL: read(block_at<BlockIQ4_NL>(row, b)); break;
+    case DType::kQ4_1:
+      read(block_at<BlockQ4_1>(row, b));
+      f.m = block_at<BlockQ4_1>(row, b).m;
+      break;
+    case DType::kQ5_0:
+      read(block_at<BlockQ5_0>(row, b));
+      read_fifth_bits(block_at<BlockQ5_0>(row, b).qh, f.levels);
+      break;
+    case DType::kQ5_1:
+      read(block_at<BlockQ5_1>(row, b));
+      f.m = block_at<BlockQ5_1>(row, b).m;
+      read_fifth_bits(block_at<BlockQ5_1>(row, b).qh, f.levels);
+      break;
+    default: KVS_ASSERT(false, "read_block_levels32: {} has no 32-value blocks of levels", dtype_name(type));
+  }
+  return f;
+}
+
+void write_block_levels32(DType type, const BlockLevels32& f, std::byte* row, size_t b) {
+  const auto write = [&f](auto& x) {
+    x.d = f.d;
+    write_nibbles(f.levels, x.qs);
+  };
+  switch (type) {
+    case DType::kQ4_0: write(block_at<BlockQ4_0>(row, b)); break;
+    case DType::kIQ4_NL: write(block_at<BlockIQ4_NL>(row, b)); break;
+    case DType::kQ4_1:
+      write(block_at<BlockQ4_1>(row, b));
+      block_at<BlockQ4_1>(row, b).m = f.m;
+      break;
+    case DType::kQ5_0:
+      write(block_at<BlockQ5_0>(row, b));
+      write_fifth_bits(f.levels, block_at<BlockQ5_0>(row, b).qh);
+      break;
+    case DType::kQ5_1:
+      write(block_at<BlockQ5_1>(row, b));
+      block_at<BlockQ5_1>(row, b).m = f.m;
+      write_fifth_bits(f.levels, block_at<BlockQ5_1>(row, b).qh);
+      break;
+    default: KVS_ASSERT(false, "write_block_levels32: {} has no 32-value blocks of levels", dtype_name(type));
+  }
+}
+
+Iq4XsLevels read_iq4_xs_levels(const std::byte* block) {
+  const auto& x = block_at<BlockIQ4_XS>(block, 0);
+  Iq4XsLevels f;
+  f.d = x.d;
+  for (size_t j = 0; j < 8; ++j) {
+    const int ls = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((x.scales_h >> (2 * j)) & 3) << 4);
+    f.scales[j] = static_cast<int8_t>(ls - 32);
+    read_nibbles(x.qs + 16 * j, f.levels + 32 * j);
+  }
+  return f;
+}
+
+void write_iq4_xs_levels(const Iq4XsLevels& f, std::byte* block) {
+  auto& x = block_at<BlockIQ4_XS>(block, 0);
+  x.d = f.d;
+  x.scales_h = 0;
+  std::memset(x.scales_l, 0, sizeof x.scales_l);
+  for (size_t j = 0; j < 8; ++j) {
+    const int ls = f.scales[j] + 32;
+    x.scales_l[j / 2] = static_cast<uint8_t>(x.scales_l[j / 2] | ((ls & 0x0f) << (4 * (j % 2))));
+    x.scales_h = static_cast<uint16_t>(x.scales_h | ((ls >> 4) << (2 * j)));
+    write_nibbles(f.levels + 32 * j, x.qs + 16 * j);
+  }
+}
+
+BlockInts32 block_ints32(DType type, const std::byte* row, size_t b) {
+  BlockInts32 out;
+  if (type == DType::kIQ4_XS) {
+    const Iq4XsLevels f = read_iq4_xs_levels(row + b / 8 * sizeof(BlockIQ4_XS));
+    out.d = fp16_to_fp32(f.d) * static_cast<float>(f.scales[b % 8]);
+    for (size_t j = 0; j < 32; ++j) out.q[j] = kIq4Grid[f.levels[32 * (b % 8) + j]];
+    return out;
+  }
+  const BlockLevels32 f = read_block_levels32(type, row, b);
+  out.d = fp16_to_fp32(f.d);
+  out.m = fp16_to_fp32(f.m);
+  for (size_t j = 0; j < 32; ++j) {
+    const int level = f.levels[j];
+    out.q[j] = static_cast<int8_t>(type == DType::kIQ4_NL ? kIq4Grid[level]
+                                   : type == DType::kQ4_0 ? level - 8
+                                   : type == DType::kQ5_0 ? level - 16
+                                                          : level);
+  }
+  return out;
+}
 
 void dequantize_legacy_iq4_row(DType type, const std::byte* src, float* dst, size_t n) {
-  const size_t blocks = n / dtype_block_elements(type);
-  for (size_t b = 0; b < blocks; ++b) {
-    switch (type) {
-      case DType::kQ4_1: {
-        const auto& x = block_at<BlockQ4_1>(src, b);
-        const float d = fp16_to_fp32(x.d), m = fp16_to_fp32(x.m);
-        for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = d * static_cast<float>(nibble(x.qs, j)) + m;
-        break;
-      }
-      case DType::kQ5_0: {
-        const auto& x = block_at<BlockQ5_0>(src, b);
-        const float d = fp16_to_fp32(x.d);
-        for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = d * static_cast<float>(level5(x.qs, x.qh, j) - 16);
-        break;
-      }
-      case DType::kQ5_1: {
-        const auto& x = block_at<BlockQ5_1>(src, b);
-        const float d = fp16_to_fp32(x.d), m = fp16_to_fp32(x.m);
-        for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = d * static_cast<float>(level5(x.qs, x.qh, j)) + m;
-        break;
-      }
-      case DType::kIQ4_NL: {
-        const auto& x = block_at<BlockIQ4_NL>(src, b);
-        const float d = fp16_to_fp32(x.d);
-        for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = d * static_cast<float>(kIq4Grid[nibble(x.qs, j)]);
-        break;
-      }
-      case DType::kIQ4_XS: {
-        const auto& x = block_at<BlockIQ4_XS>(src, b);
-        const float d = fp16_to_fp32(x.d);
-        for (size_t s = 0; s < 8; ++s) {
-          const float dl = d * static_cast<float>(iq4_xs_scale(x, s) - 32);
-          for (size_t j = 0; j < 32; ++j)
-            dst[256 * b + 32 * s + j] = dl * static_cast<float>(kIq4Grid[nibble(x.qs + 16 * s, j)]);
-        }
-        break;
-      }
-      default: KVS_ASSERT(false, "dequantize_legacy_iq4_row: {} is not Q4_1, Q5_0, Q5_1 or IQ4", dtype_name(type));
-    }
+  KVS_ASSERT(is_legacy_or_iq4(type), "dequantize_legacy_iq4_row: {} is not Q4_1, Q5_0, Q5_1 or IQ4", dtype_name(type));
+  for (size_t b = 0; b < n / 32; ++b) {
+    const BlockInts32 x = block_ints32(type, src, b);
+    for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = x.d * static_cast<float>(x.q[j]) + x.m;
   }
 }
 
 void quantize_legacy_iq4_row(DType type, const float* src, std::byte* dst, size_t n) {
-  const size_t blocks = n / dtype_block_elements(type);
-  uint8_t levels[256];
-  for (size_t b = 0; b < blocks; ++b) {
-    const float* x = src + b * dtype_block_elements(type);
-    switch (type) {
-      case DType::kQ4_1: {
-        auto& y = reinterpret_cast<BlockQ4_1*>(dst)[b];
-        quantize_affine(x, 15, y.d, y.m, levels);
-        store_levels(levels, y.qs, nullptr);
-        break;
-      }
-      case DType::kQ5_1: {
-        auto& y = reinterpret_cast<BlockQ5_1*>(dst)[b];
-        quantize_affine(x, 31, y.d, y.m, levels);
-        store_levels(levels, y.qs, y.qh);
-        break;
-      }
-      case DType::kQ5_0: {
-        // d = (the value of largest magnitude) / -16: it lands on level 0, the others within [-16, 15].
-        auto& y = reinterpret_cast<BlockQ5_0*>(dst)[b];
-        float amax = 0.0f, max = 0.0f;
-        for (size_t j = 0; j < 32; ++j) {
-          if (std::fabs(x[j]) > amax) {
-            amax = std::fabs(x[j]);
-            max = x[j];
-          }
-        }
-        const float d = max / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y.d = fp32_to_fp16(d);
-        for (size_t j = 0; j < 32; ++j)
-          levels[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround(x[j] * id)) + 16, 0, 31));
-        store_levels(levels, y.qs, y.qh);
-        break;
-      }
-      case DType::kIQ4_NL: {
-        auto& y = reinterpret_cast<BlockIQ4_NL*>(dst)[b];
-        const float d = best_grid_scale(x, 32, levels);
-        y.d = fp32_to_fp16(d);
-        store_levels(levels, y.qs, nullptr);
-        break;
-      }
-      case DType::kIQ4_XS: {
-        // Each sub-block's best scale, then one super-block scale d with 6-bit multiples (ls - 32) of it; the
-        // indices are chosen again against the scale the block will hold.
-        auto& y = reinterpret_cast<BlockIQ4_XS*>(dst)[b];
-        float scales[8], amax = 0.0f;
-        for (size_t s = 0; s < 8; ++s) {
-          scales[s] = best_grid_scale(x + 32 * s, 32, levels + 32 * s);
-          if (std::fabs(scales[s]) > std::fabs(amax)) amax = scales[s];
-        }
-        const float d = amax / -32.0f;
-        y.d = fp32_to_fp16(d);
-        const float dh = fp16_to_fp32(y.d), id = dh != 0.0f ? 1.0f / dh : 0.0f;
-        y.scales_h = 0;
-        std::memset(y.scales_l, 0, sizeof y.scales_l);
-        for (size_t s = 0; s < 8; ++s) {
-          const int ls = std::clamp(static_cast<int>(std::lround(scales[s] * id)) + 32, 0, 63);
-          y.scales_l[s / 2] |= static_cast<uint8_t>((ls & 0x0f) << (4 * (s % 2)));
-          y.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * s));
-          const float dl = dh * static_cast<float>(ls - 32);
-          for (size_t j = 0; j < 32; ++j)
-            levels[32 * s + j] = dl != 0.0f ? nearest_grid_index(x[32 * s + j] / dl) : nearest_grid_index(0.0f);
-          store_levels(levels + 32 * s, y.qs + 16 * s, nullptr);
-        }
-        break;
-      }
-      default: KVS_ASSERT(false, "quantize_legacy_iq4_row: {} is not Q4_1, Q5_0, Q5_1 or IQ4", dtype_name(type));
-    }
+  if (type == DType::kIQ4_XS) {
+    for (size_t b = 0; b < n / 256; ++b) quantize_iq4_xs(src + 256 * b, dst + b * sizeof(BlockIQ4_XS));
+    return;
   }
-}
-
-void transcode_row_to_q8_0(DType type, const std::byte* src, BlockQ8_0* dst, size_t n) {
-  KVS_ASSERT(transcodes_to_q8_0(type), "transcode_row_to_q8_0: {} does not transcode to q8_0", dtype_name(type));
+  KVS_ASSERT(is_legacy_or_iq4(type), "quantize_legacy_iq4_row: {} is not Q4_1, Q5_0, Q5_1 or IQ4", dtype_name(type));
   for (size_t b = 0; b < n / 32; ++b) {
-    if (type == DType::kQ5_0) {
-      const auto& x = block_at<BlockQ5_0>(src, b);
-      dst[b].d = x.d;
-      for (size_t j = 0; j < 32; ++j) dst[b].qs[j] = static_cast<int8_t>(level5(x.qs, x.qh, j) - 16);
+    const float* x = src + 32 * b;
+    BlockLevels32 f;
+    if (type == DType::kQ4_1 || type == DType::kQ5_1) {
+      f = quantize_affine(x, type == DType::kQ4_1 ? 15 : 31);
+    } else if (type == DType::kQ5_0) {
+      // d = (the value of largest magnitude) / -16: it lands on level 0, the others within [-16, 15].
+      float amax = 0.0f, max = 0.0f;
+      for (size_t j = 0; j < 32; ++j) {
+        if (std::fabs(x[j]) > amax) {
+          amax = std::fabs(x[j]);
+          max = x[j];
+        }
+      }
+      const float d = max / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      f.d = fp32_to_fp16(d);
+      for (size_t j = 0; j < 32; ++j)
+        f.levels[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround(x[j] * id)) + 16, 0, 31));
     } else {
-      const auto& x = block_at<BlockIQ4_NL>(src, b);
-      dst[b].d = x.d;
-      for (size_t j = 0; j < 32; ++j) dst[b].qs[j] = kIq4Grid[nibble(x.qs, j)];
+      f.d = fp32_to_fp16(best_grid_scale(x, 32, f.levels));
     }
+    write_block_levels32(type, f, dst, b);
   }
 }
 

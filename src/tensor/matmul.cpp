@@ -3,6 +3,7 @@
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "core/half.h"
@@ -10,6 +11,7 @@
 #include "tensor/convert.h"
 #include "tensor/cpu_features.h"
 #include "tensor/kquant.h"
+#include "tensor/legacy_iq4_quant.h"
 #include "tensor/matmul_internal.h"
 
 namespace kvs {
@@ -38,35 +40,18 @@ void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_e
 }
 
 MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
-  switch (w.layout) {
-    case WeightLayout::kRows: break;
-    case WeightLayout::kQ8_0x16:
-    case WeightLayout::kQ4_0x16:
-    case WeightLayout::kQ4_Kx16:
-    case WeightLayout::kQ5_Kx16:
-    case WeightLayout::kQ6_Kx16:
-      KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
-                 "matmul: {} weights need the avx512 isa with VNNI, got isa {}", weight_layout_name(w.layout),
-                 isa_name(isa));
-      if (w.layout == WeightLayout::kQ8_0x16) return detail::matmul_q8_0x16_avx512;
-      if (w.layout == WeightLayout::kQ4_0x16) return detail::matmul_q4_0x16_avx512;
-      if (w.layout == WeightLayout::kQ5_Kx16) return detail::matmul_q5_kx16_avx512;
-      return w.layout == WeightLayout::kQ4_Kx16 ? detail::matmul_q4_kx16_avx512 : detail::matmul_q6_kx16_avx512;
-    case WeightLayout::kQ8_0x8:
-    case WeightLayout::kQ4_0x8:
-    case WeightLayout::kQ4_Kx8:
-    case WeightLayout::kQ5_Kx8:
-    case WeightLayout::kQ6_Kx8: {
-      KVS_ASSERT(isa >= Isa::kAvx2, "matmul: {} weights need the avx2 isa or above, got isa {}",
-                 weight_layout_name(w.layout), isa_name(isa));
-      // The same exact block dots either way: VNNI only changes the speed.
-      const bool vnni = isa >= Isa::kAvxVnni && cpu_supports_isa(Isa::kAvxVnni);
-      if (w.layout == WeightLayout::kQ8_0x8) return vnni ? detail::matmul_q8_0x8_avxvnni : detail::matmul_q8_0x8_avx2;
-      if (w.layout == WeightLayout::kQ4_0x8) return vnni ? detail::matmul_q4_0x8_avxvnni : detail::matmul_q4_0x8_avx2;
-      if (w.layout == WeightLayout::kQ4_Kx8) return vnni ? detail::matmul_q4_kx8_avxvnni : detail::matmul_q4_kx8_avx2;
-      if (w.layout == WeightLayout::kQ5_Kx8) return vnni ? detail::matmul_q5_kx8_avxvnni : detail::matmul_q5_kx8_avx2;
-      return vnni ? detail::matmul_q6_kx8_avxvnni : detail::matmul_q6_kx8_avx2;
-    }
+  if (w.layout == WeightLayout::kPackedX16) {
+    KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
+               "matmul: {} weights packed in groups of 16 need the avx512 isa with VNNI, got isa {}",
+               dtype_name(w.type), isa_name(isa));
+    return detail::packed_kernel_avx512(w.type);
+  }
+  if (w.layout == WeightLayout::kPackedX8) {
+    KVS_ASSERT(isa >= Isa::kAvx2, "matmul: {} weights packed in groups of 8 need the avx2 isa or above, got isa {}",
+               dtype_name(w.type), isa_name(isa));
+    // The same exact block dots either way: VNNI only changes the speed.
+    const bool vnni = isa >= Isa::kAvxVnni && cpu_supports_isa(Isa::kAvxVnni);
+    return vnni ? detail::packed_kernel_avxvnni(w.type) : detail::packed_kernel_avx2(w.type);
   }
   const DType type = w.type;
   if (isa == Isa::kScalar)
@@ -85,13 +70,12 @@ MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa)
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return avx512 ? detail::matmul_kquant_avx512 : detail::matmul_kquant_avx2;
-    // No SIMD kernels of their own yet: Q5_0 and IQ4_NL matrices are transcoded to Q8_0 when packed at load
-    // (model/weight_loading.h); what stays here is dequantized row by row.
+    // Kernels over the packed layout only (packed at load); row-major, the exact integer reference.
     case DType::kQ4_1:
     case DType::kQ5_0:
     case DType::kQ5_1:
     case DType::kIQ4_NL:
-    case DType::kIQ4_XS: return matmul_rows_scalar;
+    case DType::kIQ4_XS: return detail::matmul_quantized_scalar;
   }
   KVS_ASSERT(false, "matmul: unknown weight dtype {}", static_cast<uint32_t>(type));
   return nullptr;
@@ -105,7 +89,7 @@ void check_shapes(const WeightView& w, size_t x_size, size_t n_tokens, size_t y_
 
 // The operands of a Q8_0/Q4_0/K-quant matmul over activations quantized beforehand, checked.
 MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivations& xq, std::span<float> y) {
-  KVS_ASSERT(is_block_quantized(w.type), "matmul_quantized: weights are {}, need q8_0, q4_0 or a K-quant",
+  KVS_ASSERT(is_block_quantized(w.type), "matmul_quantized: weights are {}, need a block-quantized type",
              dtype_name(w.type));
   KVS_ASSERT(xq.cols == w.cols, "matmul_quantized: activations have {} cols, weights {}", xq.cols, w.cols);
   check_shapes(w, xq.n_tokens * xq.cols, xq.n_tokens, y.size());
@@ -245,30 +229,30 @@ void matmul_quantized_scalar(const MatmulOperands& op, size_t row_begin, size_t 
     matmul_kquant_scalar(op, row_begin, row_end);
     return;
   }
+  // The 32-value blocks (value d q + m, q int8): acc += (d d_a) dot + (m d_a) sum(a), exact integers dot and sum.
   const QuantizedActivations& xq = *op.xq;
   const size_t nb = w.cols / QuantizedActivations::kBlock;
-  int8_t wq[QuantizedActivations::kBlock];
   for (size_t r = row_begin; r < row_end; ++r) {
     for (size_t t = 0; t < op.n_tokens; ++t) {
       float acc = 0.0f;
       for (size_t b = 0; b < nb; ++b) {
-        float dw;
+        BlockInts32 blk;
         if (w.type == DType::kQ8_0) {
-          const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
-          dw = fp16_to_fp32(blk.d);
-          for (size_t j = 0; j < 32; ++j) wq[j] = blk.qs[j];
+          const auto& q8 = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
+          blk.d = fp16_to_fp32(q8.d);
+          std::copy(std::begin(q8.qs), std::end(q8.qs), blk.q);
         } else {
-          const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
-          dw = fp16_to_fp32(blk.d);
-          for (size_t j = 0; j < 16; ++j) {
-            wq[j] = static_cast<int8_t>((blk.qs[j] & 0x0f) - 8);
-            wq[j + 16] = static_cast<int8_t>((blk.qs[j] >> 4) - 8);
-          }
+          blk = block_ints32(w.type, w.row(r), b);
         }
         const int8_t* a = xq.token_qs(t) + b * 32;
-        int32_t dot = 0;
-        for (size_t j = 0; j < 32; ++j) dot += int32_t{wq[j]} * a[j];
-        acc += dw * xq.token_scales(t)[b] * static_cast<float>(dot);
+        int32_t dot = 0, sum = 0;
+        for (size_t j = 0; j < 32; ++j) {
+          dot += int32_t{blk.q[j]} * a[j];
+          sum += a[j];
+        }
+        const float da = xq.token_scales(t)[b];
+        acc += blk.d * da * static_cast<float>(dot);
+        if (blk.m != 0.0f) acc += blk.m * da * static_cast<float>(sum);
       }
       op.y[t * w.rows + r] = acc;
     }

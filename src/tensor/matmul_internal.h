@@ -36,24 +36,12 @@ void matmul_bf16dot_avx512(const MatmulOperands& op, size_t row_begin, size_t ro
 void matmul_q8_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
 void matmul_q4_0_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);     // needs VNNI
 void matmul_kquant_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);   // Q2_K..Q6_K, needs BW
-// Packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K (tensor/packed_weights.h, packed_matmul_impl.h): row_begin a multiple of the
-// group rows G, row_end too or w.rows. G = 16 (kQ8_0x16, ...) needs AVX-512 VNNI; G = 8 (kQ8_0x8, ...) AVX2,
-// with the VEX vpdpbusd in the avxvnni kernels.
-void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q5_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q6_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q8_0x8_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_0x8_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_kx8_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q5_kx8_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q6_kx8_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q8_0x8_avxvnni(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_0x8_avxvnni(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q4_kx8_avxvnni(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q5_kx8_avxvnni(const MatmulOperands& op, size_t row_begin, size_t row_end);
-void matmul_q6_kx8_avxvnni(const MatmulOperands& op, size_t row_begin, size_t row_end);
+// The kernels over packed weights of `type` (tensor/packed_weights.h, packed_matmul_impl.h), nullptr when `type` is
+// not packable: row_begin a multiple of the group rows G, row_end too or w.rows. G = 16 (kPackedX16) needs AVX-512
+// VNNI; G = 8 (kPackedX8) AVX2, with the VEX vpdpbusd in the avxvnni kernels.
+MatmulRowsFn packed_kernel_avx512(DType type);
+MatmulRowsFn packed_kernel_avx2(DType type);
+MatmulRowsFn packed_kernel_avxvnni(DType type);
 
 // Portable reference for the quantized-activation path: the same integer arithmetic as the SIMD
 // kernels (exact block dot products), fp32 accumulation of the scaled blocks.

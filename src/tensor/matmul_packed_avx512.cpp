@@ -1,4 +1,4 @@
-// AVX-512 VNNI matmul over packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights in groups of 16 rows
+// AVX-512 VNNI matmul over packed block-quantized weights in groups of 16 rows
 // (tensor/packed_weights.h): one vpdpbusd takes a 64-byte quad (16 rows x 4 columns) and 4 broadcast activation bytes
 // (packed_matmul_impl.h).
 #include <cstring>
@@ -33,6 +33,10 @@ struct Avx512Ops {
   static KVS_ALWAYS_INLINE I dpbusd(I acc, I u, I a) { return _mm512_dpbusd_epi32(acc, u, a); }
   static KVS_ALWAYS_INLINE I low_nibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0f)); }
   static KVS_ALWAYS_INLINE I srl4(I v) { return _mm512_srli_epi16(v, 4); }
+  static KVS_ALWAYS_INLINE I table16(const void* p) {
+    return _mm512_broadcast_i32x4(_mm_load_si128(static_cast<const __m128i*>(p)));
+  }
+  static KVS_ALWAYS_INLINE I lookup16(I table, I v) { return _mm512_shuffle_epi8(table, v); }
   static KVS_ALWAYS_INLINE V scales(const std::byte* p) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   }
@@ -58,20 +62,6 @@ struct Avx512Ops {
 
 }  // namespace
 
-void matmul_q8_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  matmul_packed<Avx512Ops, DType::kQ8_0>(op, row_begin, row_end);
-}
-void matmul_q4_0x16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  matmul_packed<Avx512Ops, DType::kQ4_0>(op, row_begin, row_end);
-}
-void matmul_q4_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  matmul_packed<Avx512Ops, DType::kQ4_K>(op, row_begin, row_end);
-}
-void matmul_q5_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  matmul_packed<Avx512Ops, DType::kQ5_K>(op, row_begin, row_end);
-}
-void matmul_q6_kx16_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  matmul_packed<Avx512Ops, DType::kQ6_K>(op, row_begin, row_end);
-}
+MatmulRowsFn packed_kernel_avx512(DType type) { return packed_kernel_for<Avx512Ops>(type); }
 
 }  // namespace kvs::detail

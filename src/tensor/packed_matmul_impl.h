@@ -1,34 +1,39 @@
-// The matmul over packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights (tensor/packed_weights.h) and int8 block activations,
-// written once for every ISA: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
+// The matmul over packed block-quantized weights (tensor/packed_weights.h) and int8 block activations, written once
+// for every ISA and type: S is the ISA's vector operations (matmul_packed_avx512.cpp: 16 int32 lanes with VNNI;
 // matmul_packed_avxvnni.cpp and matmul_packed_avx2.cpp: 8 lanes, with the VEX vpdpbusd or without it).
 // Internal linkage (an anonymous namespace): each of those files gets its own copy, compiled with its own
 // flags.
 //
 // A quad is one vector: 4 columns of the G = S::kLanes rows of a group, as unsigned bytes u. Against 4
 // activation bytes a broadcast to every lane, each row's 4 products go into that row's int32 lane:
-//   VNNI:            dot = vpdpbusd(dot, u, a), starting from the block's offset correction: -128 * sum(a)
-//                    for Q8_0 (u = w + 128), -8 * sum(a) for Q4_0 (u = w + 8), from the activations' offsets;
+//   VNNI:            dot = vpdpbusd(dot, u, a), starting from the block's offset correction, from the activations'
+//                    offsets (-128 sum(a)): -128 sum(a) for Q8_0 and the IQ4 types (u = w + 128), -8 sum(a) for Q4_0
+//                    (u = w + 8), -16 sum(a) for Q5_0 (u = w + 16), none for the types with mins (u = q);
 //   AVX2, Q8_0:      w = u xor 0x80, then llama.cpp's sign trick, |w| * (a * sign(w)) with vpmaddubsw (whose
 //                    int16 pair sums cannot saturate, |a| <= 127), vpmaddwd by 1 into int32;
+//   IQ4_NL, IQ4_XS:  u = the grid's value of each 4-bit level, looked up 16 bytes at a time (vpshufb; w + 128 for
+//                    VNNI, w for AVX2's sign trick as Q8_0);
 //   AVX2, Q4_0:      vpmaddubsw(u, a) pairs (|pair| <= 2 x 15 x 127) summed in int16 over the block's 8 quads
 //                    (<= 30480: no overflow), one vpmaddwd by 1, then the -8 * sum(a) correction.
-//   Q4_K:            as Q4_0 with no correction: dot_b = sum q a over the block, q = 0..15; the mins are
-//                    applied per super-block from sum(a) (= -offset / 128).
-//   Q5_K:            as Q4_K with u = q (0..31: low nibble | fifth bit << 4); without VNNI each quad's
+//   Q4_1, Q4_K:      as Q4_0 with no correction: dot_b = sum q a over the block, q = 0..15; the mins are
+//                    applied per block (Q4_1) or super-block (Q4_K) from sum(a) (= -offset / 128).
+//   Q5_0, Q5_1, Q5_K: as Q4_1 with u = q (0..31: low nibble | fifth bit << 4); without VNNI each quad's
 //                    vpmaddubsw pairs go straight to int32 (vpmaddwd by 1): 8 quads of 2 x 31 x 127 would
-//                    overflow int16.
+//                    overflow int16; Q5_0 ends with the -16 sum(a) correction.
 //   Q6_K:            u = q (0..63: low nibble | high 2 bits << 4), one dot per 16-column group g, starting from
 //                    -32 sum_g(a) (the activations' group sums); without VNNI each quad's vpmaddubsw pairs
 //                    go straight to int32 (vpmaddwd by 1), 4 quads of 2 x 63 x 127 would overflow int16.
 // Every path ends with the exact block dot product in each row's lane.
 //
 // Canonical order (batch invariance, see matmul.h): for one (row, token), acc = 0, then
-//   Q8_0, Q4_0: for every block b in column order acc = fma(float(dot_b), d_w(b) * d_a(b), acc);
+//   Q8_0, Q4_0, Q5_0, IQ4_NL: for every block b in column order acc = fma(float(dot_b), d_w(b) * d_a(b), acc);
+//   Q4_1, Q5_1: the same, then acc = fma(m_w(b), d_a(b) * float(sum_b(a)), acc);
 //   Q4_K:       for every super-block in column order, with its blocks j = 0..7 (b = 8s + j):
 //                 sb = 0; for j: sb = fma(float(dot_b), float(sc_j) * d_a(b), sb)
 //                 mb = 0; for j: mb = fma(float(m_j), d_a(b) * float(sum_b(a)), mb)
 //                 acc = fma(d, sb, acc); acc = fma(-dmin, mb, acc)
 //               (the format's value d sc_j q - dmin m_j: both products are exact in fp32). Q5_K: the same.
+//   IQ4_XS:     as Q4_K without the mins (sc_j = ls_j - 32).
 //   Q6_K:       for every super-block, with its 16-column groups g = 0..15 (of block b = 8s + g / 2):
 //                 sb = 0; for g: sb = fma(float(dot_g), float(sc_g) * d_a(b), sb)   (dot_g: of q - 32)
 //                 acc = fma(d, sb, acc)
@@ -36,10 +41,11 @@
 // operation, so the result depends on the row and the token only, never on the ISA, the tile, the column
 // chunk or the thread split. (Column chunks are whole super-blocks and park acc in y: exact.)
 //
-// S provides: I, V (integer and float vectors); kLanes (G), kTileGroups, kMaxTokens, kVnni; load(p) (aligned),
-// kMaxTokensKQuant (Q4_K's tile: its super-block sums need a third set of registers); load(p) (aligned),
-// bcast4(p), set1(int32), zero(), add32, add16, dpbusd (kVnni) or maddubs, madd_ones, sign8(a, w), abs8,
-// xor80 (not kVnni); low_nibbles(v), srl4(v); scales(p) (G fp16 to fp32), bytes_ps(p) (G unsigned bytes to
+// S provides: I, V (integer and float vectors); kLanes (G), kTileGroups, kMaxTokens, kVnni,
+// kMaxTokensKQuant (the super-block types' tile: their super-block sums need a third set of registers); load(p)
+// (aligned), bcast4(p), set1(int32), zero(), add32, add16, dpbusd (kVnni) or maddubs, madd_ones, sign8(a, w), abs8,
+// xor80 (not kVnni); low_nibbles(v), srl4(v); table16(p) (16 bytes in every 128-bit lane), lookup16(table, v) (each
+// byte of v, 0..15, replaced by the table's byte); scales(p) (G fp16 to fp32), bytes_ps(p) (G unsigned bytes to
 // fp32), sbytes_ps(p) (G signed bytes), or_, and8(v, byte), sll16(v, n), srl16(v, n) (16-bit lane shifts),
 // cvt, set1_ps, mul, fmadd, fnmadd, zero_ps; load_y(p, n) and store_y(p, v, n) of the first n lanes.
 #pragma once
@@ -59,18 +65,40 @@
 namespace kvs::detail {
 namespace {
 
+// The IQ4 grid (core/dtype.h) as the quads take it: signed (AVX2's sign trick) and plus 128 (vpdpbusd's unsigned side).
+alignas(16) constexpr int8_t kIq4GridSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                   1,    13,   25,  38,  53,  69,  89,  113};
+alignas(16) constexpr uint8_t kIq4GridPlus128[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                     129, 141, 153, 166, 181, 197, 217, 241};
+static_assert([] {
+  for (size_t i = 0; i < 16; ++i)
+    if (kIq4GridSigned[i] != kIq4Grid[i] || kIq4GridPlus128[i] != kIq4Grid[i] + 128) return false;
+  return true;
+}());
+
 template <class S, DType kType>
 struct PackedKernel {
   using I = typename S::I;
   using V = typename S::V;
   static constexpr size_t G = S::kLanes;
   static constexpr bool kQ8 = kType == DType::kQ8_0;
-  static constexpr bool kQ5 = kType == DType::kQ5_K;
   static constexpr bool kQ6 = kType == DType::kQ6_K;
-  static constexpr bool kKQuant = kType == DType::kQ4_K || kQ5 || kQ6;
+  static constexpr bool kIq4Xs = kType == DType::kIQ4_XS;
+  static constexpr bool kLookup = kType == DType::kIQ4_NL || kIq4Xs;
+  static constexpr bool kSignedBytes = kQ8 || kLookup;  // quads of signed weights (u = w + 128)
+  static constexpr bool kFiveBit = kType == DType::kQ5_0 || kType == DType::kQ5_1 || kType == DType::kQ5_K;
+  static constexpr bool kSuperBlocks = kType == DType::kQ4_K || kType == DType::kQ5_K || kQ6 || kIq4Xs;
+  static constexpr bool kKMins = kType == DType::kQ4_K || kType == DType::kQ5_K;
+  static constexpr bool kBlockMins = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  // The block dot's correction is offset / kOffsetDivisor (offset = -128 sum(a)) where u = w + 128 / kOffsetDivisor;
+  // 0: none (u = q, the mins come later).
+  static constexpr int32_t kOffsetDivisor = kSignedBytes            ? 1
+                                            : kType == DType::kQ4_0 ? 16
+                                            : kType == DType::kQ5_0 ? 8
+                                                                    : 0;
   // 4-bit values without VNNI: int16 pair sums over a block's 8 quads (<= 8 x 2 x 15 x 127 = 30480).
-  static constexpr bool kInt16Pairs = !S::kVnni && !kQ8 && !kQ5;
-  static constexpr size_t kMaxTokens = kKQuant ? S::kMaxTokensKQuant : S::kMaxTokens;
+  static constexpr bool kInt16Pairs = !S::kVnni && !kSignedBytes && !kFiveBit;
+  static constexpr size_t kMaxTokens = kSuperBlocks ? S::kMaxTokensKQuant : S::kMaxTokens;
   static constexpr size_t kSuperBlockBlocks = PackedLayout::kSuperBlockBlocks;
   static constexpr size_t kQuadBytes = 4 * G;
   static constexpr size_t kGroupsPerBlock = 4;  // rows whose column chunk stays in L2 while token tiles pass
@@ -97,38 +125,47 @@ struct PackedKernel {
       const I pair = S::load(blk + q / 2 * kQuadBytes);
       even.u = S::low_nibbles(pair);
       odd.u = S::low_nibbles(S::srl4(pair));
-      if constexpr (kQ5) {
+      if constexpr (kFiveBit) {
         const I hv = S::load(blk + 4 * kQuadBytes);
         even.u = S::or_(even.u, q5_high(hv, q));
         odd.u = S::or_(odd.u, q5_high(hv, q + 1));
       }
+      if constexpr (kLookup) {
+        const I table = S::table16(S::kVnni ? static_cast<const void*>(kIq4GridPlus128) : kIq4GridSigned);
+        even.u = S::lookup16(table, even.u);
+        odd.u = S::lookup16(table, odd.u);
+        if constexpr (!S::kVnni) {
+          even.wabs = S::abs8(even.u);
+          odd.wabs = S::abs8(odd.u);
+        }
+      }
     }
   }
-  // Q5_K: the fifth bits of quad q (0..7) at bit 4 of each byte, from bit q of the block's high vector. (A 16-bit
-  // shift by at most 4 moves no bit across bytes into bit 4.)
+  // The 5-bit types: the fifth bits of quad q (0..7) at bit 4 of each byte, from bit q of the block's high vector. (A
+  // 16-bit shift by at most 4 moves no bit across bytes into bit 4.)
   static KVS_ALWAYS_INLINE I q5_high(I hv, size_t q) {
     return S::and8(q <= 4 ? S::sll16(hv, static_cast<unsigned>(4 - q)) : S::srl16(hv, static_cast<unsigned>(q - 4)),
                    0x10);
   }
 
-  // The dot's start: the offset correction where the quads add u * a (Q4_K: none, its mins come later).
+  // The dot's start: with VNNI the offset correction where the quads add u * a.
   static KVS_ALWAYS_INLINE I start(int32_t offset) {
-    if constexpr (S::kVnni && !kKQuant) return S::set1(kQ8 ? offset : offset / 16);  // -128 sum(a), -8 sum(a)
+    if constexpr (S::kVnni && kOffsetDivisor != 0) return S::set1(offset / kOffsetDivisor);
     return S::zero();
   }
   static KVS_ALWAYS_INLINE I mac(I dot, const Quad& w, I a) {
     if constexpr (S::kVnni) {
       return S::dpbusd(dot, w.u, a);
-    } else if constexpr (kQ8) {
+    } else if constexpr (kSignedBytes) {
       return S::add32(dot, S::madd_ones(S::maddubs(w.wabs, S::sign8(a, w.u))));
-    } else if constexpr (kQ5) {
+    } else if constexpr (kFiveBit) {
       return widening_mac(dot, w.u, a);
     } else {
       return S::add16(dot, S::maddubs(w.u, a));
     }
   }
   // dot + the 4-byte dots of unsigned u (values up to 63) and signed a, each quad's products widened to int32 at once
-  // (Q5_K, Q6_K: their int16 pair sums over several quads could overflow).
+  // (the 5-bit types, Q6_K: their int16 pair sums over several quads could overflow).
   static KVS_ALWAYS_INLINE I widening_mac(I dot, I u, I a) {
     if constexpr (S::kVnni) {
       return S::dpbusd(dot, u, a);
@@ -140,9 +177,11 @@ struct PackedKernel {
     if constexpr (kInt16Pairs) return S::add16(a, b);
     return S::add32(a, b);
   }
+  // Without VNNI: int16 pairs widened, then the correction (the sign trick needs none).
   static KVS_ALWAYS_INLINE I finish(I dot, int32_t offset) {
-    if constexpr (kInt16Pairs && kKQuant) return S::madd_ones(dot);
-    if constexpr (kInt16Pairs) return S::add32(S::madd_ones(dot), S::set1(offset / 16));
+    if constexpr (kInt16Pairs) dot = S::madd_ones(dot);
+    if constexpr (!S::kVnni && !kSignedBytes && kOffsetDivisor != 0)
+      dot = S::add32(dot, S::set1(offset / kOffsetDivisor));
     return dot;
   }
 
@@ -224,7 +263,7 @@ struct PackedKernel {
       for (size_t i = 0; i < R; ++i) dot[i][t] = finish(dot[i][t], x.offset[t][b]);
   }
 
-  // Q8_0, Q4_0: acc[i][t] += block b of group i's rows . token t.
+  // The 32-value types: acc[i][t] += block b of group i's rows . token t.
   // prefetch > 0: also asks for the same block `prefetch` bytes further on (the next row block) into L2.
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
@@ -234,7 +273,7 @@ struct PackedKernel {
     if (prefetch) {
       for (size_t i = 0; i < R; ++i) {
         prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
-        if (b % 2 == 0) prefetch_l2(groups[i] + layout.scales_offset(b), 64, prefetch);
+        if (b % 2 == 0) prefetch_l2(groups[i] + layout.unit_offset(b), layout.header_bytes(), prefetch);
       }
     }
     I dot[R][T];
@@ -246,6 +285,16 @@ struct PackedKernel {
       const V da = S::set1_ps(x.scale[t][b]);
 #pragma GCC unroll 8
       for (size_t i = 0; i < R; ++i) acc[i][t] = S::fmadd(S::cvt(dot[i][t]), S::mul(dw[i], da), acc[i][t]);
+    }
+    if constexpr (kBlockMins) {
+      V mw[R];
+      for (size_t i = 0; i < R; ++i) mw[i] = S::scales(groups[i] + layout.mins_offset(b));
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const V dsum = S::set1_ps(x.scale[t][b] * static_cast<float>(-x.offset[t][b] / 128));
+#pragma GCC unroll 8
+        for (size_t i = 0; i < R; ++i) acc[i][t] = S::fmadd(mw[i], dsum, acc[i][t]);
+      }
     }
   }
 
@@ -326,8 +375,8 @@ struct PackedKernel {
     }
   }
 
-  // Q4_K, Q5_K (Q6_K: above): acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t, in
-  // the canonical order above. prefetch as for block().
+  // Q4_K, Q5_K, IQ4_XS (Q6_K: above): acc[i][t] += the super-block of blocks [b0, b0 + 8) of group i's rows . token t,
+  // in the canonical order above. prefetch as for block().
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void super_block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0,
                                      size_t prefetch, V (&acc)[R][T]) const {
@@ -348,13 +397,23 @@ struct PackedKernel {
       I dot[R][T];
       block_dots<R, T>(blk, x, b, dot);
       V sc[R];
-      for (size_t i = 0; i < R; ++i) sc[i] = S::bytes_ps(header[i] + layout.k_scales_offset(j));
+      for (size_t i = 0; i < R; ++i) {
+        sc[i] = kIq4Xs ? S::sbytes_ps(header[i] + layout.k_scales_offset(j))
+                       : S::bytes_ps(header[i] + layout.k_scales_offset(j));
+      }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const V da = S::set1_ps(x.scale[t][b]);
 #pragma GCC unroll 8
         for (size_t i = 0; i < R; ++i) sb[i][t] = S::fmadd(S::cvt(dot[i][t]), S::mul(sc[i], da), sb[i][t]);
       }
+    }
+    if constexpr (!kKMins) {
+      for (size_t i = 0; i < R; ++i) {
+        const V d = S::scales(header[i]);
+        for (size_t t = 0; t < T; ++t) acc[i][t] = S::fmadd(d, sb[i][t], acc[i][t]);
+      }
+      return;
     }
     // The mins' side: per token the 8 blocks' d_a sum(a), then per group its 8 mins against them.
     float dsum[T][kSuperBlockBlocks];
@@ -383,7 +442,7 @@ struct PackedKernel {
   template <size_t R, size_t T>
   KVS_ALWAYS_INLINE void group_blocks(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b0, size_t b1,
                                       size_t prefetch, V (&acc)[R][T]) const {
-    if constexpr (kKQuant) {  // b0, b1: whole super-blocks
+    if constexpr (kSuperBlocks) {  // b0, b1: whole super-blocks
 #pragma GCC unroll 1
       for (size_t b = b0; b < b1; b += kSuperBlockBlocks) super_block<R, T>(groups, x, b, prefetch, acc);
       return;
@@ -473,6 +532,24 @@ void matmul_packed(const MatmulOperands& op, size_t row_begin, size_t row_end) {
              "packed matmul: a {} kernel for groups of {} got {} weights in layout {}", dtype_name(kType), S::kLanes,
              dtype_name(op.w.type), weight_layout_name(op.w.layout));
   PackedKernel<S, kType>{op, layout}.run(row_begin, row_end);
+}
+
+// The kernel of S for packed weights of `type`; nullptr when `type` is not packable.
+template <class S>
+MatmulRowsFn packed_kernel_for(DType type) {
+  switch (type) {
+    case DType::kQ8_0: return matmul_packed<S, DType::kQ8_0>;
+    case DType::kQ4_0: return matmul_packed<S, DType::kQ4_0>;
+    case DType::kQ4_1: return matmul_packed<S, DType::kQ4_1>;
+    case DType::kQ5_0: return matmul_packed<S, DType::kQ5_0>;
+    case DType::kQ5_1: return matmul_packed<S, DType::kQ5_1>;
+    case DType::kIQ4_NL: return matmul_packed<S, DType::kIQ4_NL>;
+    case DType::kIQ4_XS: return matmul_packed<S, DType::kIQ4_XS>;
+    case DType::kQ4_K: return matmul_packed<S, DType::kQ4_K>;
+    case DType::kQ5_K: return matmul_packed<S, DType::kQ5_K>;
+    case DType::kQ6_K: return matmul_packed<S, DType::kQ6_K>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace

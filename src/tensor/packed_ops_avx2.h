@@ -38,6 +38,10 @@ struct Avx2PackedOps {
   static KVS_ALWAYS_INLINE I xor80(I u) { return _mm256_xor_si256(u, _mm256_set1_epi8(-128)); }
   static KVS_ALWAYS_INLINE I low_nibbles(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
   static KVS_ALWAYS_INLINE I srl4(I v) { return _mm256_srli_epi16(v, 4); }
+  static KVS_ALWAYS_INLINE I table16(const void* p) {
+    return _mm256_broadcastsi128_si256(_mm_load_si128(static_cast<const __m128i*>(p)));
+  }
+  static KVS_ALWAYS_INLINE I lookup16(I table, I v) { return _mm256_shuffle_epi8(table, v); }
   static KVS_ALWAYS_INLINE V scales(const std::byte* p) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
   }

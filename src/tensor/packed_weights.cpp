@@ -1,31 +1,22 @@
 #include "tensor/packed_weights.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "core/status.h"
 #include "tensor/cpu_features.h"
 #include "tensor/kquant.h"
+#include "tensor/legacy_iq4_quant.h"
 
 namespace kvs {
 namespace {
 
 constexpr uint8_t kSignFlip = 0x80;
 
-// The file's 4-bit value (w + 8) of element e (0..31) of a Q4_0 block: elements 0-15 are the low nibbles
-// of qs, 16-31 the high ones.
-uint8_t q4_value(const BlockQ4_0& b, size_t e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
-
-void set_q4_value(BlockQ4_0& b, size_t e, uint8_t v) {
-  if (e < 16) {
-    b.qs[e] = static_cast<uint8_t>((b.qs[e] & 0xf0) | v);
-  } else {
-    b.qs[e - 16] = static_cast<uint8_t>((b.qs[e - 16] & 0x0f) | (v << 4));
-  }
-}
-
-// A K-quant super-block as the packed layout stores it: fp16 d (and dmin: Q4_K, Q5_K), the per-block scales as
-// bytes (Q4_K, Q5_K: 8 6-bit scales and 8 mins; Q6_K: 16 int8 scales, one per 16 values) and the unsigned values q
-// (Q4_K: 0..15; Q5_K: 0..31; Q6_K: 0..63, the value is d scale (q - 32)).
+// A super-block as the packed layout stores it: fp16 d (and dmin: Q4_K, Q5_K), the per-block scales as bytes (Q4_K,
+// Q5_K: 8 6-bit scales and 8 mins; Q6_K: 16 int8 scales, one per 16 values; IQ4_XS: 8 int8 scales ls - 32) and the
+// unsigned values q (Q4_K, IQ4_XS: 0..15; Q5_K: 0..31; Q6_K: 0..63, the value is d scale (q - 32)).
 struct KFields {
   uint16_t d = 0, dmin = 0;
   uint8_t scales[16] = {};
@@ -34,7 +25,7 @@ struct KFields {
 };
 
 size_t k_scale_count(DType type) { return type == DType::kQ6_K ? 16 : 8; }
-bool k_has_mins(DType type) { return type != DType::kQ6_K; }
+bool k_has_mins(DType type) { return type == DType::kQ4_K || type == DType::kQ5_K; }
 
 // Q4_K element e: block j = e / 32 in the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]; Q5_K the
 // same, with its fifth bit at bit j of qh[e % 32].
@@ -52,7 +43,12 @@ KFields read_k_fields(DType type, const std::byte* p) {
       f.q[e] = static_cast<uint8_t>(low | (high << 4));
     }
   };
-  if (type == DType::kQ4_K) {
+  if (type == DType::kIQ4_XS) {
+    const Iq4XsLevels x = read_iq4_xs_levels(p);
+    f.d = x.d;
+    for (size_t j = 0; j < 8; ++j) f.scales[j] = static_cast<uint8_t>(x.scales[j]);
+    std::memcpy(f.q, x.levels, sizeof f.q);
+  } else if (type == DType::kQ4_K) {
     q4_q5(*reinterpret_cast<const BlockQ4_K*>(p), nullptr);
   } else if (type == DType::kQ5_K) {
     const auto& b = *reinterpret_cast<const BlockQ5_K*>(p);
@@ -82,7 +78,13 @@ void write_k_fields(DType type, const KFields& f, std::byte* p) {
       if (qh) qh[e % 32] |= static_cast<uint8_t>((f.q[e] >> 4) << (e / 32));
     }
   };
-  if (type == DType::kQ4_K) {
+  if (type == DType::kIQ4_XS) {
+    Iq4XsLevels x;
+    x.d = f.d;
+    for (size_t j = 0; j < 8; ++j) x.scales[j] = static_cast<int8_t>(f.scales[j]);
+    std::memcpy(x.levels, f.q, sizeof x.levels);
+    write_iq4_xs_levels(x, p);
+  } else if (type == DType::kQ4_K) {
     q4_q5(*reinterpret_cast<BlockQ4_K*>(p), nullptr);
   } else if (type == DType::kQ5_K) {
     auto& b = *reinterpret_cast<BlockQ5_K*>(p);
@@ -105,20 +107,20 @@ void write_k_fields(DType type, const KFields& f, std::byte* p) {
 // Where column c (0..31) of a block of 4-bit values sits in the block's pairs: the byte of row i, and the shift.
 size_t nibble_byte(const PackedLayout& p, size_t i, size_t c) { return c / 8 * p.quad_bytes() + 4 * i + c % 4; }
 unsigned nibble_shift(size_t c) { return 4 * (c / 4 % 2); }
-// The bits of column c's value above its low nibble, in the block's vectors after its pairs: Q5_K's fifth bit at bit
-// c / 4 (the quad) of its one vector, Q6_K's bits 4-5 at bits 2 (c / 4 % 4) of vector c / 16.
+// The bits of column c's value above its low nibble, in the block's vectors after its pairs: the 5-bit types' fifth
+// bit at bit c / 4 (the quad) of their one vector, Q6_K's bits 4-5 at bits 2 (c / 4 % 4) of vector c / 16.
 struct HighBits {
   size_t byte;
   unsigned shift;
   uint8_t mask;
 };
 HighBits high_bits(const PackedLayout& p, size_t i, size_t c) {
-  if (p.type == DType::kQ5_K) return {4 * p.quad_bytes() + 4 * i + c % 4, static_cast<unsigned>(c / 4), 1};
+  if (p.five_bit()) return {4 * p.quad_bytes() + 4 * i + c % 4, static_cast<unsigned>(c / 4), 1};
   return {(4 + c / 16) * p.quad_bytes() + 4 * i + c % 4, static_cast<unsigned>(2 * (c / 4 % 4)), 3};
 }
 bool k_has_high_bits(DType type) { return type == DType::kQ5_K || type == DType::kQ6_K; }
 
-// Packs row i of the group from the K-quant row `src` (nullptr: a padding row, all 0).
+// Packs row i of the group from the super-block row `src` (nullptr: a padding row, all 0).
 void pack_k_row(const PackedLayout& p, const std::byte* src, size_t i, std::byte* group) {
   const bool mins = k_has_mins(p.type), high = k_has_high_bits(p.type);
   for (size_t s = 0; s < p.blocks() / PackedLayout::kSuperBlockBlocks; ++s) {
@@ -171,40 +173,92 @@ void unpack_k_row(const PackedLayout& p, const std::byte* group, size_t i, std::
   }
 }
 
-bool packable(DType type) {
-  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ5_K ||
-         type == DType::kQ6_K;
+// Packs block b of row i of the group from the 32-value levels f (Q8_0: the raw int8 values, stored xor 0x80).
+void pack_block32(const PackedLayout& p, const BlockLevels32& f, size_t b, size_t i, std::byte* group) {
+  std::memcpy(group + p.scales_offset(b) + 2 * i, &f.d, sizeof f.d);
+  if (p.block_mins()) std::memcpy(group + p.mins_offset(b) + 2 * i, &f.m, sizeof f.m);
+  auto* quants = reinterpret_cast<uint8_t*>(group + p.block_offset(b));
+  for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
+    const uint8_t v = f.levels[c];
+    if (p.type == DType::kQ8_0) {
+      quants[c / 4 * p.quad_bytes() + 4 * i + c % 4] = static_cast<uint8_t>(v ^ kSignFlip);
+      continue;
+    }
+    quants[nibble_byte(p, i, c)] |= static_cast<uint8_t>((v & 0x0f) << nibble_shift(c));
+    if (p.five_bit()) {
+      const HighBits h = high_bits(p, i, c);
+      quants[h.byte] |= static_cast<uint8_t>((v >> 4) << h.shift);
+    }
+  }
+}
+
+BlockLevels32 unpack_block32(const PackedLayout& p, const std::byte* group, size_t b, size_t i) {
+  BlockLevels32 f;
+  std::memcpy(&f.d, group + p.scales_offset(b) + 2 * i, sizeof f.d);
+  if (p.block_mins()) std::memcpy(&f.m, group + p.mins_offset(b) + 2 * i, sizeof f.m);
+  const auto* quants = reinterpret_cast<const uint8_t*>(group + p.block_offset(b));
+  for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
+    if (p.type == DType::kQ8_0) {
+      f.levels[c] = static_cast<uint8_t>(quants[c / 4 * p.quad_bytes() + 4 * i + c % 4] ^ kSignFlip);
+      continue;
+    }
+    int v = (quants[nibble_byte(p, i, c)] >> nibble_shift(c)) & 0x0f;
+    if (p.five_bit()) {
+      const HighBits h = high_bits(p, i, c);
+      v |= ((quants[h.byte] >> h.shift) & h.mask) << 4;
+    }
+    f.levels[c] = static_cast<uint8_t>(v);
+  }
+  return f;
+}
+
+// Block b of a 32-value row (nullptr: a padding row, scale 0 and the level of value 0 where there is one).
+BlockLevels32 read_block32(DType type, const std::byte* row, size_t b) {
+  if (type == DType::kQ8_0) {
+    BlockLevels32 f;
+    if (row) {
+      const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      f.d = blk.d;
+      std::memcpy(f.levels, blk.qs, sizeof f.levels);
+    }
+    return f;
+  }
+  if (row) return read_block_levels32(type, row, b);
+  BlockLevels32 f;
+  const uint8_t zero = type == DType::kQ4_0 ? 8 : type == DType::kQ5_0 ? 16 : 0;
+  std::fill(std::begin(f.levels), std::end(f.levels), zero);
+  return f;
+}
+
+void write_block32(DType type, const BlockLevels32& f, std::byte* row, size_t b) {
+  if (type != DType::kQ8_0) {
+    write_block_levels32(type, f, row, b);
+    return;
+  }
+  BlockQ8_0& blk = reinterpret_cast<BlockQ8_0*>(row)[b];
+  blk.d = f.d;
+  std::memcpy(blk.qs, f.levels, sizeof blk.qs);
 }
 
 }  // namespace
 
-PackedLayout PackedLayout::of(const WeightView& w) {
-  switch (w.layout) {
-    case WeightLayout::kQ8_0x16: return {.type = DType::kQ8_0, .group_rows = 16, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ8_0x8: return {.type = DType::kQ8_0, .group_rows = 8, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ4_0x16: return {.type = DType::kQ4_0, .group_rows = 16, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ4_0x8: return {.type = DType::kQ4_0, .group_rows = 8, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ4_Kx16: return {.type = DType::kQ4_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ4_Kx8: return {.type = DType::kQ4_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ5_Kx16: return {.type = DType::kQ5_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ5_Kx8: return {.type = DType::kQ5_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ6_Kx16: return {.type = DType::kQ6_K, .group_rows = 16, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kQ6_Kx8: return {.type = DType::kQ6_K, .group_rows = 8, .rows = w.rows, .cols = w.cols};
-    case WeightLayout::kRows: break;
-  }
-  KVS_ASSERT(false, "PackedLayout::of: layout {} is not packed", weight_layout_name(w.layout));
-  return {};
+bool packable(DType type) {
+  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ5_K ||
+         type == DType::kQ6_K || is_legacy_or_iq4(type);
 }
 
-WeightLayout packed_weight_layout(DType type, size_t group_rows) {
-  KVS_ASSERT(packable(type) && (group_rows == 8 || group_rows == 16),
-             "packed_weight_layout: no packed layout for {} in groups of {}", dtype_name(type), group_rows);
-  const bool x16 = group_rows == 16;
-  if (type == DType::kQ8_0) return x16 ? WeightLayout::kQ8_0x16 : WeightLayout::kQ8_0x8;
-  if (type == DType::kQ4_0) return x16 ? WeightLayout::kQ4_0x16 : WeightLayout::kQ4_0x8;
-  if (type == DType::kQ4_K) return x16 ? WeightLayout::kQ4_Kx16 : WeightLayout::kQ4_Kx8;
-  if (type == DType::kQ5_K) return x16 ? WeightLayout::kQ5_Kx16 : WeightLayout::kQ5_Kx8;
-  return x16 ? WeightLayout::kQ6_Kx16 : WeightLayout::kQ6_Kx8;
+PackedLayout PackedLayout::of(const WeightView& w) {
+  KVS_ASSERT(is_packed(w.layout) && packable(w.type), "PackedLayout::of: {} weights in layout {} are not packed",
+             dtype_name(w.type), weight_layout_name(w.layout));
+  return {.type = w.type,
+          .group_rows = w.layout == WeightLayout::kPackedX16 ? size_t{16} : size_t{8},
+          .rows = w.rows,
+          .cols = w.cols};
+}
+
+WeightLayout packed_weight_layout(size_t group_rows) {
+  KVS_ASSERT(group_rows == 8 || group_rows == 16, "packed_weight_layout: no packed layout in groups of {}", group_rows);
+  return group_rows == 16 ? WeightLayout::kPackedX16 : WeightLayout::kPackedX8;
 }
 
 std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
@@ -212,18 +266,16 @@ std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
     return std::nullopt;
   }
   const bool avx512_vnni = isa == Isa::kAvx512 && cpu_has_avx512_vnni();
-  return packed_weight_layout(type, avx512_vnni ? 16 : 8);
+  return packed_weight_layout(avx512_vnni ? 16 : 8);
 }
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout, ThreadPool* pool) {
   KVS_ASSERT(packable(w.type) && w.layout == WeightLayout::kRows,
-             "PackedMatrix::pack: needs row-major q8_0, q4_0, q4_k, q5_k or q6_k weights, got {} ({})",
-             dtype_name(w.type), weight_layout_name(w.layout));
+             "PackedMatrix::pack: needs row-major weights of a packable type, got {} ({})", dtype_name(w.type),
+             weight_layout_name(w.layout));
   PackedMatrix m;
   m.view_ = WeightView{.type = w.type, .data = nullptr, .rows = w.rows, .cols = w.cols, .layout = layout};
   const PackedLayout p = PackedLayout::of(m.view_);
-  KVS_ASSERT(p.type == w.type, "PackedMatrix::pack: layout {} is not for {} weights", weight_layout_name(layout),
-             dtype_name(w.type));
   // Zero-filled: the unused half of an odd last unit's header stays 0.
   m.storage_ = AlignedBuffer<std::byte>(p.bytes(), PageHint::kHuge);
   m.view_.data = m.storage_.data();
@@ -237,39 +289,15 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout, Thread
 
 void PackedMatrix::pack_groups(const WeightView& w, const PackedLayout& p, size_t g_begin, size_t g_end,
                                AlignedBuffer<std::byte>& storage) {
-  const size_t g_rows = p.group_rows;
   for (size_t g = g_begin; g < g_end; ++g) {
     std::byte* group = storage.data() + g * p.group_bytes();
-    if (p.k_quant()) {
-      for (size_t i = 0; i < g_rows; ++i) {
-        const size_t r = g * g_rows + i;
-        pack_k_row(p, r < w.rows ? w.row(r) : nullptr, i, group);
-      }
-      continue;
-    }
-    for (size_t b = 0; b < p.blocks(); ++b) {
-      std::byte* scales = group + p.scales_offset(b);
-      auto* quants = reinterpret_cast<uint8_t*>(group + p.block_offset(b));
-      for (size_t i = 0; i < g_rows; ++i) {
-        const size_t r = g * g_rows + i;
-        const bool real = r < w.rows;  // padding rows: scale 0, values 0 (stored as 0x80 / 8)
-        uint16_t d = 0;
-        if (w.type == DType::kQ8_0) {
-          const BlockQ8_0* blk = real ? reinterpret_cast<const BlockQ8_0*>(w.row(r)) + b : nullptr;
-          if (blk) d = blk->d;
-          for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-            const auto v = static_cast<uint8_t>(blk ? blk->qs[c] : 0);
-            quants[c / 4 * p.quad_bytes() + 4 * i + c % 4] = static_cast<uint8_t>(v ^ kSignFlip);
-          }
-        } else {
-          const BlockQ4_0* blk = real ? reinterpret_cast<const BlockQ4_0*>(w.row(r)) + b : nullptr;
-          if (blk) d = blk->d;
-          for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-            const uint8_t v = blk ? q4_value(*blk, c) : 8;
-            quants[nibble_byte(p, i, c)] |= static_cast<uint8_t>(v << nibble_shift(c));
-          }
-        }
-        std::memcpy(scales + 2 * i, &d, sizeof d);
+    for (size_t i = 0; i < p.group_rows; ++i) {
+      const size_t r = g * p.group_rows + i;
+      const std::byte* row = r < w.rows ? w.row(r) : nullptr;
+      if (p.super_blocks()) {
+        pack_k_row(p, row, i, group);
+      } else {
+        for (size_t b = 0; b < p.blocks(); ++b) pack_block32(p, read_block32(p.type, row, b), b, i, group);
       }
     }
   }
@@ -281,27 +309,11 @@ void unpack_row(const WeightView& packed, size_t r, std::byte* out) {
   const PackedLayout p = PackedLayout::of(packed);
   const std::byte* group = packed.data + r / p.group_rows * p.group_bytes();
   const size_t i = r % p.group_rows;
-  if (p.k_quant()) {
+  if (p.super_blocks()) {
     unpack_k_row(p, group, i, out);
     return;
   }
-  for (size_t b = 0; b < p.blocks(); ++b) {
-    const std::byte* scale = group + p.scales_offset(b) + 2 * i;
-    const auto* quants = reinterpret_cast<const uint8_t*>(group + p.block_offset(b));
-    if (p.type == DType::kQ8_0) {
-      BlockQ8_0& blk = reinterpret_cast<BlockQ8_0*>(out)[b];
-      std::memcpy(&blk.d, scale, sizeof(uint16_t));
-      for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-        blk.qs[c] = static_cast<int8_t>(quants[c / 4 * p.quad_bytes() + 4 * i + c % 4] ^ kSignFlip);
-      }
-    } else {
-      BlockQ4_0& blk = reinterpret_cast<BlockQ4_0*>(out)[b];
-      std::memcpy(&blk.d, scale, sizeof(uint16_t));
-      for (size_t c = 0; c < PackedLayout::kBlock; ++c) {
-        set_q4_value(blk, c, (quants[nibble_byte(p, i, c)] >> nibble_shift(c)) & 0x0f);
-      }
-    }
-  }
+  for (size_t b = 0; b < p.blocks(); ++b) write_block32(p.type, unpack_block32(p, group, b, i), out, b);
 }
 
 }  // namespace kvs

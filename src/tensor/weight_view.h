@@ -1,6 +1,6 @@
 // A borrowed 2-D weight matrix [rows][cols] in any DType. Row-major by default (ggml order: a GGUF
-// tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Q8_0, Q4_0,
-// Q4_K, Q5_K and Q6_K weights may instead be repacked for the int8 dot-product kernels (tensor/packed_weights.h),
+// tensor with dims {cols, rows}): rows are contiguous, quantized rows are sequences of blocks. Block-quantized
+// weights (is_block_quantized) may instead be repacked for the int8 dot-product kernels (tensor/packed_weights.h),
 // whose rows are interleaved in groups of 8 or 16 and cannot be read one at a time.
 #pragma once
 
@@ -12,21 +12,13 @@
 namespace kvs {
 
 enum class WeightLayout : uint8_t {
-  kRows,     // row-major
-  kQ8_0x16,  // Q8_0 repacked in groups of 16 rows for AVX-512 VNNI: PackedLayout (tensor/packed_weights.h)
-  kQ8_0x8,   // in groups of 8 rows for AVX2 / AVX-VNNI
-  kQ4_0x16,  // Q4_0, the same
-  kQ4_0x8,
-  kQ4_Kx16,  // Q4_K, the same, with the super-blocks' 6-bit scales and mins unpacked to bytes
-  kQ4_Kx8,
-  kQ5_Kx16,  // Q5_K, as Q4_K with the values' fifth bits in one more vector per block
-  kQ5_Kx8,
-  kQ6_Kx16,  // Q6_K, the same, its low nibbles and high 2-bit parts in separate vectors
-  kQ6_Kx8,
+  kRows,       // row-major
+  kPackedX16,  // repacked in groups of 16 rows for AVX-512 VNNI: PackedLayout (tensor/packed_weights.h)
+  kPackedX8,   // in groups of 8 rows for AVX2 / AVX-VNNI
 };
 
 inline bool is_packed(WeightLayout layout) { return layout != WeightLayout::kRows; }
-const char* weight_layout_name(WeightLayout layout);  // "rows", "q8_0x16", ...
+const char* weight_layout_name(WeightLayout layout);  // "rows", "packed x16", "packed x8"
 
 struct WeightView {
   DType type = DType::kF32;
