@@ -86,7 +86,7 @@ void print_run_line(const RunOptions& options, const LoadedModel& loaded, const 
                "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
                "decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
-               "weights %zu bytes, %zu threads, %s kernels, kv cache %s\n",
+               "weights %zu bytes (loaded in %.2f s), %zu threads, %s kernels, kv cache %s\n",
                result.prompt_tokens, result.cached_tokens, result.tokens.size(),
                std::string(finish_reason_name(result.finish_reason)).c_str(),
                result.prompt_tokens / std::max(result.prefill_seconds, 1e-9),
@@ -97,7 +97,7 @@ void print_run_line(const RunOptions& options, const LoadedModel& loaded, const 
                                 : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
                    .c_str(),
                kv_dtypes_name(engine_options.kv.dtype).c_str(), loaded.model->weights().matrix_bytes(),
-               loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
+               loaded.load_seconds, loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
                options.no_kv_cache ? "off" : "on");
 }
 

@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include <chrono>
 #include <thread>
 
 #include "parallel/mpi_communicator.h"
@@ -35,10 +36,9 @@ void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
 }
 
 void add_no_repack_flag(CLI::App& command, bool& no_repack) {
-  command.add_flag(
-      "--no-repack", no_repack,
-      "Keep Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices in the file's layout instead of repacking them at load for the "
-      "packed int8 kernels (same values; for A/B measurements)");
+  command.add_flag("--no-repack", no_repack,
+                   "Keep quantized matrices in the file's layout instead of repacking them at load for the "
+                   "packed int8 kernels (same values; for A/B measurements)");
 }
 
 LoadedModel load_model(const ModelOptions& options) {
@@ -57,6 +57,7 @@ LoadedModel load_model(const ModelOptions& options) {
     loaded.tp = std::move(ranks).value();
     comm = &loaded.tp->communicator();
   }
+  const auto start = std::chrono::steady_clock::now();
   auto model = DecoderModel::load(path, packing, comm);
   if (!model && loaded.tp && loaded.tp->mpi()) mpi_abort_job(model.status().message());  // the others wait for it
   if (!model) throw CommandError(model.status().message());
@@ -64,6 +65,7 @@ LoadedModel load_model(const ModelOptions& options) {
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));
   loaded.model = std::move(model).value();
   loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
   return loaded;
 }

@@ -33,6 +33,7 @@ struct LoadedModel {
   std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
+  double load_seconds = 0.0;  // opening the file, checking it, repacking its matrices and reading the tokenizer
 };
 // Throws CommandError with the loader's message (file, problem, value) on failure.
 LoadedModel load_model(const ModelOptions& options);

@@ -1,6 +1,7 @@
 #include "tensor/legacy_iq4_quant.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -60,12 +61,17 @@ BlockLevels32 quantize_affine(const float* x, int top) {
   return f;
 }
 
-// The grid index nearest to v (in units of the scale).
+// The grid index nearest to v (in units of the scale): the grid ascends, so it is the number of midpoints between
+// neighbouring levels below v (v on a midpoint: the lower level).
 uint8_t nearest_grid_index(float v) {
-  uint8_t best = 0;
-  for (uint8_t i = 1; i < 16; ++i)
-    if (std::fabs(v - kIq4Grid[i]) < std::fabs(v - kIq4Grid[best])) best = i;
-  return best;
+  static constexpr auto kMidpoints = [] {
+    std::array<float, 15> m{};
+    for (size_t i = 0; i < m.size(); ++i) m[i] = 0.5f * static_cast<float>(kIq4Grid[i] + kIq4Grid[i + 1]);
+    return m;
+  }();
+  int index = 0;
+  for (float m : kMidpoints) index += v > m;
+  return static_cast<uint8_t>(index);
 }
 
 // The scale of `n` values on IQ4's grid with the least squared error, among scales that put the value of largest
