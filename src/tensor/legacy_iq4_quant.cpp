@@ -241,9 +241,12 @@ BlockInts32 block_ints32(DType type, const std::byte* row, size_t b) {
 
 void dequantize_legacy_iq4_row(DType type, const std::byte* src, float* dst, size_t n) {
   KVS_ASSERT(is_legacy_or_iq4(type), "dequantize_legacy_iq4_row: {} is not Q4_1, Q5_0, Q5_1 or IQ4", dtype_name(type));
+  // Without a min nothing is added, so a value 0 keeps its sign bit as ggml's dequantization gives it (-0 for d < 0).
+  const bool min = has_block_min(type);
   for (size_t b = 0; b < n / 32; ++b) {
     const BlockInts32 x = block_ints32(type, src, b);
-    for (size_t j = 0; j < 32; ++j) dst[32 * b + j] = x.d * static_cast<float>(x.q[j]) + x.m;
+    for (size_t j = 0; j < 32; ++j)
+      dst[32 * b + j] = min ? x.d * static_cast<float>(x.q[j]) + x.m : x.d * static_cast<float>(x.q[j]);
   }
 }
 

@@ -1,5 +1,6 @@
 // Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS (tensor/legacy_iq4_quant.h):
-// - dequantization equals a reference written from ggml's block layouts byte by byte (field offsets, bit positions
+// - dequantization equals, bit for bit, a reference written from ggml's block layouts byte by byte (field offsets, bit
+// positions
 //   and the IQ4 grid spelled out here, not taken from the code under test), on blocks of random bytes;
 // - quantization round trips within the bound of its rounding: half a step of the affine types (Q4_1, Q5_1) plus
 //   what storing d and m in fp16 moves (2^-11 relative, times the largest level); Q5_0's step, as its clamp may
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -88,7 +90,10 @@ TEST(LegacyIq4Quant, DequantizationEqualsTheLayoutReadByteByByte) {
     std::vector<float> got(blocks * per), want(blocks * per);
     dequantize_row(type, reinterpret_cast<const std::byte*>(data.data()), got.data(), got.size());
     for (size_t b = 0; b < blocks; ++b) reference_block(type, data.data() + b * bytes, want.data() + b * per);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "value " << i;
+    // Bit for bit, the sign of a zero included (ggml's dequantization gives -0 where d < 0 and the level is 0).
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "value " << i << ": " << got[i] << " vs " << want[i];
   }
 }
 
