@@ -204,7 +204,7 @@ Expected<WeightTypes> WeightTypes::parse(std::string_view name) {
 
 DType WeightTypes::for_tensor(std::string_view name, size_t layers) const {
   if (!mixed) return base;
-  if (name == "output.weight") return DType::kQ6_K;
+  if (name == "output.weight" || (tied_output && name == "token_embd.weight")) return DType::kQ6_K;
   const bool more_bits_tensor = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
   size_t layer = 0;
   if (!more_bits_tensor || !name.starts_with("blk.") ||
@@ -308,6 +308,7 @@ Status import_llama2c(const std::string& checkpoint, const std::string& tokenize
                         .rope_freq_base = 10000.0f,
                         .weights = types};
   set_llama_metadata(w, hp, std::move(tokens).value());
+  types.tied_output = h.vocab_size > 0;  // the classifier is the embedding
   const auto add = [&](std::string name, size_t rows, size_t cols, RowSource source) {
     const DType type = types.for_tensor(name, static_cast<size_t>(h.n_layers));
     return add_matrix(w, std::move(name), type, rows, cols, std::move(source));

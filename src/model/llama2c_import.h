@@ -30,7 +30,8 @@ namespace kvs {
 // the first and last eighth of the layers and every third one between (llama.cpp's use_more_bits).
 struct WeightTypes {
   DType base = DType::kF32;
-  bool mixed = false;  // the _M recipe (base Q4_K or Q5_K)
+  bool mixed = false;        // the _M recipe (base Q4_K or Q5_K)
+  bool tied_output = false;  // no output.weight: token_embd is the classifier and takes its type (llama.cpp's recipe)
 
   // A type name ("f16", "q8_0", "q4_k", ...) or a recipe ("q4_k_m", "q5_k_m"); upper case accepted.
   static Expected<WeightTypes> parse(std::string_view name);

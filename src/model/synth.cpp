@@ -403,9 +403,11 @@ Status write_synth_model(const SynthSpec& spec, const std::string& path) {
   gguf::Writer w;
   const LlamaHParams hp = synth_hparams(s);
   set_synth_metadata(w, s, hp, tokenizer);
-  const SynthTensors t{.w = w, .s = s, .types = hp.weights};
-  const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
   const bool tied = s.tied_output || s.architecture == "gemma3";
+  WeightTypes types = hp.weights;
+  types.tied_output = tied;
+  const SynthTensors t{.w = w, .s = s, .types = types};
+  const size_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
   // A tied classifier scores each token by its embedding's dot product with the final state, and
   // the residual stream still holds the input token's embedding, so the model would mostly repeat
   // its input. Embeddings 10x smaller make that echo negligible next to what the layers add; an
