@@ -2,6 +2,7 @@
 // computes the reference greedy continuation, converts to every type, and rejects bad inputs.
 #include "model/llama2c_import.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -127,6 +128,30 @@ TEST(Llama2cImport, F32ConversionReproducesReferenceGreedy) {
   }
   EXPECT_EQ(generated, std::vector<int>(expected.begin(), expected.begin() + 40));
   EXPECT_EQ(checked, 3u);  // positions 4, 5 and 19 fall inside the first 44 positions
+}
+
+// llama.cpp's _M recipe (llama-quant.cpp), tensor by tensor, for 24 layers: Q6_K for the classifier (the embedding
+// when the output is tied to it), for attn_v and ffn_down of the first and last three layers and every third between;
+// the rest at the base type. Checked against llama-quantize's files of three shapes in docs/PERFORMANCE.md.
+TEST(WeightTypes, MixedRecipeGivesTheClassifierAndChosenLayersQ6_K) {
+  auto types = WeightTypes::parse("Q4_K_M");
+  ASSERT_TRUE(types);
+  EXPECT_EQ(types->for_tensor("output.weight", 24), DType::kQ6_K);
+  EXPECT_EQ(types->for_tensor("token_embd.weight", 24), DType::kQ4_K) << "not the classifier";
+  types->tied_output = true;
+  EXPECT_EQ(types->for_tensor("token_embd.weight", 24), DType::kQ6_K) << "the classifier";
+  for (size_t layer : {0, 2, 5, 8, 11, 14, 17, 20, 21, 23})
+    EXPECT_EQ(types->for_tensor(fmt::format("blk.{}.ffn_down.weight", layer), 24), DType::kQ6_K) << layer;
+  for (size_t layer : {3, 4, 6, 7, 19})
+    EXPECT_EQ(types->for_tensor(fmt::format("blk.{}.attn_v.weight", layer), 24), DType::kQ4_K) << layer;
+  EXPECT_EQ(types->for_tensor("blk.0.attn_q.weight", 24), DType::kQ4_K);
+  // Rows that are not whole super-blocks fall back to llama.cpp's 32-value types.
+  EXPECT_EQ(type_for_rows(DType::kQ6_K, 896), DType::kQ8_0);
+  EXPECT_EQ(type_for_rows(DType::kQ4_K, 896), DType::kQ5_0);
+  EXPECT_EQ(type_for_rows(DType::kQ5_K, 1152 + 32), DType::kQ5_1);
+  EXPECT_EQ(type_for_rows(DType::kIQ4_XS, 896), DType::kIQ4_NL);
+  EXPECT_EQ(type_for_rows(DType::kQ4_K, 172), DType::kF16) << "not whole 32-value blocks either";
+  EXPECT_EQ(type_for_rows(DType::kQ4_K, 4864), DType::kQ4_K);
 }
 
 class Llama2cImportTypes : public ::testing::TestWithParam<DType> {};
