@@ -23,6 +23,7 @@ configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVS_WERROR=ON $(CMAKE_FLAGS)
 
 build: configure
+	@echo "make build: started $$(date +%T)"
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: generate a story with the default model (stories260K, converted at build time). Builds only the
@@ -36,6 +37,7 @@ run: configure
 test: format-check test-release test-isa test-sanitize
 
 test-release: build js-deps
+	@echo "make test-release: started $$(date +%T)"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # KVS_ISA limits the kernels of the test binaries and of the kvserve processes they start (tensor/isa.h);
@@ -49,6 +51,7 @@ VNNI_LABELS = ^(tensor|model|engine)$$
 HAS_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo && echo 1)
 HAS_AVX_VNNI := $(shell grep -qw avx_vnni /proc/cpuinfo && echo 1)
 test-isa: build js-deps
+	@echo "make test-isa: started $$(date +%T)"
 	if [ "$(HAS_AVX512)$(HAS_AVX_VNNI)" = 11 ]; then \
 	  KVS_ISA=avxvnni ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '$(VNNI_LABELS)' || exit 1; \
 	fi
@@ -67,10 +70,12 @@ format-check: deps
 # stay under 30 minutes on 2 cores.
 SANITIZE_SKIP = ^(QuantizedKvQuality\.PerplexityStaysWithinTheBoundsOfTheF32Cache|Perplexity\.HalfPrecisionKvCostsLittle|Perplexity\.ReproducesReferenceForBothChunkLengths|BenchCli\.NoRepackKeepsTheFileLayout|KvEviction\.SinksKeepTheStreamsPerplexityWithinFivePercentOfTheFullCache|Deepseek2\.EveryFormAndLayoutEqualsTheNaiveReference)$$
 test-sanitize: deps js-deps
+	@echo "make test-sanitize: started $$(date +%T)"
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DKVS_SANITIZE=ON -DKVS_BUILD_BENCH=OFF -DKVS_WERROR=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
+	@echo "make test-sanitize: done $$(date +%T)"
 
 bench: build
 	$(BUILD)/kvserve bench
