@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 preset=${1:-110m}
 out=${2:-build/weight-types}
 kvserve=${KVSERVE:-build/kvserve}
-types=${TYPES:-f16 bf16 q8_0 q4_0 q4_k q5_k q6_k q4_k_m}
+types=${TYPES:-f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q4_k q5_k q6_k q4_k_m}
 reps=${REPS:-2}
 if [[ -z "${ISAS:-}" ]]; then  # every level this CPU has, best last
   ISAS="avx2"
