@@ -256,10 +256,7 @@ void write_block32(DType type, const BlockLevels32& f, std::byte* row, size_t b)
 
 }  // namespace
 
-bool packable(DType type) {
-  return type == DType::kQ8_0 || type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ5_K ||
-         type == DType::kQ6_K || is_legacy_or_iq4(type);
-}
+bool packable(DType type) { return is_block_quantized(type) && type != DType::kQ2_K && type != DType::kQ3_K; }
 
 PackedLayout PackedLayout::of(const WeightView& w) {
   KVS_ASSERT(is_packed(w.layout) && packable(w.type), "PackedLayout::of: {} weights in layout {} are not packed",
