@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "core/status.h"
@@ -30,12 +29,17 @@ size_t next_real_block(std::span<const BlockId> blocks, size_t b, size_t num_blo
 }  // namespace
 
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
-                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores) {
+                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores,
+                     GroupSlice slice) {
   const std::span<const BlockId> blocks = context.blocks;
   const size_t hd = shape.head_dim, vd = shape.value_width();
   const size_t block_size = kv.block_size();
   const size_t group = shape.num_heads / shape.num_kv_heads;
   const size_t heads = kv_head_end - kv_head_begin;
+  // Each KV head's query heads [g * group + slice_begin, + sliced): `sliced` rows of scores and output per KV head.
+  const size_t slice_begin = slice.begin, sliced = (slice.end == 0 ? group : slice.end) - slice.begin;
+  KVS_ASSERT(slice_begin + sliced <= group && sliced > 0, "query heads [{}, {}) of a group of {}", slice.begin,
+             slice.end, group);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t num_blocks = (context.num_slots + block_size - 1) / block_size;
   KVS_ASSERT(context.first_slot < context.num_slots, "first slot {} of a context of {} slots", context.first_slot,
@@ -47,8 +51,8 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
              num_blocks, blocks.size());
   KVS_ASSERT(kv_head_begin <= kv_head_end && kv_head_end <= shape.num_kv_heads, "KV heads [{}, {}) outside [0, {})",
              kv_head_begin, kv_head_end, shape.num_kv_heads);
-  KVS_ASSERT(scores.size() >= heads * group * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
-             heads, group, n_ctx);
+  KVS_ASSERT(scores.size() >= heads * sliced * n_ctx, "score scratch {} < {} heads x {} x context {}", scores.size(),
+             heads, sliced, n_ctx);
   KVS_ASSERT(!context.slot_mass || context.slot_mass.capacity >= context.num_slots, "slot mass of {} for {} slots",
              context.slot_mass.capacity, context.num_slots);
   const Isa isa = best_isa();
@@ -65,22 +69,28 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
   const size_t key_bytes = kv.format().k.head_block_bytes(), value_bytes = value_format.head_block_bytes();
   const size_t first_real = next_real_block(blocks, first_block - 1, num_blocks);  // (0 - 1) + 1 == 0
   KVS_ASSERT(first_real < num_blocks, "no real block among slots [{}, {})", context.first_slot, context.num_slots);
-  // The range's query rows: q's, or for keys stored rotated (H k) rotated alike ((H q) . (H k) = q . k),
-  // in the scratch after the scores.
-  const float* q_range = q + kv_head_begin * group * hd;
+  // KV head g's query rows: q's, or for keys stored rotated (H k) rotated alike ((H q) . (H k) = q . k), in the
+  // scratch after the scores. Its output rows.
+  const size_t rows = heads * sliced;
+  float* const rotated = scores.data() + rows * n_ctx;  // [heads][sliced][head_dim], when the keys are rotated
+  const auto q_rows = [&](size_t g) -> const float* {
+    return kv.format().k.rotated ? rotated + (g - kv_head_begin) * sliced * hd : q + (g * group + slice_begin) * hd;
+  };
+  const auto out_rows = [&](size_t g) { return out + (g * group + slice_begin) * vd; };
   if (kv.format().k.rotated) {
-    const size_t rows = heads * group;
     KVS_ASSERT(scores.size() >= rows * (n_ctx + hd), "score scratch {} < {} rows x (context {} + head dim {})",
                scores.size(), rows, n_ctx, hd);
-    float* rotated = scores.data() + rows * n_ctx;
-    std::copy_n(q_range, rows * hd, rotated);
-    for (size_t r = 0; r < rows; ++r) hadamard_transform(rotated + r * hd, hd);
-    q_range = rotated;
+    for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
+      float* rows_g = rotated + (g - kv_head_begin) * sliced * hd;
+      std::copy_n(q + (g * group + slice_begin) * hd, sliced * hd, rows_g);
+      for (size_t r = 0; r < sliced; ++r) hadamard_transform(rows_g + r * hd, hd);
+    }
   }
 
   // Block by block, every KV head of the range in turn: a block's heads lie back to back in the pool
   // ([block][kv_head][slot][head_dim]), so each block is read as one sequential stream rather than one
-  // short stream per head. scores[(g - kv_head_begin) * group + h][slot - base] for query head h of KV head g.
+  // short stream per head. scores[(g - kv_head_begin) * sliced + h][slot - base] for the slice's query head h of
+  // KV head g.
   // A hole's scores and those before first_slot are -inf: probability exactly 0 after the softmax, so they
   // add exactly nothing (a hole's values are never read).
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
@@ -89,7 +99,7 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
   for (size_t b = first_block; b < num_blocks; ++b) {
     const size_t slot = b * block_size, first = slot - base, count = std::min(block_size, context.num_slots - slot);
     if (blocks[b] == kNullBlock) {
-      for (size_t row = 0; row < heads * group; ++row) std::fill_n(&scores[row * n_ctx + first], count, kMasked);
+      for (size_t row = 0; row < rows; ++row) std::fill_n(&scores[row * n_ctx + first], count, kMasked);
       continue;
     }
     const size_t next = next_real_block(blocks, b, num_blocks);
@@ -102,41 +112,41 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
       // cannot find the next one.
       if (next < num_blocks) prefetch_l2(kv.keys(layer, blocks[next], g).data, key_bytes);
       if (!latent) prefetch_l2(values(blocks[b], g).data, value_bytes);
-      const float* qg = q_range + (g - kv_head_begin) * group * hd;
-      float* sg = &scores[(g - kv_head_begin) * group * n_ctx];
+      const float* qg = q_rows(g);
+      float* sg = &scores[(g - kv_head_begin) * sliced * n_ctx];
       if (quantized > 0)
-        attention_block_scores(qg, group, kv.keys(layer, blocks[b], g), quantized, hd, scale, sg + first, n_ctx, isa);
+        attention_block_scores(qg, sliced, kv.keys(layer, blocks[b], g), quantized, hd, scale, sg + first, n_ctx, isa);
       if (quantized < count) {  // the filling group's rows, from the key tail
         KvRows tail = kv.key_tail_rows(context.key_tail, layer, g);
         tail.data = static_cast<const uint16_t*>(tail.data) + (slot + quantized - context.key_tail_first) * hd;
-        attention_block_scores(qg, group, tail, count - quantized, hd, scale, sg + first + quantized, n_ctx, isa);
+        attention_block_scores(qg, sliced, tail, count - quantized, hd, scale, sg + first + quantized, n_ctx, isa);
       }
     }
   }
   if (const size_t masked = context.first_slot - base; masked > 0) {
-    for (size_t row = 0; row < heads * group; ++row) std::fill_n(&scores[row * n_ctx], masked, kMasked);
+    for (size_t row = 0; row < rows; ++row) std::fill_n(&scores[row * n_ctx], masked, kMasked);
   }
-  for (size_t h = 0; h < heads * group; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);
-  if (context.slot_mass) {  // per KV head: its query heads' probabilities, summed in order, in fixed point
+  for (size_t h = 0; h < rows; ++h) softmax(scores.subspan(h * n_ctx, n_ctx), isa);
+  if (context.slot_mass) {  // per KV head: its (slice's) query heads' probabilities, summed in order, in fixed point
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
       uint64_t* row = context.slot_mass.row(layer, g);
-      const float* sg = &scores[(g - kv_head_begin) * group * n_ctx];
+      const float* sg = &scores[(g - kv_head_begin) * sliced * n_ctx];
       for (size_t s = 0; s < n_ctx; ++s) {
         float mass = 0.0f;
-        for (size_t h = 0; h < group; ++h) mass += sg[h * n_ctx + s];
+        for (size_t h = 0; h < sliced; ++h) mass += sg[h * n_ctx + s];
         if (mass == 0.0f) continue;
         const auto fixed = static_cast<uint64_t>(std::llround(static_cast<double>(mass) * kSlotMassOne));
         std::atomic_ref<uint64_t>(row[base + s]).fetch_add(fixed, std::memory_order_relaxed);
       }
     }
   }
-  std::memset(out + kv_head_begin * group * vd, 0, heads * group * vd * sizeof(float));
+  for (size_t g = kv_head_begin; g < kv_head_end; ++g) std::fill_n(out_rows(g), sliced * vd, 0.0f);
   for (size_t b = first_block; b < num_blocks; ++b) {
     if (blocks[b] == kNullBlock) continue;
     const size_t slot = b * block_size, count = std::min(block_size, context.num_slots - slot);
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
-      attention_block_values(&scores[(g - kv_head_begin) * group * n_ctx + slot - base], n_ctx, group,
-                             values(blocks[b], g), count, vd, out + g * group * vd, isa);
+      attention_block_values(&scores[(g - kv_head_begin) * sliced * n_ctx + slot - base], n_ctx, sliced,
+                             values(blocks[b], g), count, vd, out_rows(g), isa);
     }
   }
 }

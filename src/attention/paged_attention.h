@@ -41,14 +41,22 @@ inline size_t paged_score_slots(const PagedContext& context, size_t block_size) 
   return context.num_slots - context.first_slot / block_size * block_size;
 }
 
-// For every query head of KV heads [kv_head_begin, kv_head_end):
+// Which query heads of each KV head's group a call computes: [begin, end) of the group; end 0, the whole group.
+// BatchAttention splits groups when a batch has fewer (token, KV head) pairs than threads (batch-1 MQA or MLA decode).
+struct GroupSlice {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+// For every query head of KV heads [kv_head_begin, kv_head_end) (those of `slice` in each group):
 //   out[h] = softmax(q[h] . K[slots] / sqrt(head_dim)) . V[slots]
 // q: [num_heads][head_dim], out: [num_heads][value_width]; scores: scratch of at least (kv_head_end - kv_head_begin) x
-// (num_heads / num_kv_heads) x paged_score_slots(context, block size) floats, and as many times head_dim more when
+// (query heads of the slice) x paged_score_slots(context, block size) floats, and as many times head_dim more when
 // the keys are stored rotated. Each head's result does not depend on the range it is computed in (the same sums in
 // the same order). slot_mass is added to atomically (other threads may be adding for other tokens of the same
 // sequence), in fixed point, so its sums do not depend on the order.
 void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& context, const AttentionShape& shape,
-                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores);
+                     const float* q, float* out, size_t kv_head_begin, size_t kv_head_end, std::span<float> scores,
+                     GroupSlice slice = {});
 
 }  // namespace kvs

@@ -40,13 +40,17 @@ struct KvFixture {
   // Reference copies of what was stored: [block][kv_head][slot][head_dim] keys, [..][value width] values.
   std::vector<float> keys, values;
 
-  KvFixture(AttentionShape s, size_t block_size, size_t num_blocks, KvDTypes dtype = {})
+  // Quantized keys (int8, int4) are scaled per token here, optionally stored rotated: per-channel groups need the
+  // key tails of the engine.
+  KvFixture(AttentionShape s, size_t block_size, size_t num_blocks, KvDTypes dtype = {}, bool rotate_keys = false)
       : shape(s),
         spec{.num_layers = 1,
              .num_kv_heads = s.num_kv_heads,
              .head_dim = s.head_dim,
              .v_head_dim = s.v_head_dim,
              .dtype = dtype,
+             .key_scale_axis = KvScaleAxis::kPerToken,
+             .rotate_keys = rotate_keys,
              .block_size = block_size},
         kv(spec, num_blocks),
         keys(num_blocks * block_size * s.num_kv_heads * s.head_dim),
@@ -197,6 +201,39 @@ TEST(BatchAttention, SameBitsForAnyThreadCount) {
       first = out;
     } else {
       EXPECT_EQ(out, first) << threads << " threads";
+    }
+  }
+}
+
+// One decode token of an MQA model (16 query heads, one KV head) has one (token, KV head) pair: with more than
+// one thread its query heads go in slices of the group, one per thread (2, 3 and 4 slices here). Each head's
+// result is the bits of the single-threaded run, for float and int8 keys (rotated, so each slice rotates its own
+// query rows), and matches the reference.
+TEST(BatchAttention, OneTokensQueryGroupSplitAcrossThreadsKeepsTheBits) {
+  const AttentionShape shape{.num_heads = 16, .num_kv_heads = 1, .head_dim = 32};
+  for (const KvDTypes dtype : {KvDTypes(KvDType::kF32), KvDTypes(KvDType::kF16), KvDTypes(KvDType::kInt8)}) {
+    KvFixture s(shape, 16, 24, dtype, /*rotate_keys=*/dtype.k == KvDType::kInt8);
+    MixedBatch m(16, 24);
+    const SequenceAttention& sequence = m.sequences[0];  // 150 slots through shuffled blocks
+    const uint32_t sequence_of_token = 0, visible = 150;
+    const AttentionBatch batch{
+        .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
+    const std::vector<float> q = s.random_queries(1);
+    std::vector<float> first, want(shape.num_heads * shape.head_dim);
+    s.naive(q.data(), m.tables[0], visible, want.data(), nullptr);
+    for (size_t threads : {1, 2, 3, 4}) {
+      ThreadPool pool(threads);
+      BatchAttention attention(pool, shape);
+      std::vector<float> out(shape.num_heads * shape.head_dim);
+      attention.run(s.kv, 0, batch, q, out);
+      if (first.empty()) {
+        first = out;
+        if (dtype.k == KvDType::kF32) {
+          for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], kTolerance) << "element " << i;
+        }
+      } else {
+        EXPECT_EQ(out, first) << threads << " threads, " << kv_dtypes_name(dtype);
+      }
     }
   }
 }

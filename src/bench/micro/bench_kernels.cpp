@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/batch_attention.h"
 #include "attention/paged_attention.h"
 #include "attention/write_kv.h"
 #include "bench/probe.h"
@@ -294,6 +295,50 @@ void BM_PagedAttentionKvType(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
 }
 BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024, 4096}, {0, 1, 2, 3, 4, 5}});
+
+// Absorbed MLA decode attention of one token through BatchAttention (the engine's split over threads): DeepSeek-V2's
+// 16 query heads over a latent of 512 + 64 values a slot (its own value), `ctx` slots in blocks of 16, latent of each
+// floating type and int8. FLOP/s counts the multiply-adds of scores (16 x 576 a slot) and values (16 x 576). At 4,096
+// slots the latent (4.7 MB in f16) stays in the last-level cache between iterations; at 32,768 (38 MB) it cannot,
+// as in a model whose weights stream through the cache between one layer's attention and the next.
+constexpr KvDType kLatentTypes[] = {KvDType::kF16, KvDType::kBF16, KvDType::kInt8};
+
+void BM_MlaLatentAttention(benchmark::State& state) {
+  const size_t ctx = state.range(0), heads = 16, rank = 512, rope = 64, width = rank + rope, block = 16;
+  const KvCacheSpec spec{.num_layers = 1,
+                         .mla = true,
+                         .kv_lora_rank = rank,
+                         .rope_dim = rope,
+                         .dtype = {kLatentTypes[state.range(1)], kLatentTypes[state.range(1)]},
+                         .key_scale_axis = KvScaleAxis::kPerToken,
+                         .block_size = block};
+  KvStorage kv(spec, ctx / block);
+  const std::vector<float> latent = random_vector(ctx * width), q = random_vector(heads * width);
+  std::vector<BlockId> blocks;
+  for (size_t b = 0; b < ctx / block; ++b) {
+    blocks.push_back(BlockId{static_cast<uint32_t>(b)});
+    write_kv_run(kv, 0, KvSlot{b * block}, block, {&latent[b * block * width], block * width}, {});
+  }
+  ThreadPool pool(state.range(2));
+  BatchAttention attention(pool, {.num_heads = heads, .num_kv_heads = 1, .head_dim = width});
+  const SequenceAttention sequence{.blocks = blocks, .num_cached = static_cast<uint32_t>(ctx)};
+  const uint32_t sequence_of_token = 0, visible = static_cast<uint32_t>(ctx);
+  const AttentionBatch batch{
+      .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
+  std::vector<float> out(heads * width);
+  for (auto _ : state) {
+    attention.run(kv, 0, batch, q, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(kv_dtype_name(spec.dtype.k)));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * 2 * heads * width * ctx * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlaLatentAttention)
+    ->ArgNames({"ctx", "kv", "threads"})
+    ->ArgsProduct({{4096, 32768}, {0, 1, 2}, {1, 2}})
+    ->UseRealTime();
 
 // The key and the value kernel alone, on one block of 16 rows of each KV type (keys per channel).
 void BM_BlockKernelsKvType(benchmark::State& state) {
