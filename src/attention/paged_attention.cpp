@@ -141,10 +141,19 @@ void paged_attention(const KvStorage& kv, size_t layer, const PagedContext& cont
     }
   }
   for (size_t g = kv_head_begin; g < kv_head_end; ++g) std::fill_n(out_rows(g), sliced * vd, 0.0f);
+  // Values ahead of use, into L2, as the keys above (a context larger than L2 was evicted since the scores pass,
+  // and a block's rows are read in column slices, a pattern the hardware prefetcher cannot follow).
+  size_t ahead = next_real_block(blocks, first_real, num_blocks);
+  for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
+    prefetch_l2(values(blocks[first_real], g).data, value_bytes);
+    if (ahead < num_blocks) prefetch_l2(values(blocks[ahead], g).data, value_bytes);
+  }
   for (size_t b = first_block; b < num_blocks; ++b) {
     if (blocks[b] == kNullBlock) continue;
     const size_t slot = b * block_size, count = std::min(block_size, context.num_slots - slot);
+    if (ahead < num_blocks) ahead = next_real_block(blocks, ahead, num_blocks);  // two real blocks after b
     for (size_t g = kv_head_begin; g < kv_head_end; ++g) {
+      if (ahead < num_blocks) prefetch_l2(values(blocks[ahead], g).data, value_bytes);
       attention_block_values(&scores[(g - kv_head_begin) * sliced * n_ctx + slot - base], n_ctx, sliced,
                              values(blocks[b], g), count, vd, out_rows(g), isa);
     }
