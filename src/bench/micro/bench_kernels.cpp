@@ -299,8 +299,9 @@ BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024,
 // Absorbed MLA decode attention of one token through BatchAttention (the engine's split over threads): DeepSeek-V2's
 // 16 query heads over a latent of 512 + 64 values a slot (its own value), `ctx` slots in blocks of 16, latent of each
 // floating type and int8. FLOP/s counts the multiply-adds of scores (16 x 576 a slot) and values (16 x 576). At 4,096
-// slots the latent (4.7 MB in f16) stays in the last-level cache between iterations; at 32,768 (38 MB) it cannot,
-// as in a model whose weights stream through the cache between one layer's attention and the next.
+// slots the latent (4.7 MB in f16) stays in the last-level cache between iterations unless `cold` evicts it before
+// each (untimed), as a model's weights streaming through the cache between one layer's attention and the next do; at
+// 32,768 (38 MB) it cannot stay.
 constexpr KvDType kLatentTypes[] = {KvDType::kF16, KvDType::kBF16, KvDType::kInt8};
 
 void BM_MlaLatentAttention(benchmark::State& state) {
@@ -326,18 +327,27 @@ void BM_MlaLatentAttention(benchmark::State& state) {
   const AttentionBatch batch{
       .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
   std::vector<float> out(heads * width);
+  const bool cold = state.range(3) != 0;
+  std::vector<char> flush(cold ? size_t{256} << 20 : 0);  // larger than any last-level cache
   for (auto _ : state) {
+    if (cold) {  // untimed: evict the latent, as a model's weights do between one layer and the next
+      state.PauseTiming();
+      std::fill(flush.begin(), flush.end(), static_cast<char>(state.iterations()));
+      benchmark::ClobberMemory();
+      state.ResumeTiming();
+    }
     attention.run(kv, 0, batch, q, out);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetLabel(std::string(kv_dtype_name(spec.dtype.k)));
+  state.SetLabel(std::string(kv_dtype_name(spec.dtype.k)) + (cold ? " cold" : ""));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * 2 * heads * width * ctx * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MlaLatentAttention)
-    ->ArgNames({"ctx", "kv", "threads"})
-    ->ArgsProduct({{4096, 32768}, {0, 1, 2}, {1, 2}})
+    ->ArgNames({"ctx", "kv", "threads", "cold"})
+    ->ArgsProduct({{4096}, {0, 1, 2}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{32768}, {0, 1, 2}, {1, 2}, {0}})
     ->UseRealTime();
 
 // The key and the value kernel alone, on one block of 16 rows of each KV type (keys per channel).
