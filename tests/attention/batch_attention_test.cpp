@@ -9,6 +9,7 @@
 // absolute leaves a margin of 5x over the sum of these.
 #include "attention/batch_attention.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -206,33 +207,40 @@ TEST(BatchAttention, SameBitsForAnyThreadCount) {
 }
 
 // One decode token of an MQA model (16 query heads, one KV head) has one (token, KV head) pair: with more than
-// one thread its query heads go in slices of the group, one per thread (2, 3 and 4 slices here). Each head's
-// result is the bits of the single-threaded run, for float and int8 keys (rotated, so each slice rotates its own
-// query rows), and matches the reference.
+// one thread its query heads go in slices of the group, one per thread (2, 3 and 4 slices here). The result is the
+// bits of the single-threaded run, for float and int8 keys (rotated: each slice rotates its own query rows), over a
+// context through shuffled blocks and one with a hole, whole or through a sliding window, and matches the reference.
 TEST(BatchAttention, OneTokensQueryGroupSplitAcrossThreadsKeepsTheBits) {
   const AttentionShape shape{.num_heads = 16, .num_kv_heads = 1, .head_dim = 32};
   for (const KvDTypes dtype : {KvDTypes(KvDType::kF32), KvDTypes(KvDType::kF16), KvDTypes(KvDType::kInt8)}) {
     KvFixture s(shape, 16, 24, dtype, /*rotate_keys=*/dtype.k == KvDType::kInt8);
     MixedBatch m(16, 24);
-    const SequenceAttention& sequence = m.sequences[0];  // 150 slots through shuffled blocks
-    const uint32_t sequence_of_token = 0, visible = 150;
-    const AttentionBatch batch{
-        .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
-    const std::vector<float> q = s.random_queries(1);
-    std::vector<float> first, want(shape.num_heads * shape.head_dim);
-    s.naive(q.data(), m.tables[0], visible, want.data(), nullptr);
-    for (size_t threads : {1, 2, 3, 4}) {
-      ThreadPool pool(threads);
-      BatchAttention attention(pool, shape);
-      std::vector<float> out(shape.num_heads * shape.head_dim);
-      attention.run(s.kv, 0, batch, q, out);
-      if (first.empty()) {
-        first = out;
-        if (dtype.k == KvDType::kF32) {
-          for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], kTolerance) << "element " << i;
+    for (const size_t sequence_index : {0, 2}) {  // 150 slots; 40 with a hole in the middle
+      for (const size_t window : {0, 37}) {
+        const SequenceAttention& sequence = m.sequences[sequence_index];
+        const uint32_t sequence_of_token = 0, visible = sequence.num_cached;
+        const AttentionBatch batch{
+            .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
+        const std::vector<float> q = s.random_queries(1);
+        std::vector<float> first, want(shape.num_heads * shape.head_dim);
+        s.naive(q.data(), m.tables[sequence_index], visible, want.data(), nullptr);
+        const std::string what =
+            fmt::format("{}, sequence {}, window {}", kv_dtypes_name(dtype), sequence_index, window);
+        for (size_t threads : {1, 2, 3, 4}) {
+          ThreadPool pool(threads);
+          BatchAttention attention(pool, shape);
+          std::vector<float> out(shape.num_heads * shape.head_dim);
+          attention.run(s.kv, 0, batch, q, out, window);
+          if (first.empty()) {
+            first = out;
+            if (dtype.k == KvDType::kF32 && window == 0) {
+              for (size_t i = 0; i < out.size(); ++i)
+                ASSERT_NEAR(out[i], want[i], kTolerance) << what << ", element " << i;
+            }
+          } else {
+            EXPECT_EQ(out, first) << threads << " threads, " << what;
+          }
         }
-      } else {
-        EXPECT_EQ(out, first) << threads << " threads, " << kv_dtypes_name(dtype);
       }
     }
   }
