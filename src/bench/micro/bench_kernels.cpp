@@ -173,6 +173,13 @@ BENCHMARK(BM_MatvecCold)
                    {1, 2},
                    {1, 2, 3}})
     ->UseRealTime();
+// A mixture-of-experts model's expert matrices (DeepSeek-V2-Lite: 1408 x 2048) against the rows above: what the
+// shorter streams cost.
+BENCHMARK(BM_MatvecCold)
+    ->Name("MatvecColdExpert")
+    ->ArgNames({"type", "rows", "cols", "threads", "isa"})
+    ->ArgsProduct({{kPackedQ8, kPackedQ4, kPackedQ4K}, {1408, 5632}, {2048}, {2}, {2}})
+    ->UseRealTime();
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads", "isa"});
