@@ -52,7 +52,7 @@ struct PackedKernel : PackedQuads<S, kType> {
   static constexpr size_t G = S::kLanes;
   using Base = PackedQuads<S, kType>;
   using Base::finish, Base::mac, Base::merge, Base::quads, Base::start, Base::widening_mac;
-  using Base::kBlockMins, Base::kIq4Xs, Base::kKMins, Base::kQ6, Base::kQuadBytes, Base::kSuperBlocks;
+  using Base::kBlockMins, Base::kIq4Xs, Base::kKMins, Base::kQ6, Base::kQ8, Base::kQuadBytes, Base::kSuperBlocks;
   using typename Base::Quad;
   static constexpr size_t kMaxTokens = kSuperBlocks ? S::kMaxTokensKQuant : S::kMaxTokens;
   static constexpr size_t kSuperBlockBlocks = PackedLayout::kSuperBlockBlocks;
@@ -369,10 +369,15 @@ struct PackedKernel : PackedQuads<S, kType> {
     const size_t nb = layout.blocks();
     // Decode: each group is one sequential stream, read once; four at a time, whose independent dot chains and
     // streams moved 1.2-1.6x the bytes per second of one at a time (bench_kernels MatvecCold, every packed type).
+    // Every block also asks for its stream's bytes kDecodePrefetch further on into L2: the hardware prefetchers
+    // alone kept the types of 4-6 bits a value at about half of the bandwidth (the loads' wait dominated their
+    // profile), with it Q4_0 decode ran 1.45-1.55x (MatvecColdExpert, and a 27-layer Q4_0 model); Q8_0, at the
+    // bandwidth already, lost 5-13% to the prefetches' instructions and goes without.
     if (op.n_tokens == 1) {
+      constexpr size_t kDecodePrefetch = kQ8 ? 0 : 2048;
       size_t r = row_begin;
-      for (; r + 3 * G < row_end; r += 4 * G) tile<4, 1>(r, 0, 0, nb, 0);
-      for (; r < row_end; r += G) tile<1, 1>(r, 0, 0, nb, 0);
+      for (; r + 3 * G < row_end; r += 4 * G) tile<4, 1>(r, 0, 0, nb, kDecodePrefetch);
+      for (; r < row_end; r += G) tile<1, 1>(r, 0, 0, nb, kDecodePrefetch);
       return;
     }
     constexpr size_t kTile = S::kTileGroups, kRowBlock = kGroupsPerBlock * G;
