@@ -371,7 +371,7 @@ struct PackedKernel : PackedQuads<S, kType> {
     // streams moved 1.2-1.6x the bytes per second of one at a time (bench_kernels MatvecCold, every packed type).
     // Every block also asks for its stream's bytes kDecodePrefetch further on into L2: the hardware prefetchers
     // alone kept the types of 4-6 bits a value at about half of the bandwidth (the loads' wait dominated their
-    // profile), with it Q4_0 decode ran 1.45-1.55x (MatvecColdExpert, and a 27-layer Q4_0 model); Q8_0, at the
+    // profile), with it Q4_0 decode ran 1.4-1.85x (MatvecColdExpert, and a 27-layer Q4_0 model); Q8_0, at the
     // bandwidth already, lost 5-13% to the prefetches' instructions and goes without.
     if (op.n_tokens == 1) {
       constexpr size_t kDecodePrefetch = kQ8 ? 0 : 2048;
