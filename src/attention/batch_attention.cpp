@@ -8,7 +8,7 @@ namespace kvs {
 
 void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
                          std::span<float> out, size_t window) {
-  const size_t n = batch.sequence_of_token.size();
+  const size_t n = batch.sequence_of_token.size(), heads = shape_.num_kv_heads;
   const size_t q_width = shape_.num_heads * shape_.head_dim, out_width = shape_.num_heads * shape_.value_width();
   KVS_ASSERT(batch.visible_slots.size() == n, "{} tokens but {} visible-slot counts", n, batch.visible_slots.size());
   KVS_ASSERT(q.size() >= n * q_width && out.size() >= n * out_width, "q {} / out {} floats for {} tokens of {} / {}",
@@ -27,14 +27,13 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
   constexpr size_t kFixedCost = 32;  // slots' worth of per-call work
   constexpr size_t kChunksPerThread = 4;
   constexpr size_t kMinSliceHeads = 4;  // the block kernels take four query heads per key load
-  const size_t group = shape_.num_heads / shape_.num_kv_heads;
+  const size_t group = shape_.num_heads / heads, pairs = n * heads, threads = pool_.num_threads();
   const bool summing_mass = std::any_of(batch.sequences.begin(), batch.sequences.end(),
                                         [](const SequenceAttention& s) { return bool(s.slot_mass); });
-  const size_t parts = summing_mass || n * shape_.num_kv_heads >= pool_.num_threads()
-                           ? 1
-                           : std::clamp((pool_.num_threads() + n * shape_.num_kv_heads - 1) / (n * shape_.num_kv_heads),
-                                        size_t{1}, std::max(size_t{1}, group / kMinSliceHeads));
-  const size_t per_token = shape_.num_kv_heads * parts;  // items of a token
+  const size_t parts = summing_mass || pairs >= threads ? 1
+                                                        : std::clamp((threads + pairs - 1) / pairs, size_t{1},
+                                                                     std::max(size_t{1}, group / kMinSliceHeads));
+  const size_t per_token = heads * parts;  // items of a token
   cost_.resize(n + 1);
   cost_[0] = 0;
   for (size_t t = 0; t < n; ++t) cost_[t + 1] = cost_[t] + batch.visible_slots[t] - first_slot(t) + kFixedCost;
@@ -56,7 +55,7 @@ void BatchAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch
     }
     return lo;
   };
-  const size_t chunks = std::min(n * per_token, pool_.num_threads() * kChunksPerThread);
+  const size_t chunks = std::min(n * per_token, threads * kChunksPerThread);
   pool_.for_chunks(chunks, [&](size_t chunk, size_t thread) {
     std::vector<float>& scores = scores_[thread];
     const size_t begin = first_item_at(total * chunk / chunks);
