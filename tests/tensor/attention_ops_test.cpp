@@ -20,9 +20,12 @@ namespace {
 
 constexpr double kScoreTol = 1e-5;  // of scale x sum |q_i k_i|: reordered fp32 sums
 
-const std::vector<size_t> kHeadDims = {1, 7, 16, 33, 64, 80, 128, 130};
-const std::vector<size_t> kGroups = {1, 3, 8};
-const std::vector<size_t> kCounts = {1, 3, 4, 5, 16, 17};
+// Head dims with every tail length against vectors of 16 and slices of 32 and 64 floats, and an MLA latent (576);
+// groups that take every tiling (16 and 13 heads: eight at a time, then four, then one); blocks of up to 33 rows
+// (odd, and past the 16 rows a values pass takes at once).
+const std::vector<size_t> kHeadDims = {1, 7, 16, 33, 64, 80, 128, 130, 576};
+const std::vector<size_t> kGroups = {1, 3, 8, 13, 16};
+const std::vector<size_t> kCounts = {1, 3, 4, 5, 16, 17, 33};
 
 std::vector<float> random_vec(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -61,6 +64,27 @@ TEST(AttentionOpsTest, ScoresMatchFp64OnEveryIsa) {
         }
         EXPECT_EQ(scores[h * stride + count], -7.0f) << isa_name(isa) << " wrote past the block";
         EXPECT_EQ(scores[h * stride + count + 1], -7.0f) << isa_name(isa) << " wrote past the block";
+      }
+    }
+  });
+}
+
+TEST(AttentionOpsTest, AHeadsScoresDoNotDependOnItsGroup) {
+  // Each head's scores in a group of nq, on each isa, equal bit for bit that head's scores alone: the tilings
+  // (eight heads by two rows, four by four, one by four) sum every (head, row) in the same order. The engine's
+  // split of a query group over threads keeps its bits by this.
+  std::mt19937 rng(17);
+  for_each_shape([&](size_t hd, size_t nq, size_t count) {
+    const auto q = random_vec(nq * hd, rng), keys = random_vec(count * hd, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    for (Isa isa : supported_isas()) {
+      std::vector<float> group(nq * count), alone(count);
+      attention_block_scores(q.data(), nq, keys.data(), count, hd, scale, group.data(), count, isa);
+      for (size_t h = 0; h < nq; ++h) {
+        attention_block_scores(&q[h * hd], 1, keys.data(), count, hd, scale, alone.data(), count, isa);
+        for (size_t s = 0; s < count; ++s)
+          ASSERT_EQ(std::bit_cast<uint32_t>(group[h * count + s]), std::bit_cast<uint32_t>(alone[s]))
+              << isa_name(isa) << " head dim " << hd << " group " << nq << " head " << h << " row " << s;
       }
     }
   });
