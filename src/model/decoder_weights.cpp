@@ -33,6 +33,22 @@ std::vector<WeightView*> packable_matrices(DecoderLayerWeights& l) {
 
 namespace {
 
+// The absorbed form's per-head matrices, each packed on its own (the absorbed decode multiplies head by head): k_b's
+// [r][nope] and v_b's [value][r]. The sources stay (the expanded form reads kv_b whole).
+void pack_mla_heads(MlaLayerWeights& m, const ModelConfig& c, std::vector<PackedMatrix>& storage,
+                    const gguf::File& file, ThreadPool& pool) {
+  const size_t heads = c.num_heads;
+  std::vector<WeightView> k_b(heads), v_b(heads);
+  for (size_t h = 0; h < heads; ++h) {
+    k_b[h] = m.k_b_head(h, c.mla.kv_lora_rank);
+    v_b[h] = m.v_b_head(h, c.mla.value_dim);
+    pack_for_cpu(k_b[h], storage, file, false, pool);
+    pack_for_cpu(v_b[h], storage, file, false, pool);
+  }
+  m.k_b_packed = std::move(k_b);
+  m.v_b_packed = std::move(v_b);
+}
+
 // Keeps only a tensor-parallel rank's part of a Llama-family layer (model/tensor_shard.h).
 Status shard_layer(DecoderLayerWeights& lw, const ModelConfig& c, const ShardRanges& g, size_t layer,
                    std::vector<std::vector<std::byte>>& sliced) {
@@ -108,6 +124,7 @@ Expected<DecoderWeights> DecoderWeights::from_gguf(const gguf::File& file, const
     ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
     for (DecoderLayerWeights& lw : w.layers) {
       for (WeightView* m : packable_matrices(lw)) pack_for_cpu(*m, w.packed, file, true, pool);
+      if (lw.mla.k_b.data) pack_mla_heads(lw.mla, c, w.packed, file, pool);
     }
     pack_for_cpu(w.output, w.packed, file, !c.tied_output, pool);  // tied: the embedding's rows are still looked up
     // Column slices now packed: the unpacked copies no view points into go (moving a buffer keeps its bytes).

@@ -33,11 +33,16 @@ struct MlaLayerWeights {
   // What the file lacks, built at load (k_b from attn_kv_b, or attn_kv_b from the split pair): in the source's type
   // when it is a float type, else Q8_0 (requantized after the transpose, as ik_llama.cpp prepares wk_b).
   std::vector<std::byte> built;
+  // Per head, k_b_head's and v_b_head's matrices packed for this CPU's kernels (DecoderWeights' packed storage), when
+  // the weights are packed and their type packs; else empty, and the heads are read in the views above.
+  std::vector<WeightView> k_b_packed, v_b_packed;
 
   WeightView k_b_head(size_t h, size_t r) const {
+    if (!k_b_packed.empty()) return k_b_packed[h];
     return {.type = k_b.type, .data = k_b.row(h * r), .rows = r, .cols = k_b.cols};
   }
   WeightView v_b_head(size_t h, size_t value) const {
+    if (!v_b_packed.empty()) return v_b_packed[h];
     return {.type = v_b.type, .data = v_b.row(v_b_first + h * v_b_stride), .rows = value, .cols = v_b.cols};
   }
 };

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "engine_trace.h"
@@ -24,6 +25,7 @@
 #include "tensor/convert.h"
 #include "tensor/isa.h"
 #include "tensor/ops.h"
+#include "tensor/packed_weights.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -180,6 +182,60 @@ TEST_F(Deepseek2, KBuiltFromAQuantizedKvBIsItsTransposeInQ8_0) {
         }
       }
     }
+  }
+}
+
+// The absorbed form's per-head matrices are packed each on its own at load (k_b built in Q8_0, v_b the value rows of a
+// Q4_0 attn_kv_b): row by row they hold the bytes of the heads they were packed from, and the file loaded as stored
+// (kNone) gives the same logits within the packed kernels' bound (an int8 activation rounding flipped by fp32 noise:
+// tests/engine/packed_weights_test.cpp, 3% of the logits' scale), over a prompt and the decode steps after it.
+TEST_F(Deepseek2, AbsorbedHeadsArePackedWithTheFileBytes) {
+  if (!packed_layout_for(DType::kQ4_0) || !packed_layout_for(DType::kQ8_0)) GTEST_SKIP() << "no packed kernels here";
+  load("tiny-deepseek2-dense", MlaForm::kAbsorbed, DType::kQ4_0);
+  auto plain = DecoderModel::load(path_, WeightPacking::kNone);
+  ASSERT_TRUE(plain) << plain.status().message();
+  const ModelConfig& c = loaded_.model->config();
+  const size_t r = c.mla.kv_lora_rank, value = c.mla.value_dim;
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    const MlaLayerWeights &p = loaded_.model->weights().layers[l].mla, &f = (*plain)->weights().layers[l].mla;
+    ASSERT_EQ(p.k_b_packed.size(), c.num_heads);
+    ASSERT_EQ(p.v_b_packed.size(), c.num_heads);
+    EXPECT_TRUE(f.k_b_packed.empty() && f.v_b_packed.empty());
+    for (size_t h = 0; h < c.num_heads; ++h) {
+      for (auto [pm, fm] :
+           {std::pair{p.k_b_head(h, r), f.k_b_head(h, r)}, {p.v_b_head(h, value), f.v_b_head(h, value)}}) {
+        ASSERT_EQ(pm.layout, *packed_layout_for(pm.type)) << "layer " << l << " head " << h;
+        ASSERT_EQ(fm.layout, WeightLayout::kRows);
+        ASSERT_EQ(pm.rows, fm.rows);
+        std::vector<std::byte> row(fm.row_bytes());
+        for (size_t i = 0; i < fm.rows; ++i) {
+          unpack_row(pm, i, row.data());
+          ASSERT_EQ(std::memcmp(row.data(), fm.row(i), row.size()), 0)
+              << "layer " << l << " head " << h << " row " << i;
+        }
+      }
+    }
+  }
+  const std::vector<TokenId> prompt = prompt_of(12);
+  const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 1, .kv = {.block_size = 4}};
+  const test::EngineTrace a = trace(config, prompt, 8);
+  const test::EngineTrace b =
+      test::trace_request(**plain, *loaded_.tokenizer, pool_, with_form(config), test::greedy_request(prompt, 8));
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  // Positions fed the same tokens in both runs: the prompt's, then each generated one while the two agree.
+  size_t fed_alike = prompt.size();
+  while (fed_alike < prompt.size() + a.tokens.size() - 1 &&
+         a.tokens[fed_alike - prompt.size()] == b.tokens[fed_alike - prompt.size()])
+    ++fed_alike;
+  EXPECT_GT(fed_alike, prompt.size()) << "not one decode step compared";
+  for (size_t position = 0; position < fed_alike; ++position) {
+    const std::vector<float>&la = a.logits.at(position), &lb = b.logits.at(position);
+    float worst = 0.0f, scale = 0.0f;
+    for (size_t i = 0; i < la.size(); ++i) {
+      worst = std::max(worst, std::fabs(la[i] - lb[i]));
+      scale = std::max(scale, std::fabs(lb[i]));
+    }
+    EXPECT_LE(worst, 3e-2f * scale) << "position " << position;
   }
 }
 
