@@ -34,7 +34,8 @@ std::vector<WeightView*> packable_matrices(DecoderLayerWeights& l) {
 namespace {
 
 // The absorbed form's per-head matrices, each packed on its own (the absorbed decode multiplies head by head): k_b's
-// [r][nope] and v_b's [value][r]. The sources stay (the expanded form reads kv_b whole).
+// [r][nope] and v_b's [value][r]. The sources stay: the expanded form reads kv_b whole (v_b's rows are kv_b's),
+// and a k_b built at load stays beside its packed heads (about 1 MB a layer for DeepSeek-V2-Lite).
 void pack_mla_heads(MlaLayerWeights& m, const ModelConfig& c, std::vector<PackedMatrix>& storage,
                     const gguf::File& file, ThreadPool& pool) {
   const size_t heads = c.num_heads;

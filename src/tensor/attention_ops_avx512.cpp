@@ -104,14 +104,16 @@ KVS_ALWAYS_INLINE void scores_tile(const float* q, const void* keys, size_t s, s
     for (size_t r = 0; r < R; ++r) scores[g * stride + s + r] = sums[g * R + r] * scale;
 }
 
-// Heads [h, h + H) of q against rows [0, count): R rows at a time, the rows left over head by head.
+// Heads [h_begin, h_end) of q, a multiple of H, against rows [0, count): rows outer, R at a time against every H of
+// the range while they are in L1, then the rows left over head by head.
 template <KvDType T, size_t H, size_t R>
-KVS_ALWAYS_INLINE void scores_heads(const float* q, size_t h, const void* keys, size_t count, size_t head_dim,
-                                    float scale, float* scores, size_t stride) {
+KVS_ALWAYS_INLINE void scores_heads(const float* q, size_t h_begin, size_t h_end, const void* keys, size_t count,
+                                    size_t head_dim, float scale, float* scores, size_t stride) {
   size_t s = 0;
   for (; s + R <= count; s += R)
-    scores_tile<T, H, R>(q + h * head_dim, keys, s, head_dim, scale, scores + h * stride, stride);
-  for (size_t g = h; g < h + H; ++g)
+    for (size_t h = h_begin; h < h_end; h += H)
+      scores_tile<T, H, R>(q + h * head_dim, keys, s, head_dim, scale, scores + h * stride, stride);
+  for (size_t g = h_begin; g < h_end; ++g)
     head_scores<T>(q + g * head_dim, keys, s, count, head_dim, scale, scores + g * stride);
 }
 
@@ -120,18 +122,11 @@ KVS_ALWAYS_INLINE void scores_heads(const float* q, size_t h, const void* keys, 
 template <KvDType T>
 void scores_kernel(const float* q, size_t nq, const void* keys, size_t count, size_t head_dim, float scale,
                    float* scores, size_t stride) {
-  size_t h = 0;
-  if (const size_t wide = nq / 8 * 8; wide > 0) {  // rows outer: a pair of key rows meets every eight while in L1
-    size_t s = 0;
-    for (; s + 2 <= count; s += 2)
-      for (h = 0; h < wide; h += 8)
-        scores_tile<T, 8, 2>(q + h * head_dim, keys, s, head_dim, scale, scores + h * stride, stride);
-    for (size_t g = 0; g < wide; ++g)
-      head_scores<T>(q + g * head_dim, keys, s, count, head_dim, scale, scores + g * stride);
-    h = wide;
-  }
-  for (; h + 4 <= nq; h += 4) scores_heads<T, 4, 4>(q, h, keys, count, head_dim, scale, scores, stride);
-  for (; h < nq; ++h) head_scores<T>(q + h * head_dim, keys, 0, count, head_dim, scale, scores + h * stride);
+  const size_t eights = nq / 8 * 8, fours = eights + (nq - eights) / 4 * 4;
+  scores_heads<T, 8, 2>(q, 0, eights, keys, count, head_dim, scale, scores, stride);
+  scores_heads<T, 4, 4>(q, eights, fours, keys, count, head_dim, scale, scores, stride);
+  for (size_t h = fours; h < nq; ++h)
+    head_scores<T>(q + h * head_dim, keys, 0, count, head_dim, scale, scores + h * stride);
 }
 
 // Rows a values_slice call takes at most: their probabilities, copied head-minor, fit a few cache lines.
