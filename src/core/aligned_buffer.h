@@ -50,6 +50,11 @@ class AlignedBuffer {
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   ~AlignedBuffer() { std::free(data_); }
 
+  // Holds at least `count` elements: reallocated (zeroed, contents lost) only when smaller.
+  void ensure_size(size_t count) {
+    if (size_ < count) *this = AlignedBuffer(count);
+  }
+
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }

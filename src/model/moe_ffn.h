@@ -25,6 +25,19 @@ class MoeFfn {
   std::span<const ExpertChoice> choices() const { return choices_; }
 
  private:
+  // One expert's (or the shared experts') part of a grouped run: rows [offset, offset + m * f) of gate_/up_ hold
+  // its hidden states for the m tokens it runs over (m = n for the shared experts).
+  struct ExpertPart {
+    const WeightView *gate, *up, *down;
+    size_t expert;  // its index, or the number of experts for the shared experts
+    size_t m, offset;
+  };
+
+  // Every matrix takes int8 activations (Q8_0/Q4_0/K-quants): run_grouped applies.
+  static bool int8_activations(const MoeLayerWeights& w);
+  // out = shared experts + routed experts of x, as one expert at a time does (bitwise), in three passes of the pool:
+  // every gate and up, then every down (decode made three an expert: their hand-offs were 9% of a Lite token).
+  void run_grouped(const MoeLayerWeights& w, std::span<const float> x, size_t n, std::span<float> out);
   // y [m][dim] = down(silu(gate x) * up x) for m rows of x through one expert's (or the shared experts') matrices.
   void swiglu_expert(const WeightView& gate, const WeightView& up, const WeightView& down, std::span<const float> x,
                      size_t m, std::span<float> y);
@@ -37,6 +50,8 @@ class MoeFfn {
   std::vector<float> x_rows_, gate_, up_, y_;
   MatmulScratch scratch_;
   QuantizedActivations xq_;
+  std::vector<ExpertPart> parts_;
+  std::vector<QuantizedActivations> part_x_, part_hidden_;  // [part]: its tokens' rows of x; its hidden states
 };
 
 }  // namespace kvs

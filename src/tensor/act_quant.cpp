@@ -11,11 +11,6 @@
 namespace kvs {
 namespace {
 
-template <class T>
-void ensure_size(AlignedBuffer<T>& buf, size_t count) {
-  if (buf.size() < count) buf = AlignedBuffer<T>(count);
-}
-
 void quantize_blocks(const float* x, size_t n_blocks, int8_t* qs, float* scales, int32_t* offsets, Isa isa) {
   switch (isa) {
     case Isa::kScalar: return detail::quantize_blocks_scalar(x, n_blocks, qs, scales, offsets);
@@ -65,10 +60,10 @@ void QuantizedActivations::reshape(size_t tokens, size_t columns) {
   KVS_ASSERT(columns % kBlock == 0, "quantized activations need cols % 32 == 0, got {}", columns);
   n_tokens = tokens;
   cols = columns;
-  ensure_size(qs, tokens * columns);
-  ensure_size(scales, tokens * columns / kBlock);
-  ensure_size(offsets, tokens * columns / kBlock);
-  ensure_size(group_sums, tokens * columns / kGroup);
+  qs.ensure_size(tokens * columns);
+  scales.ensure_size(tokens * columns / kBlock);
+  offsets.ensure_size(tokens * columns / kBlock);
+  group_sums.ensure_size(tokens * columns / kGroup);
 }
 
 void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols, QuantizedActivations& out,
@@ -90,10 +85,21 @@ void quantize_activations_rows(std::span<const float> x, QuantizedActivations& o
   }
 }
 
+void copy_quantized_token(const QuantizedActivations& src, size_t from, QuantizedActivations& dst, size_t to) {
+  KVS_ASSERT(src.cols == dst.cols && from < src.n_tokens && to < dst.n_tokens,
+             "copy_quantized_token: token {} of {} x {} to token {} of {} x {}", from, src.n_tokens, src.cols, to,
+             dst.n_tokens, dst.cols);
+  const size_t nb = src.blocks_per_token(), ng = src.cols / QuantizedActivations::kGroup;
+  std::copy_n(src.token_qs(from), src.cols, dst.qs.data() + to * dst.cols);
+  std::copy_n(src.token_scales(from), nb, dst.scales.data() + to * nb);
+  std::copy_n(src.token_offsets(from), nb, dst.offsets.data() + to * nb);
+  std::copy_n(src.token_group_sums(from), ng, dst.group_sums.data() + to * ng);
+}
+
 void Bf16Activations::reshape(size_t tokens, size_t columns) {
   n_tokens = tokens;
   cols = columns;
-  ensure_size(values, tokens * columns);
+  values.ensure_size(tokens * columns);
 }
 
 void convert_activations_bf16(std::span<const float> x, size_t n_tokens, size_t cols, Bf16Activations& out,

@@ -45,6 +45,10 @@ void quantize_activations(std::span<const float> x, size_t n_tokens, size_t cols
 void quantize_activations_rows(std::span<const float> x, QuantizedActivations& out, size_t t_begin, size_t t_end,
                                Isa isa);
 
+// dst's token `to` = src's token `from` (dst reshaped to src's cols beforehand): quantization is per token, so
+// the rows of a subset of tokens quantized together are these copies of the whole batch's.
+void copy_quantized_token(const QuantizedActivations& src, size_t from, QuantizedActivations& dst, size_t to);
+
 // x rounded to bf16 (nearest even): [n_tokens][cols], for the vdpbf16ps prefill kernel.
 struct Bf16Activations {
   size_t n_tokens = 0;

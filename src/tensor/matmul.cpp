@@ -141,13 +141,18 @@ void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::
   run_rows(quantized_operands(w, xq, y), select_kernel(w, MatmulActivations::kInt8Blocks, isa), pool);
 }
 
-void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
-                            Isa isa) {
+namespace {
+
+// shared: the activations of the items without their own (nullptr: every item has its own).
+void run_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations* shared, ThreadPool& pool,
+                         Isa isa) {
   KVS_ASSERT(isa_supported(isa), "matmul: isa {} is not supported by this CPU", isa_name(isa));
   std::vector<MatmulOperands> ops;
   std::vector<MatmulRowsFn> fns;
   for (const QuantizedMatmul& item : items) {
-    ops.push_back(quantized_operands(*item.w, xq, item.y));
+    const QuantizedActivations* xq = item.xq != nullptr ? item.xq : shared;
+    KVS_ASSERT(xq != nullptr, "matmul_quantized_group: a matrix of {} rows without activations", item.w->rows);
+    ops.push_back(quantized_operands(*item.w, *xq, item.y));
     fns.push_back(select_kernel(*item.w, MatmulActivations::kInt8Blocks, isa));
   }
   // One job over every matrix: matrix i contributes the chunks parallel_for would make of it, so the
@@ -161,6 +166,17 @@ void matmul_quantized_group(std::span<const QuantizedMatmul> items, const Quanti
     const auto [begin, end] = ThreadPool::split(ops[i].w.rows, kRowGrain, chunk - first_chunk[i], chunks);
     if (begin < end) fns[i](ops[i], begin, end);
   });
+}
+
+}  // namespace
+
+void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
+                            Isa isa) {
+  run_quantized_group(items, &xq, pool, isa);
+}
+
+void matmul_quantized_group(std::span<const QuantizedMatmul> items, ThreadPool& pool, Isa isa) {
+  run_quantized_group(items, nullptr, pool, isa);
 }
 
 void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens, std::span<float> y, size_t row_begin,

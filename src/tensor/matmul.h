@@ -61,15 +61,19 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
 void matmul_quantized(const WeightView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
                       Isa isa = best_isa());
 
-// Several matrices over the same quantized activations (Q, K and V; gate and up) in one pass of the
-// pool: each thread takes its share of every matrix's rows back to back, with no barrier between the
-// matrices. Every y is bitwise what matmul_quantized gives.
+// Several matrices in one pass of the pool: each thread takes its share of every matrix's rows back to back,
+// with no barrier between the matrices. Every y is bitwise what matmul_quantized gives. The matrices read the
+// same quantized activations (Q, K and V; gate and up) or each its own (a mixture's experts, each over the
+// tokens routed to it).
 struct QuantizedMatmul {
   const WeightView* w;
-  std::span<float> y;  // [xq.n_tokens][w->rows]
+  std::span<float> y;                        // [activations' n_tokens][w->rows]
+  const QuantizedActivations* xq = nullptr;  // its own activations; nullptr: the group's
 };
 void matmul_quantized_group(std::span<const QuantizedMatmul> items, const QuantizedActivations& xq, ThreadPool& pool,
                             Isa isa = best_isa());
+// Every item with its own activations.
+void matmul_quantized_group(std::span<const QuantizedMatmul> items, ThreadPool& pool, Isa isa = best_isa());
 
 // Single-threaded, for output rows [row_begin, row_end) only. Converts the activations itself on each
 // call (matmul() does that once for all threads).
