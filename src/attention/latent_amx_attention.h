@@ -1,0 +1,41 @@
+// MLA's absorbed attention over bf16 latents on AMX-BF16 tiles (tensor/latent_partial.h): every query head of a token
+// against its sequence's one latent row per slot, the slots cut into runs that the pool's threads take, each run
+// read once (scores, running softmax and values of 32 slots while they are in L1), the runs merged per token. A
+// batch of fewer tokens than threads splits each token's slots, so that at batch 1 each thread reads its share of
+// the latent once (the fp32 path, BatchAttention, splits the heads instead: each thread reads every latent twice).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "attention/attention_batch.h"
+#include "attention/paged_attention.h"
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "tensor/latent_partial.h"
+
+namespace kvs {
+
+class LatentAmxAttention {
+ public:
+  // shape: one KV head (the latent) of head_dim == value width, read whole as key and value.
+  LatentAmxAttention(ThreadPool& pool, const AttentionShape& shape);
+
+  // run() takes this batch: AMX-BF16 is usable, the cache is an MLA latent of bf16 rows a multiple of 32 wide,
+  // unrotated, and nothing asks for what only the general path does (a window, slot mass).
+  bool applies(const KvStorage& kv, const AttentionBatch& batch, size_t window) const;
+
+  // q: [n][num_heads * head_dim], out: [n][num_heads * head_dim], as BatchAttention::run.
+  void run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
+           std::span<float> out);
+
+ private:
+  ThreadPool& pool_;
+  AttentionShape shape_;
+  std::vector<AmxLatentPartial> runs_;          // [token][part]
+  std::vector<AlignedBuffer<uint16_t>> stage_;  // per thread: 32 rows gathered across blocks, zero-padded
+  std::vector<const AmxLatentPartial*> merging_;
+};
+
+}  // namespace kvs
