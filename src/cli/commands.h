@@ -22,5 +22,6 @@ void register_calc(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_loadgen(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_devices(CLI::App& app);
 
 }  // namespace kvs::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   kvs::cli::register_serve(app);
   kvs::cli::register_loadgen(app);
   kvs::cli::register_bench(app);
+  kvs::cli::register_devices(app);
   std::string known;
   bool is_known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

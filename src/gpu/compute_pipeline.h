@@ -1,0 +1,41 @@
+// A compute pipeline from embedded SPIR-V (RAII): its storage-buffer bindings 0..N-1 in one descriptor set, push
+// constants, and specialization constants fixed at creation (shapes: workgroup size, row widths).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "gpu/gpu_buffer.h"
+
+namespace kvs {
+
+class ComputePipeline {
+ public:
+  // spirv: the shader's words; `bindings` storage buffers; push_bytes of push constants (0: none);
+  // specialization[i] is constant_id i.
+  static Expected<std::unique_ptr<ComputePipeline>> create(VulkanContext& context, std::span<const uint32_t> spirv,
+                                                           uint32_t bindings, uint32_t push_bytes,
+                                                           std::span<const uint32_t> specialization = {});
+  ~ComputePipeline();
+  ComputePipeline(const ComputePipeline&) = delete;
+  ComputePipeline& operator=(const ComputePipeline&) = delete;
+
+  // Points binding i at buffers[i] (whole). Not while a recorded dispatch of this pipeline may still run.
+  void bind(std::span<GpuBuffer* const> buffers);
+  // Records a dispatch of `groups` workgroups with `push` as the push constants (push_bytes of them).
+  void record(VkCommandBuffer commands, const void* push, uint32_t groups) const;
+
+ private:
+  explicit ComputePipeline(VulkanContext& context) : context_(context) {}
+  VulkanContext& context_;
+  uint32_t bindings_ = 0, push_bytes_ = 0;
+  VkShaderModule module_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkDescriptorSet set_ = VK_NULL_HANDLE;
+};
+
+}  // namespace kvs

@@ -1,0 +1,42 @@
+// A Vulkan buffer and its memory (RAII), usable as a storage binding and as a transfer source and destination.
+// kDeviceLocal: the GPU's own memory, filled and read through a host-visible staging buffer (copy_to / copy_from);
+// kHostVisible: mapped for the host's whole lifetime of the buffer (staging, small per-step metadata).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "gpu/vulkan_context.h"
+
+namespace kvs {
+
+enum class GpuMemory { kDeviceLocal, kHostVisible };
+
+class GpuBuffer {
+ public:
+  // An error names the bytes and the device when the memory is not there (out of device memory is not a crash).
+  static Expected<std::unique_ptr<GpuBuffer>> create(VulkanContext& context, size_t bytes, GpuMemory memory);
+  ~GpuBuffer();
+  GpuBuffer(const GpuBuffer&) = delete;
+  GpuBuffer& operator=(const GpuBuffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  size_t bytes() const { return bytes_; }
+  // The mapped bytes of a kHostVisible buffer (coherent); empty for kDeviceLocal.
+  std::span<std::byte> mapped() const { return {static_cast<std::byte*>(mapped_), mapped_ ? bytes_ : 0}; }
+
+  // Host bytes into the buffer at `offset` (through a staging buffer when device-local), and back.
+  Status upload(std::span<const std::byte> data, size_t offset = 0);
+  Status download(std::span<std::byte> data, size_t offset = 0) const;
+
+ private:
+  GpuBuffer(VulkanContext& context, size_t bytes) : context_(context), bytes_(bytes) {}
+  VulkanContext& context_;
+  size_t bytes_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  void* mapped_ = nullptr;
+};
+
+}  // namespace kvs

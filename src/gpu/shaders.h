@@ -1,0 +1,11 @@
+// The SPIR-V of src/gpu/shaders/*.comp, compiled by glslc at build time and embedded in the binary.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace kvs::shaders {
+
+std::span<const uint32_t> stream_sum();  // shaders/stream_sum.comp
+
+}  // namespace kvs::shaders

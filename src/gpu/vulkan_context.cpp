@@ -1,0 +1,96 @@
+#include "gpu/vulkan_context.h"
+
+#include <vector>
+
+namespace kvs {
+
+Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
+  auto devices = list_gpu_devices();
+  if (!devices) return devices.status();
+  if (index >= devices->size()) {
+    return Status::not_found(fmt::format("no Vulkan device {}: this machine has {}", index, devices->size()));
+  }
+  auto instance = VulkanInstance::create();
+  if (!instance) return instance.status();
+  std::unique_ptr<VulkanContext> context(new VulkanContext());
+  context->instance_ = std::move(*instance);
+  context->info_ = (*devices)[index];
+  context->physical_ = context->instance_->physical_devices().at(index);
+
+  uint32_t families = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(context->physical_, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> queues(families);
+  vkGetPhysicalDeviceQueueFamilyProperties(context->physical_, &families, queues.data());
+  uint32_t family = families;
+  for (uint32_t f = 0; f < families && family == families; ++f) {
+    if (queues[f].queueFlags & VK_QUEUE_COMPUTE_BIT) family = f;
+  }
+  if (family == families) {
+    return Status::unimplemented(fmt::format("Vulkan device {} ({}) has no compute queue", index, context->info_.name));
+  }
+  const float priority = 1.0f;
+  const VkDeviceQueueCreateInfo queue_info{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                           .queueFamilyIndex = family,
+                                           .queueCount = 1,
+                                           .pQueuePriorities = &priority};
+  const VkDeviceCreateInfo device_info{
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue_info};
+  KVS_RETURN_IF_ERROR(
+      vk_check(vkCreateDevice(context->physical_, &device_info, nullptr, &context->device_), "vkCreateDevice"));
+  vkGetDeviceQueue(context->device_, family, 0, &context->queue_);
+  const VkCommandPoolCreateInfo pool_info{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                          .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+                                          .queueFamilyIndex = family};
+  KVS_RETURN_IF_ERROR(
+      vk_check(vkCreateCommandPool(context->device_, &pool_info, nullptr, &context->pool_), "vkCreateCommandPool"));
+  const VkFenceCreateInfo fence_info{.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KVS_RETURN_IF_ERROR(
+      vk_check(vkCreateFence(context->device_, &fence_info, nullptr, &context->fence_), "vkCreateFence"));
+  return context;
+}
+
+VulkanContext::~VulkanContext() {
+  if (device_ != VK_NULL_HANDLE) {
+    vkDeviceWaitIdle(device_);
+    if (fence_ != VK_NULL_HANDLE) vkDestroyFence(device_, fence_, nullptr);
+    if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
+    vkDestroyDevice(device_, nullptr);
+  }
+}
+
+Expected<uint32_t> VulkanContext::memory_type(uint32_t allowed, VkMemoryPropertyFlags required) const {
+  VkPhysicalDeviceMemoryProperties memory;
+  vkGetPhysicalDeviceMemoryProperties(physical_, &memory);
+  for (uint32_t t = 0; t < memory.memoryTypeCount; ++t) {
+    if ((allowed >> t & 1) && (memory.memoryTypes[t].propertyFlags & required) == required) return t;
+  }
+  return Status::unimplemented(
+      fmt::format("Vulkan device {} has no memory type with properties {:#x}", info_.name, required));
+}
+
+Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
+  const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                             .commandPool = pool_,
+                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                             .commandBufferCount = 1};
+  VkCommandBuffer commands = VK_NULL_HANDLE;
+  KVS_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(device_, &allocate, &commands), "vkAllocateCommandBuffers"));
+  const VkCommandBufferBeginInfo begin{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  Status status = vk_check(vkBeginCommandBuffer(commands, &begin), "vkBeginCommandBuffer");
+  if (status) {
+    record(commands);
+    status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
+  }
+  if (status) {
+    const VkSubmitInfo submit{
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &commands};
+    status = vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+    if (status) status = vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    vkResetFences(device_, 1, &fence_);
+  }
+  vkFreeCommandBuffers(device_, pool_, 1, &commands);
+  return status;
+}
+
+}  // namespace kvs

@@ -1,0 +1,34 @@
+// The Vulkan instance (RAII) and VkResult turned into a Status with the call that failed.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvs {
+
+const char* vk_result_name(VkResult result);
+// ok for VK_SUCCESS, else an error "WHAT failed: VK_ERROR_..." (out of memory codes as kOutOfMemory).
+Status vk_check(VkResult result, const char* what);
+
+class VulkanInstance {
+ public:
+  // The loader's instance for Vulkan 1.2 compute, with the portability enumeration where the loader has it (so a
+  // MoltenVK device is listed too).
+  static Expected<std::unique_ptr<VulkanInstance>> create();
+  ~VulkanInstance();
+  VulkanInstance(const VulkanInstance&) = delete;
+  VulkanInstance& operator=(const VulkanInstance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  std::vector<VkPhysicalDevice> physical_devices() const;
+
+ private:
+  explicit VulkanInstance(VkInstance instance) : instance_(instance) {}
+  VkInstance instance_;
+};
+
+}  // namespace kvs
