@@ -87,5 +87,47 @@ TEST(KQuantModel, Q4KMEqualsItsF32TwinWithinTheActivationBound) {
   EXPECT_GE(std::set<TokenId>(c.want.begin(), c.want.end()).size(), 4u);
 }
 
+// Files of the shapes users download (issue 40): Qwen2.5-0.5B's width 896 and Gemma 3 1B's 1152 are not whole
+// 256-value super-blocks, so llama.cpp's Q4_K_M recipe writes their matrices in Q5_0 (Q4_K's fallback) and Q8_0
+// (Q6_K's), the rows of 4864 and 6912 in the K-quants. Two layers and a vocabulary of 1,024 keep the test short;
+// the row widths, head shapes and recipe are the models'. Each loads and runs against its F32 twin within the bound
+// above (the same int8 activations over rows of other widths).
+TEST(KQuantModel, Qwen25AndGemma3ShapedQ4KMFilesLoadAndRunAsTheirF32Twins) {
+  for (const char* preset : {"qwen2.5-0.5b", "gemma3-1b"}) {
+    test::TempDir dir(std::string("kquant_shape_") + preset);
+    SynthSpec spec = *synth_preset(preset);
+    spec.layers = 2;
+    spec.vocab = 1024;
+    spec.type = DType::kQ4_K;
+    spec.mixed_k = true;
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(write_synth_model(spec, path)) << preset;
+    auto file = gguf::File::open(path);
+    ASSERT_TRUE(file);
+    // Every layer matrix in a K-quant where its rows are whole super-blocks, else in a fallback type; both occur.
+    size_t fallbacks = 0, k_quants = 0;
+    for (const gguf::TensorInfo& t : file->tensors()) {
+      if (t.name.rfind("blk.", 0) != 0 || t.dims.size() != 2) continue;
+      const bool whole = t.dims[0] % 256 == 0;
+      EXPECT_EQ(is_k_quant(t.type), whole)
+          << preset << " " << t.name << " rows of " << t.dims[0] << ": " << dtype_name(t.type);
+      if (!whole) {
+        EXPECT_TRUE(t.type == DType::kQ5_0 || t.type == DType::kQ8_0) << t.name << ": " << dtype_name(t.type);
+      }
+      ++(whole ? k_quants : fallbacks);
+    }
+    EXPECT_GT(fallbacks, 0u) << preset;
+    EXPECT_GT(k_quants, 0u) << preset;
+    std::vector<TokenId> prompt{1};
+    for (size_t i = 1; i < 16; ++i) prompt.push_back(static_cast<TokenId>(260 + (i * 37) % 700));
+    const test::TwinComparison c = test::compare_with_f32_twin(path, prompt, 12, kLogitBound);
+    // Measured: 0.048 (Qwen2.5 shape) and 0.062 (Gemma 3) on avx512 and avx2; 0 on scalar, which reads the
+    // dequantized rows with fp32 activations as the twin does.
+    EXPECT_LE(c.worst, matmul_activations(DType::kQ4_K, best_isa()) == MatmulActivations::kF32 ? 0.0f : kLogitBound)
+        << preset;
+    EXPECT_GE(c.agreed, 1u) << preset;
+  }
+}
+
 }  // namespace
 }  // namespace kvs
