@@ -93,11 +93,11 @@ void ComputePipeline::bind(std::span<GpuBuffer* const> buffers) {
   vkUpdateDescriptorSets(context_.device(), bindings_, writes.data(), 0, nullptr);
 }
 
-void ComputePipeline::record(VkCommandBuffer commands, const void* push, uint32_t groups) const {
+void ComputePipeline::record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y) const {
   vkCmdBindPipeline(commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
   vkCmdBindDescriptorSets(commands, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
   if (push_bytes_ > 0) vkCmdPushConstants(commands, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
-  vkCmdDispatch(commands, groups, 1, 1);
+  vkCmdDispatch(commands, groups_x, groups_y, 1);
 }
 
 }  // namespace kvs

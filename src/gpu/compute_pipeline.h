@@ -23,8 +23,8 @@ class ComputePipeline {
 
   // Points binding i at buffers[i] (whole). Not while a recorded dispatch of this pipeline may still run.
   void bind(std::span<GpuBuffer* const> buffers);
-  // Records a dispatch of `groups` workgroups with `push` as the push constants (push_bytes of them).
-  void record(VkCommandBuffer commands, const void* push, uint32_t groups) const;
+  // Records a dispatch of groups_x x groups_y workgroups with `push` as the push constants (push_bytes of them).
+  void record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y = 1) const;
 
  private:
   explicit ComputePipeline(VulkanContext& context) : context_(context) {}

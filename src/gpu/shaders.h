@@ -7,5 +7,7 @@
 namespace kvs::shaders {
 
 std::span<const uint32_t> stream_sum();  // shaders/stream_sum.comp
+std::span<const uint32_t> rmsnorm();     // shaders/rmsnorm.comp
+std::span<const uint32_t> matvec();      // shaders/matvec.comp
 
 }  // namespace kvs::shaders
