@@ -1,24 +1,90 @@
 #include "gpu/gpu_ops.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <vector>
 
 #include "gpu/shaders.h"
 
 namespace kvs {
 
+namespace {
+
+// A pipeline, or the Status of why not, into `slot`.
+Status make(VulkanContext& context, std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_words,
+            std::initializer_list<uint32_t> constants, std::unique_ptr<ComputePipeline>& slot) {
+  const std::vector<uint32_t> specialization(constants);
+  auto pipeline = ComputePipeline::create(context, spirv, bindings, push_words * sizeof(uint32_t), specialization);
+  if (!pipeline) return pipeline.status();
+  slot = std::move(*pipeline);
+  return Status::ok();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   std::unique_ptr<GpuOps> ops(new GpuOps(context));
-  const uint32_t norm_constants[] = {kNormWorkgroup};
-  auto norm = ComputePipeline::create(context, shaders::rmsnorm(), 3, 2 * sizeof(uint32_t), norm_constants);
-  if (!norm) return norm.status();
-  ops->rmsnorm_ = std::move(*norm);
+  KVS_RETURN_IF_ERROR(make(context, shaders::rmsnorm(), 3, 2, {kNormWorkgroup}, ops->rmsnorm_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 0}, ops->rope_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 1, {kElementwise}, ops->add_));
   for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
-    const uint32_t constants[] = {kMatvecWorkgroup, static_cast<uint32_t>(type)};
-    auto matvec = ComputePipeline::create(context, shaders::matvec(), 3, 4 * sizeof(uint32_t), constants);
-    if (!matvec) return matvec.status();
-    ops->matvec_[type] = std::move(*matvec);
+    const uint32_t id = static_cast<uint32_t>(type);
+    KVS_RETURN_IF_ERROR(make(context, shaders::matvec(), 3, 4, {kMatvecWorkgroup, id}, ops->matvec_[type]));
+    KVS_RETURN_IF_ERROR(make(context, shaders::get_rows(), 3, 2, {kElementwise, id}, ops->get_rows_[type]));
   }
   return ops;
+}
+
+Status GpuOps::dispatch(ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
+                        uint32_t groups_x, uint32_t groups_y) {
+  pipeline.bind(buffers);
+  return context_.run([&](VkCommandBuffer c) { pipeline.record(c, push, groups_x, groups_y); });
+}
+
+Status GpuOps::rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
+                    uint32_t half, bool neox) {
+  if (2 * half > head_dim || x.bytes() < size_t{tokens} * heads * head_dim * sizeof(float) ||
+      cos.bytes() < size_t{tokens} * half * sizeof(float) || sin.bytes() < cos.bytes()) {
+    return Status::invalid_argument(fmt::format("RoPE of {} pairs over {} tokens of {} heads of {}: buffers of {}, {}",
+                                                half, tokens, heads, head_dim, x.bytes(), cos.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&x, &cos, &sin};
+  const uint32_t push[] = {tokens, heads, head_dim, half};
+  return dispatch(neox ? *rope_neox_ : *rope_, buffers, push, groups_for(size_t{tokens} * heads * half));
+}
+
+Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
+  if (gate.bytes() < n * sizeof(float) || up.bytes() < n * sizeof(float)) {
+    return Status::invalid_argument(
+        fmt::format("swiglu of {} values over {} and {} bytes", n, gate.bytes(), up.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&gate, &up};
+  return dispatch(*swiglu_, buffers, &n, groups_for(n));
+}
+
+Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n) {
+  if (x.bytes() < n * sizeof(float) || y.bytes() < n * sizeof(float)) {
+    return Status::invalid_argument(fmt::format("add of {} values over {} and {} bytes", n, x.bytes(), y.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&x, &y};
+  return dispatch(*add_, buffers, &n, groups_for(n));
+}
+
+Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols) {
+  const auto pipeline = get_rows_.find(type);
+  if (pipeline == get_rows_.end()) {
+    return Status::unimplemented(fmt::format("the GPU does not read {} embeddings yet", dtype_name(type)));
+  }
+  if ((type == DType::kQ8_0 && cols % 32 != 0) || ids.bytes() < tokens * sizeof(uint32_t) ||
+      out.bytes() < size_t{tokens} * cols * sizeof(float)) {
+    return Status::invalid_argument(
+        fmt::format("{} rows of {} {} values into {} bytes", tokens, cols, dtype_name(type), out.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&table, &ids, &out};
+  const uint32_t push[] = {tokens, cols};
+  return dispatch(*pipeline->second, buffers, push, groups_for(size_t{tokens} * cols));
 }
 
 Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps) {
@@ -27,12 +93,11 @@ Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, 
                                                 x.bytes(), w.bytes(), y.bytes()));
   }
   GpuBuffer* const buffers[] = {&x, &w, &y};
-  rmsnorm_->bind(buffers);
   struct {
     uint32_t cols;
     float eps;
   } push{cols, eps};
-  return context_.run([&](VkCommandBuffer c) { rmsnorm_->record(c, &push, rows); });
+  return dispatch(*rmsnorm_, buffers, &push, rows);
 }
 
 Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols,
@@ -50,12 +115,9 @@ Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint
                                                 rows, cols, dtype_name(type), tokens, w.bytes(), x.bytes(), y.bytes()));
   }
   GpuBuffer* const buffers[] = {&w, &x, &y};
-  pipeline->second->bind(buffers);
   const uint32_t rows_per_group = std::max<uint32_t>(1, kMatvecWorkgroup / context_.info().subgroup_size);
   const uint32_t push[] = {rows, cols, tokens, rows_per_group};
-  return context_.run([&](VkCommandBuffer c) {
-    pipeline->second->record(c, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
-  });
+  return dispatch(*pipeline->second, buffers, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
 }
 
 }  // namespace kvs

@@ -13,11 +13,27 @@ constexpr uint32_t kRmsnorm[] = {
 constexpr uint32_t kMatvec[] = {
 #include "matvec.spv.inc"
 };
+constexpr uint32_t kRope[] = {
+#include "rope.spv.inc"
+};
+constexpr uint32_t kSwiglu[] = {
+#include "swiglu.spv.inc"
+};
+constexpr uint32_t kAdd[] = {
+#include "add.spv.inc"
+};
+constexpr uint32_t kGetRows[] = {
+#include "get_rows.spv.inc"
+};
 
 }  // namespace
 
 std::span<const uint32_t> stream_sum() { return kStreamSum; }
 std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
+std::span<const uint32_t> get_rows() { return kGetRows; }
+std::span<const uint32_t> add() { return kAdd; }
+std::span<const uint32_t> swiglu() { return kSwiglu; }
+std::span<const uint32_t> rope() { return kRope; }
 
 }  // namespace kvs::shaders

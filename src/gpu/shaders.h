@@ -9,5 +9,9 @@ namespace kvs::shaders {
 std::span<const uint32_t> stream_sum();  // shaders/stream_sum.comp
 std::span<const uint32_t> rmsnorm();     // shaders/rmsnorm.comp
 std::span<const uint32_t> matvec();      // shaders/matvec.comp
+std::span<const uint32_t> rope();        // shaders/rope.comp
+std::span<const uint32_t> swiglu();      // shaders/swiglu.comp
+std::span<const uint32_t> add();         // shaders/add.comp
+std::span<const uint32_t> get_rows();    // shaders/get_rows.comp
 
 }  // namespace kvs::shaders

@@ -115,5 +115,89 @@ TEST_F(GpuOpsTest, MatvecEqualsTheCpuReferenceForEachWeightType) {
   EXPECT_NE(refused.message().find("q4_k"), std::string::npos) << refused.message();
 }
 
+// RoPE by the CPU's own angle tables: each rotated value is two products and a sum, rounded (or fused) differently
+// on either side: |d| <= 2 u (|x0 c| + |x1 s|) <= 2 u (|x0| + |x1|).
+TEST_F(GpuOpsTest, RopeEqualsTheCpuInBothConventions) {
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (bool neox : {false, true}) {
+    for (uint32_t head_dim : {8u, 64u}) {
+      for (uint32_t half : {head_dim / 2, head_dim / 4}) {  // a partial rotary dimension too
+        const uint32_t tokens = 3, heads = 4;
+        const std::vector<float> inv_freq = rope_inverse_frequencies(2 * half, 10000.0f);
+        std::vector<float> x(tokens * heads * head_dim), cos(tokens * half), sin(tokens * half);
+        for (float& v : x) v = normal(rng_);
+        std::vector<float> want = x;
+        for (uint32_t t = 0; t < tokens; ++t) {
+          const std::span<float> c(&cos[t * half], half), s(&sin[t * half], half);
+          rope_cos_sin(size_t{t} * 517 + 3, inv_freq, c, s);
+          const std::span<float> row(&want[t * heads * head_dim], heads * head_dim);
+          neox ? rope_neox(row, heads, head_dim, c, s) : rope_interleaved(row, heads, head_dim, c, s);
+        }
+        auto xb = device_buffer(std::as_bytes(std::span(x)));
+        auto cb = device_buffer(std::as_bytes(std::span(cos))), sb = device_buffer(std::as_bytes(std::span(sin)));
+        ASSERT_TRUE(ops_->rope(*xb, *cb, *sb, tokens, heads, head_dim, half, neox));
+        const std::vector<float> got = download(*xb, x.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const size_t in_head = i % head_dim, base = i - in_head;
+          // The value's partner in its pair (itself when unrotated: then the bound is the 0 of no change).
+          const size_t j = in_head >= 2 * half ? in_head
+                           : neox              ? (in_head < half ? in_head + half : in_head - half)
+                                               : (in_head ^ 1);
+          const double bound = in_head >= 2 * half ? 0.0 : 2 * kU * (std::fabs(x[i]) + std::fabs(x[base + j]));
+          ASSERT_LE(std::fabs(got[i] - want[i]), bound)
+              << (neox ? "neox" : "interleaved") << " head dim " << head_dim << " half " << half << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// SwiGLU: Vulkan's exp is within 3 + 2 |x| ulp, its division 2.5 ulp; the CPU's exp within 2e-7 relative:
+// |d| <= |y| ((6 + 2 |g|) 2^-23 + 2e-7).
+TEST_F(GpuOpsTest, SwigluAndTheResidualAddEqualTheCpu) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (uint32_t n : {1u, 1000u}) {
+    std::vector<float> gate(n), up(n);
+    for (float& v : gate) v = normal(rng_);
+    for (float& v : up) v = normal(rng_);
+    std::vector<float> want = gate;
+    swiglu(want, up);
+    auto gb = device_buffer(std::as_bytes(std::span(gate))), ub = device_buffer(std::as_bytes(std::span(up)));
+    ASSERT_TRUE(ops_->swiglu(*gb, *ub, n));
+    const std::vector<float> got = download(*gb, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_LE(std::fabs(got[i] - want[i]), std::fabs(want[i]) * ((6 + 2 * std::fabs(gate[i])) * 0x1p-23 + 2e-7))
+          << "gate " << gate[i] << " up " << up[i];
+    }
+    // x += y is one fp32 addition on either side: the same bits.
+    std::vector<float> sum = gate;
+    for (uint32_t i = 0; i < n; ++i) sum[i] += up[i];
+    auto xb = device_buffer(std::as_bytes(std::span(gate)));
+    ASSERT_TRUE(ops_->add(*xb, *ub, n));
+    EXPECT_EQ(download(*xb, n), sum);
+  }
+}
+
+// The token embedding: rows picked by id and dequantized exactly as the CPU's dequantize_row (the same bits).
+TEST_F(GpuOpsTest, GetRowsEqualsTheCpuDequantization) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint32_t rows = 50, cols = 96;
+  const std::vector<uint32_t> ids{49, 0, 7, 7, 23};
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    const size_t row_bytes = dtype_row_bytes(type, cols);
+    std::vector<std::byte> table(rows * row_bytes);
+    std::vector<float> row(cols), want(ids.size() * cols);
+    for (uint32_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = normal(rng_);
+      quantize_row(type, row.data(), &table[r * row_bytes], cols);
+    }
+    for (size_t t = 0; t < ids.size(); ++t) dequantize_row(type, &table[ids[t] * row_bytes], &want[t * cols], cols);
+    auto tb = device_buffer(table), ib = device_buffer(std::as_bytes(std::span(ids)));
+    auto ob = device_buffer(std::as_bytes(std::span(want)));
+    ASSERT_TRUE(ops_->get_rows(type, *tb, *ib, *ob, static_cast<uint32_t>(ids.size()), cols));
+    EXPECT_EQ(download(*ob, want.size()), want) << dtype_name(type);
+  }
+}
+
 }  // namespace
 }  // namespace kvs
