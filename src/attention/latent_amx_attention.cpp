@@ -62,7 +62,7 @@ void LatentAmxAttention::run(const KvStorage& kv, size_t layer, const AttentionB
         KVS_ASSERT(block != kNullBlock, "slot {} of a latent lies in a hole", s);
         return static_cast<const uint16_t*>(kv.keys(layer, block, 0).data) + s % block_size * width;
       };
-      if (rows == kHalf && block_size >= kHalf) return row_of(slot);
+      if (rows == kHalf && slot % block_size + kHalf <= block_size) return row_of(slot);  // all in one block
       uint16_t* staged = stage.data() + half * kHalf * width;
       for (size_t r = 0; r < rows; ++r) std::memcpy(staged + r * width, row_of(slot + r), width * sizeof(uint16_t));
       std::fill_n(staged + rows * width, (kHalf - rows) * width, uint16_t{0});

@@ -33,7 +33,7 @@ class LatentAmxAttention {
  private:
   ThreadPool& pool_;
   AttentionShape shape_;
-  std::vector<AmxLatentPartial> runs_;          // [token][part]
+  std::vector<AmxLatentPartial> runs_;          // [token][part] when a token has parts, else [thread]
   std::vector<AlignedBuffer<uint16_t>> stage_;  // per thread: 32 rows gathered across blocks, zero-padded
   std::vector<const AmxLatentPartial*> merging_;
 };

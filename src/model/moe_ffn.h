@@ -25,7 +25,7 @@ class MoeFfn {
   std::span<const ExpertChoice> choices() const { return choices_; }
 
  private:
-  // One expert's (or the shared experts') part of a grouped run: rows [offset, offset + m * f) of gate_/up_ hold
+  // One expert's (or the shared experts') part of a grouped run: elements [offset, offset + m * f) of gate_/up_ hold
   // its hidden states for the m tokens it runs over (m = n for the shared experts).
   struct ExpertPart {
     const WeightView *gate, *up, *down;
@@ -35,8 +35,9 @@ class MoeFfn {
 
   // Every matrix takes int8 activations (Q8_0/Q4_0/K-quants): run_grouped applies.
   static bool int8_activations(const MoeLayerWeights& w);
-  // out = shared experts + routed experts of x, as one expert at a time does (bitwise), in three passes of the pool:
-  // every gate and up, then every down (decode made three an expert: their hand-offs were 9% of a Lite token).
+  // out = shared experts + routed experts of x, as one expert at a time does (bitwise): x quantized once, every gate
+  // and up in one pass of the pool, every down in another (decode made three passes an expert, whose hand-offs were 9%
+  // of a Lite token); at prefill each part's hidden states are quantized in passes of their own.
   void run_grouped(const MoeLayerWeights& w, std::span<const float> x, size_t n, std::span<float> out);
   // y [m][dim] = down(silu(gate x) * up x) for m rows of x through one expert's (or the shared experts') matrices.
   void swiglu_expert(const WeightView& gate, const WeightView& up, const WeightView& down, std::span<const float> x,

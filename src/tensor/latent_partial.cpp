@@ -1,4 +1,4 @@
-// The parts of AmxLatentPartial that run on any CPU: whether AMX may be used, and the merge of partial runs.
+// The parts of AmxLatentPartial that run on any CPU: whether AMX may be used, its buffers, and the merge of runs.
 #include "tensor/latent_partial.h"
 
 #include <sys/syscall.h>
@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "tensor/isa.h"
+#include "tensor/latent_partial_internal.h"
 
 namespace kvs {
 namespace {
@@ -28,6 +29,46 @@ bool amx_bf16_usable() {
                           __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
                           request_tile_state();
   return cpu && isa_supported(Isa::kAvx512);
+}
+
+void AmxLatentPartial::start(const float* q, size_t nq, size_t width, float scale) {
+  KVS_ASSERT(amx_bf16_usable(), "AMX latent attention on a CPU (or process) without AMX-BF16 tiles");
+  KVS_ASSERT(nq > 0 && width % 32 == 0 && width > 0 && width <= kMaxWidth,
+             "AMX latent attention takes rows of a multiple of 32 up to {} wide and some heads, not {} x {}", kMaxWidth,
+             nq, width);
+  nq_ = nq;
+  width_ = width;
+  groups_ = (nq + kHeads - 1) / kHeads;
+  scale_ = scale;
+  constexpr size_t kTileElems = 512;  // bf16 elements of one 16 x 64-byte tile
+  const size_t rows = groups_ * kHeads;
+  qb_.ensure_size(groups_ * (width / 32) * kTileElems);
+  o_.ensure_size(rows * width);
+  m_.ensure_size(rows);
+  l_.ensure_size(rows);
+  s_.ensure_size(kSlots * kHeads);
+  pt_.ensure_size(kTileElems);
+  vb_.ensure_size(width / 16 * kTileElems);
+  std::fill_n(o_.data(), rows * width, 0.0f);
+  std::fill_n(m_.data(), rows, -std::numeric_limits<float>::infinity());
+  std::fill_n(l_.data(), rows, 0.0f);
+  detail::amx_pack_queries(q, nq, width, groups_, qb_.data());
+}
+
+void AmxLatentPartial::add(const uint16_t* first, const uint16_t* second, size_t count) {
+  KVS_ASSERT(count >= 1 && count <= kSlots && width_ > 0, "AMX latent attention adds 1 to {} slots, not {}", kSlots,
+             count);
+  const detail::AmxRunState run{.width = width_,
+                                .groups = groups_,
+                                .scale = scale_,
+                                .qb = qb_.data(),
+                                .o = o_.data(),
+                                .m = m_.data(),
+                                .l = l_.data(),
+                                .s = s_.data(),
+                                .pt = pt_.data(),
+                                .vb = vb_.data()};
+  detail::amx_latent_add(run, first, second, count);
 }
 
 void merge_latent_partials(std::span<const AmxLatentPartial* const> runs, size_t nq, size_t width, float* out) {

@@ -2,8 +2,9 @@
 // scores and output off the same cached row), on AMX-BF16 tiles. The rows are bf16 as cached; queries and
 // probabilities are rounded to bf16 (round to nearest even), products are summed in fp32 by tdpbf16ps. Against the
 // fp32 kernels (tensor/attention_ops.h) over the same bf16 rows: a score s = scale * q . k moves by at most
-// scale * 2^-9 * sum_i |q_i k_i| (q's rounding; k is exact) plus fp32 rounding, and an output element by at most
-// 2^-9 * sum_s p_s |v_s| from p's rounding, plus what the scores' error does to p (tests/tensor derive the bound).
+// scale * 2^-8 * sum_i |q_i k_i| (q's rounding; k is exact) plus fp32 rounding, and an output element by at most
+// 2^-8 * sum_s p_s |v_s| from p's rounding, plus what the scores' error does to p (the bound is derived and
+// tested in tests/attention/latent_amx_attention_test.cpp).
 //
 // One object is one thread's partial softmax over a run of slots (flash-decoding): the running max m[h] of head h's
 // scores (raised only when a score exceeds it by more than kRescaleMargin, so that the accumulators are rescaled

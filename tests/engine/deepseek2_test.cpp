@@ -265,19 +265,16 @@ TEST_F(Deepseek2, AbsorbedEqualsExpandedOverQuantizedLatents) {
     const test::EngineTrace expanded3 = run(three_layers, MlaForm::kExpanded, dtype);
     EXPECT_EQ(absorbed3.tokens, expanded3.tokens) << what;
     if (dtype == KvDType::kBF16 && amx_bf16_usable()) {
-      // Absorbed attention over bf16 latents then runs on AMX tiles, which round its queries and probabilities to
-      // bf16 (attention/latent_amx_attention.h): 2^-9 relative, the size of the latent's own rounding, so the forms
-      // differ by about what the cache's rounding does to the output, which bounds them (measured: 0.61x of it on the
-      // one layer, whose latent rows of 64 take the tiles; the three layers' rows of 48 do not, 0.014x).
+      // Absorbed attention over bf16 latents then runs on AMX tiles (the one layer's latent rows of 64 take them; the
+      // three layers' rows of 48 do not), which round its queries and probabilities to bf16
+      // (attention/latent_amx_attention.h): 2^-8 relative, the size of the latent's own rounding, so the forms differ
+      // by about what the cache's rounding does to the output, which bounds them (measured: 0.61x of it).
       const float rounding = test::worst_logit_difference(expanded, run(one_layer, MlaForm::kExpanded, KvDType::kF32));
-      const float rounding3 =
-          test::worst_logit_difference(expanded3, run(three_layers, MlaForm::kExpanded, KvDType::kF32));
       EXPECT_GT(test::worst_logit_difference(absorbed, expanded), kLogitBound) << "AMX ran";
       EXPECT_LE(test::worst_logit_difference(absorbed, expanded), rounding) << what;
-      EXPECT_LE(test::worst_logit_difference(absorbed3, expanded3), rounding3) << what;
-      continue;
+    } else {
+      EXPECT_LE(test::worst_logit_difference(absorbed, expanded), kLogitBound) << what;
     }
-    EXPECT_LE(test::worst_logit_difference(absorbed, expanded), kLogitBound) << what;
     if (dtype == KvDType::kF32) {
       EXPECT_LE(test::worst_logit_difference(absorbed3, expanded3), kLogitBound) << what;
       EXPECT_GT(test::worst_logit_difference(absorbed3, expanded3), 0.0f) << "two different computations ran";

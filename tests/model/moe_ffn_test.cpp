@@ -1,7 +1,8 @@
 // The mixture-of-experts FFN against its definition composed of single matrix products: for each token, the shared
 // experts' SwiGLU plus each chosen expert's SwiGLU times its weight, added in expert-index order. With int8-activation
-// weights the FFN runs every expert's gate and up in one pass of the pool and every down in another; each product is
-// bitwise the one matmul gives for the token alone (batch invariance, tensor/matmul.h), so the result must be too.
+// weights (every ISA but scalar, whose reference reads fp32 activations and takes the one-expert-at-a-time path) the
+// FFN runs every expert's gate and up in one pass of the pool and every down in another; each product is bitwise the
+// one matmul gives for the token alone (batch invariance, tensor/matmul.h), so the result must be too.
 #include "model/moe_ffn.h"
 
 #include <gtest/gtest.h>
@@ -78,30 +79,36 @@ TEST(MoeFfn, GroupedExpertsEqualTheirDefinitionBitwise) {
   std::vector<float> x(kTokens * 64);
   std::normal_distribution<float> normal;
   for (float& v : x) v = normal(rng);
-  for (size_t threads : {1, 2}) {
-    ThreadPool pool(threads);
-    MoeFfn ffn(config, pool);
-    std::vector<float> out(kTokens * 64);
-    ffn.run(w, x, kTokens, out);
-    std::vector<ExpertChoice> choices(ffn.choices().begin(), ffn.choices().end());
-    std::set<uint32_t> used;
-    for (size_t t = 0; t < kTokens; ++t) {
-      const std::span<const float> xt{&x[t * 64], 64};
-      std::vector<float> want = swiglu_of(w.shared_gate, w.shared_up, w.shared_down, xt, pool);
-      std::vector<ExpertChoice> chosen(&choices[t * 3], &choices[t * 3] + 3);
-      std::sort(chosen.begin(), chosen.end(), [](auto a, auto b) { return a.expert < b.expert; });
-      for (const ExpertChoice& c : chosen) {
-        used.insert(c.expert);
-        const std::vector<float> y = swiglu_of(w.gate[c.expert], w.up[c.expert], w.down[c.expert], xt, pool);
-        for (size_t j = 0; j < 64; ++j) want[j] += c.weight * y[j];
+  // With the shared expert and without one (then the output starts from zeros, not from what the buffer held).
+  for (size_t shared : {1, 0}) {
+    config.moe.shared_experts = shared;
+    if (shared == 0) w.shared_gate = w.shared_up = w.shared_down = WeightView{};
+    for (size_t threads : {1, 2}) {
+      ThreadPool pool(threads);
+      MoeFfn ffn(config, pool);
+      std::vector<float> out(kTokens * 64, NAN);
+      ffn.run(w, x, kTokens, out);
+      std::vector<ExpertChoice> choices(ffn.choices().begin(), ffn.choices().end());
+      std::set<uint32_t> used;
+      for (size_t t = 0; t < kTokens; ++t) {
+        const std::span<const float> xt{&x[t * 64], 64};
+        std::vector<float> want =
+            shared > 0 ? swiglu_of(w.shared_gate, w.shared_up, w.shared_down, xt, pool) : std::vector<float>(64, 0.0f);
+        std::vector<ExpertChoice> chosen(&choices[t * 3], &choices[t * 3] + 3);
+        std::sort(chosen.begin(), chosen.end(), [](auto a, auto b) { return a.expert < b.expert; });
+        for (const ExpertChoice& c : chosen) {
+          used.insert(c.expert);
+          const std::vector<float> y = swiglu_of(w.gate[c.expert], w.up[c.expert], w.down[c.expert], xt, pool);
+          for (size_t j = 0; j < 64; ++j) want[j] += c.weight * y[j];
+        }
+        for (size_t j = 0; j < 64; ++j) ASSERT_EQ(out[t * 64 + j], want[j]) << "token " << t << " element " << j;
+        // The token alone: the same routing and the same bits.
+        std::vector<float> alone(64, NAN);
+        ffn.run(w, xt, 1, alone);
+        EXPECT_EQ(alone, std::vector<float>(&out[t * 64], &out[t * 64] + 64)) << "token " << t;
       }
-      for (size_t j = 0; j < 64; ++j) ASSERT_EQ(out[t * 64 + j], want[j]) << "token " << t << " element " << j;
-      // The token alone: the same routing and the same bits.
-      std::vector<float> alone(64);
-      ffn.run(w, xt, 1, alone);
-      EXPECT_EQ(alone, std::vector<float>(&out[t * 64], &out[t * 64] + 64)) << "token " << t;
+      EXPECT_GE(used.size(), 5u) << "the tokens route to most experts, so most run over several tokens or none";
     }
-    EXPECT_GE(used.size(), 5u) << "the tokens route to most experts, so most run over several tokens or none";
   }
 }
 
