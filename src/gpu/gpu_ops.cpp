@@ -20,6 +20,14 @@ Status make(VulkanContext& context, std::span<const uint32_t> spirv, uint32_t bi
   return Status::ok();
 }
 
+// The shaders' code for a K/V element: 0 f32, 1 f16, 2 bf16.
+uint32_t element_code(KvDType element) { return element == KvDType::kF32 ? 0u : element == KvDType::kF16 ? 1u : 2u; }
+
+Status refuse_element(KvDType element) {
+  return Status::unimplemented(fmt::format(
+      "{} K/V on the GPU: f32, f16 and bf16 are (int8 and int4 come with issue 42)", kv_dtype_name(element)));
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
@@ -29,6 +37,10 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
   KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
   KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 1, {kElementwise}, ops->add_));
+  for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
+    KVS_RETURN_IF_ERROR(
+        make(context, shaders::kv_write(), 3, 4, {kElementwise, element_code(element)}, ops->kv_write_[element]));
+  }
   for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     const uint32_t id = static_cast<uint32_t>(type);
     KVS_RETURN_IF_ERROR(make(context, shaders::matvec(), 3, 4, {kMatvecWorkgroup, id}, ops->matvec_[type]));
@@ -118,6 +130,52 @@ Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint
   const uint32_t rows_per_group = std::max<uint32_t>(1, kMatvecWorkgroup / context_.info().subgroup_size);
   const uint32_t push[] = {rows, cols, tokens, rows_per_group};
   return dispatch(*pipeline->second, buffers, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
+}
+
+}  // namespace kvs
+
+namespace kvs {
+
+Status GpuOps::kv_write(KvDType element, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
+                        uint32_t kv_heads, uint32_t width, uint32_t block_size) {
+  const auto pipeline = kv_write_.find(element);
+  if (pipeline == kv_write_.end()) return refuse_element(element);
+  if (rows.bytes() < size_t{tokens} * kv_heads * width * sizeof(float) || slots.bytes() < tokens * sizeof(uint32_t) ||
+      block_size == 0) {
+    return Status::invalid_argument(fmt::format("KV write of {} tokens of {} x {}: buffers of {} and {} bytes", tokens,
+                                                kv_heads, width, rows.bytes(), slots.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&rows, &pool, &slots};
+  const uint32_t push[] = {tokens, kv_heads, width, block_size};
+  return dispatch(*pipeline->second, buffers, push, groups_for(size_t{tokens} * kv_heads * width));
+}
+
+Status GpuOps::paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuffer& keys, GpuBuffer& values,
+                               GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch, GpuBuffer& out,
+                               uint32_t tokens, const AttentionShape& shape) {
+  for (KvDType element : {key, value}) {
+    if (kv_dtype_quantized(element)) return refuse_element(element);
+  }
+  if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.block_size == 0 ||
+      scratch.bytes() < size_t{tokens} * shape.heads * shape.max_slots * sizeof(float) ||
+      out.bytes() < size_t{tokens} * shape.heads * shape.value_width * sizeof(float) ||
+      token_info.bytes() < size_t{tokens} * 2 * sizeof(uint32_t)) {
+    return Status::invalid_argument(fmt::format(
+        "paged attention of {} tokens, {} heads over {} KV heads, {} slots a token: scratch {} and out {} bytes",
+        tokens, shape.heads, shape.kv_heads, shape.max_slots, scratch.bytes(), out.bytes()));
+  }
+  std::unique_ptr<ComputePipeline>& pipeline = attention_[{key, value}];
+  if (!pipeline) {
+    KVS_RETURN_IF_ERROR(make(context_, shaders::paged_attention(), 7, 8,
+                             {kAttentionWorkgroup, element_code(key), element_code(value)}, pipeline));
+  }
+  GpuBuffer* const buffers[] = {&q, &keys, &values, &tables, &token_info, &scratch, &out};
+  struct {
+    uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
+    float scale;
+  } push{shape.heads,      shape.kv_heads,   shape.head_dim,  shape.value_width,
+         shape.block_size, shape.max_blocks, shape.max_slots, shape.scale};
+  return dispatch(*pipeline, buffers, &push, shape.heads, tokens);
 }
 
 }  // namespace kvs

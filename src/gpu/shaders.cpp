@@ -25,12 +25,20 @@ constexpr uint32_t kAdd[] = {
 constexpr uint32_t kGetRows[] = {
 #include "get_rows.spv.inc"
 };
+constexpr uint32_t kKvWrite[] = {
+#include "kv_write.spv.inc"
+};
+constexpr uint32_t kPagedAttention[] = {
+#include "paged_attention.spv.inc"
+};
 
 }  // namespace
 
 std::span<const uint32_t> stream_sum() { return kStreamSum; }
 std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
+std::span<const uint32_t> paged_attention() { return kPagedAttention; }
+std::span<const uint32_t> kv_write() { return kKvWrite; }
 std::span<const uint32_t> get_rows() { return kGetRows; }
 std::span<const uint32_t> add() { return kAdd; }
 std::span<const uint32_t> swiglu() { return kSwiglu; }
