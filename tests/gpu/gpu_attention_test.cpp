@@ -17,7 +17,7 @@
 #include "attention/batch_attention.h"
 #include "attention/write_kv.h"
 #include "core/half.h"
-#include "gpu/gpu_ops.h"
+#include "gpu_test_fixture.h"
 
 namespace kvs {
 namespace {
@@ -25,31 +25,8 @@ namespace {
 constexpr double kU = 0x1p-24;
 constexpr uint32_t kHole = 0xffffffffu;
 
-class GpuAttentionTest : public ::testing::Test {
+class GpuAttentionTest : public test::GpuTest {
  protected:
-  void SetUp() override {
-    auto devices = list_gpu_devices();
-    if (!devices) GTEST_SKIP() << "no Vulkan: " << devices.status().message();
-    if (devices->empty()) GTEST_SKIP() << "the Vulkan loader found no device";
-    auto context = VulkanContext::create(0);
-    ASSERT_TRUE(context) << context.status().message();
-    context_ = std::move(*context);
-    auto ops = GpuOps::create(*context_);
-    ASSERT_TRUE(ops) << ops.status().message();
-    ops_ = std::move(*ops);
-  }
-  std::unique_ptr<GpuBuffer> device_buffer(std::span<const std::byte> bytes) {
-    auto b = GpuBuffer::create(*context_, std::max<size_t>(bytes.size(), 4), GpuMemory::kDeviceLocal);
-    EXPECT_TRUE(b) << b.status().message();
-    EXPECT_TRUE((*b)->upload(bytes));
-    return std::move(*b);
-  }
-  template <class T>
-  std::unique_ptr<GpuBuffer> device_buffer(const std::vector<T>& v) {
-    return device_buffer(std::as_bytes(std::span(v)));
-  }
-  std::unique_ptr<VulkanContext> context_;
-  std::unique_ptr<GpuOps> ops_;
   std::mt19937 rng_{21};
 };
 

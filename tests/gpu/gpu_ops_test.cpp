@@ -5,14 +5,13 @@
 // then subgroups), each sum of n terms off by at most (n - 1) u sum|terms|, so they differ by at most 2 n u sum|terms|.
 // RMSNorm's CPU sum of squares is double: the shader's fp32 sum is off by n u relatively, its square root by half
 // that, and inversesqrt (2 ulp in Vulkan) and two multiplications add 8 u: |dy| <= (n / 2 + 8) u |y| (+ 1e-30).
-#include "gpu/gpu_ops.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "core/thread_pool.h"
+#include "gpu_test_fixture.h"
 #include "tensor/convert.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
@@ -22,33 +21,8 @@ namespace {
 
 constexpr double kU = 0x1p-24;
 
-class GpuOpsTest : public ::testing::Test {
+class GpuOpsTest : public test::GpuTest {
  protected:
-  void SetUp() override {
-    auto devices = list_gpu_devices();
-    if (!devices) GTEST_SKIP() << "no Vulkan: " << devices.status().message();
-    if (devices->empty()) GTEST_SKIP() << "the Vulkan loader found no device";
-    auto context = VulkanContext::create(0);
-    ASSERT_TRUE(context) << context.status().message();
-    context_ = std::move(*context);
-    auto ops = GpuOps::create(*context_);
-    ASSERT_TRUE(ops) << ops.status().message();
-    ops_ = std::move(*ops);
-  }
-  // A device-local buffer holding `bytes`.
-  std::unique_ptr<GpuBuffer> device_buffer(std::span<const std::byte> bytes) {
-    auto b = GpuBuffer::create(*context_, bytes.size(), GpuMemory::kDeviceLocal);
-    EXPECT_TRUE(b) << b.status().message();
-    EXPECT_TRUE((*b)->upload(bytes));
-    return std::move(*b);
-  }
-  std::vector<float> download(const GpuBuffer& b, size_t n) {
-    std::vector<float> out(n);
-    EXPECT_TRUE(b.download(std::as_writable_bytes(std::span(out))));
-    return out;
-  }
-  std::unique_ptr<VulkanContext> context_;
-  std::unique_ptr<GpuOps> ops_;
   std::mt19937 rng_{9};
 };
 

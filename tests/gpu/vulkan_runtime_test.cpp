@@ -9,26 +9,13 @@
 #include <numeric>
 #include <random>
 
-#include "gpu/gpu_buffer.h"
 #include "gpu/stream_probe.h"
+#include "gpu_test_fixture.h"
 
 namespace kvs {
 namespace {
 
-class VulkanRuntime : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto devices = list_gpu_devices();
-    if (!devices) GTEST_SKIP() << "no Vulkan: " << devices.status().message();
-    if (devices->empty()) GTEST_SKIP() << "the Vulkan loader found no device";
-    devices_ = *devices;
-    auto context = VulkanContext::create(0);
-    ASSERT_TRUE(context) << context.status().message();
-    context_ = std::move(*context);
-  }
-  std::vector<GpuDeviceInfo> devices_;
-  std::unique_ptr<VulkanContext> context_;
-};
+using VulkanRuntime = test::GpuTest;
 
 TEST_F(VulkanRuntime, DevicesAreListedWithTheLimitsKvserveGoesBy) {
   for (const GpuDeviceInfo& d : devices_) {
