@@ -87,7 +87,7 @@ void run_stream(const PerplexityCliOptions& options, const KvOptions& kv) {
       .max_tokens = options.stream_tokens,
       .kv = {.block_size = kv.block_size, .dtype = kv.dtype, .key_scales = kv.key_scales, .policy = kv.policy}};
   if (options.policies.empty()) {
-    auto r = evaluate_stream_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, o);
+    auto r = evaluate_stream_perplexity(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, text, o);
     if (!r) throw CommandError(r.status().message());
     if (!options.nll_path.empty()) {
       std::string tsv = "position\tnll\n";
@@ -104,7 +104,8 @@ void run_stream(const PerplexityCliOptions& options, const KvOptions& kv) {
   std::vector<KvPolicyParams> policies;
   for (const std::string& spec : options.policies) policies.push_back(parse_policy_spec(spec));
   if (options.budgets.empty()) throw CommandError("--policies needs --budgets (tokens held, e.g. 64,128,256)");
-  auto q = measure_stream_quality(*loaded.model, *loaded.tokenizer, *loaded.pool, text, o, policies, options.budgets);
+  auto q = measure_stream_quality(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, text, o, policies,
+                                  options.budgets);
   if (!q) throw CommandError(q.status().message());
   std::fputs(stream_quality_markdown(*q).c_str(), stdout);
   if (!options.plot_path.empty()) {
@@ -124,11 +125,11 @@ void run(const PerplexityCliOptions& options) {
   const std::string text = read_text(options);
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp)
-  auto result =
-      evaluate_perplexity(*loaded.model, *loaded.tokenizer, *loaded.pool, text, eval, [](size_t done, size_t total) {
-        std::fprintf(stderr, "\rkvserve: chunk %zu/%zu", done, total);
-        if (done == total) std::fputc('\n', stderr);
-      });
+  auto result = evaluate_perplexity(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, text, eval,
+                                    [](size_t done, size_t total) {
+                                      std::fprintf(stderr, "\rkvserve: chunk %zu/%zu", done, total);
+                                      if (done == total) std::fputc('\n', stderr);
+                                    });
   if (!result) throw CommandError(result.status().message());
   for (size_t c = 0; c < result->chunk_mean_nll.size(); ++c) {
     std::printf("chunk %zu: mean nll %.6f\n", c, result->chunk_mean_nll[c]);

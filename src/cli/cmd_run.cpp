@@ -86,7 +86,7 @@ void print_run_line(const RunOptions& options, const LoadedModel& loaded, const 
                "kvserve: prompt %zu tokens (%zu from the prefix cache), generated %zu tokens (%s), prefill %.1f tok/s, "
                "decode %.1f tok/s, "
                "KV cache %zu bytes allocated, %zu/%zu blocks used (%zu bytes, block %zu tokens; %s, %s, %s, %s), "
-               "weights %zu bytes (loaded in %.2f s), %zu threads, %s kernels, kv cache %s\n",
+               "weights %zu bytes (loaded in %.2f s), %s, kv cache %s\n",
                result.prompt_tokens, result.cached_tokens, result.tokens.size(),
                std::string(finish_reason_name(result.finish_reason)).c_str(),
                result.prompt_tokens / std::max(result.prefill_seconds, 1e-9),
@@ -97,7 +97,10 @@ void print_run_line(const RunOptions& options, const LoadedModel& loaded, const 
                                 : fmt::format("{} kv heads x {} head dim", config.num_kv_heads, config.head_dim))
                    .c_str(),
                kv_dtypes_name(engine_options.kv.dtype).c_str(), loaded.model->weights().matrix_bytes(),
-               loaded.load_seconds, loaded.pool->num_threads(), std::string(isa_name(best_isa())).c_str(),
+               loaded.load_seconds,
+               (loaded.gpu ? fmt::format("on {}", options.model.device)
+                           : fmt::format("{} threads, {} kernels", loaded.pool->num_threads(), isa_name(best_isa())))
+                   .c_str(),
                options.no_kv_cache ? "off" : "on");
 }
 
@@ -161,7 +164,7 @@ void run(const RunOptions& options) {
                        .json_object = options.json_object};
   if (!options.json_schema.empty()) params.json_schema = load_json_schema(options.json_schema);
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
-  auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, engine_options);
+  auto engine = Engine::create(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
   // The prompt is echoed once the request is accepted (a refused request prints nothing to stdout).
   bool echoed = false;

@@ -122,7 +122,7 @@ void serve(const ServeOptions& options) {
   const EngineConfig config = engine_config(options);
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 serves HTTP
-  auto engine = Engine::create(*loaded.model, *loaded.tokenizer, *loaded.pool, config);
+  auto engine = Engine::create(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, config);
   if (!engine) throw CommandError(engine.status().message());
   EngineLoop loop(**engine);
   const std::string path = options.model.model_path.empty() ? default_model_path() : options.model.model_path;

@@ -1,8 +1,10 @@
 #include "cli/model_options.h"
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
+#include "gpu/gpu_model.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 
@@ -23,6 +25,11 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       ->check(CLI::Range(1, 256));
   add_tensor_parallel_option(command, options.tp);
   add_no_repack_flag(command, options.no_repack);
+  command
+      .add_option("--device", options.device,
+                  "Where the model runs: cpu, or vulkan[:N] (Vulkan device N of `kvserve devices`; the Llama family "
+                  "with F32, F16 or Q8_0 weights and f32/f16/bf16 K/V so far: docs/GPU.md)")
+      ->capture_default_str();
 }
 
 void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
@@ -41,9 +48,27 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
                    "packed int8 kernels (same values; for A/B measurements)");
 }
 
+namespace {
+
+// --device: nullopt for cpu, else the Vulkan device index; throws CommandError naming a value it cannot read.
+std::optional<size_t> vulkan_device(const std::string& device) {
+  if (device == "cpu") return std::nullopt;
+  if (device == "vulkan") return 0;
+  if (device.rfind("vulkan:", 0) == 0 && device.size() > 7 &&
+      device.find_first_not_of("0123456789", 7) == std::string::npos) {
+    return std::stoul(device.substr(7));
+  }
+  throw CommandError(fmt::format("--device must be cpu, vulkan or vulkan:N, got '{}'", device));
+}
+
+}  // namespace
+
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
-  const WeightPacking packing = options.no_repack ? WeightPacking::kNone : WeightPacking::kForCpu;
+  const std::optional<size_t> gpu = vulkan_device(options.device);
+  if (gpu && options.tp > 1) throw CommandError("--tp with --device vulkan: tensor parallelism runs on the CPU only");
+  // The GPU reads the matrices in the file's layout.
+  const WeightPacking packing = options.no_repack || gpu ? WeightPacking::kNone : WeightPacking::kForCpu;
   const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
   LoadedModel loaded;
   Communicator* comm = nullptr;
@@ -65,6 +90,11 @@ LoadedModel load_model(const ModelOptions& options) {
   if (!tokenizer) throw CommandError(fmt::format("{}: {}", path, tokenizer.status().message()));
   loaded.model = std::move(model).value();
   loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  if (gpu) {
+    auto on_device = make_gpu_model(*loaded.model, *gpu);
+    if (!on_device) throw CommandError(fmt::format("--device {}: {}", options.device, on_device.status().message()));
+    loaded.gpu = std::move(on_device).value();
+  }
   loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
   return loaded;

@@ -18,10 +18,11 @@
 namespace kvs::cli {
 
 struct ModelOptions {
-  std::string model_path;  // empty: the default model built with kvserve
-  size_t threads = 0;      // 0: every hardware thread
-  bool no_repack = false;  // keep Q8_0 matrices in the file's layout (WeightPacking::kNone)
-  size_t tp = 1;           // --tp: ranks the model is split over
+  std::string model_path;      // empty: the default model built with kvserve
+  size_t threads = 0;          // 0: every hardware thread
+  bool no_repack = false;      // keep Q8_0 matrices in the file's layout (WeightPacking::kNone)
+  size_t tp = 1;               // --tp: ranks the model is split over
+  std::string device = "cpu";  // --device cpu | vulkan[:N]
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
@@ -33,7 +34,11 @@ struct LoadedModel {
   std::unique_ptr<DecoderModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
-  double load_seconds = 0.0;  // opening the file, checking it, repacking its matrices and reading the tokenizer
+  double load_seconds = 0.0;   // opening the file, checking it, repacking its matrices and reading the tokenizer
+  std::unique_ptr<Model> gpu;  // --device vulkan: the model on the GPU (its weights uploaded), over `model`
+
+  // What engines run: the GPU's model under --device vulkan, else the loaded one.
+  const Model& engine_model() const { return gpu ? *gpu : static_cast<const Model&>(*model); }
 };
 // Throws CommandError with the loader's message (file, problem, value) on failure.
 LoadedModel load_model(const ModelOptions& options);

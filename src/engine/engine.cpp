@@ -43,6 +43,8 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
                                                        const EngineConfig& config) {
   auto layout = engine_kv_layout(model, config);
   if (!layout) return layout.status();
+  const bool evicts = config.kv.policy.resolved(config.kv.block_size).evicts();
+  for (const KvCacheConfig& g : layout->groups) KVS_RETURN_IF_ERROR(model.supports_kv(g.spec, g.layer_window, evicts));
   auto kv = HybridKvManager::create(layout->groups);
   if (!kv) return kv.status();
   auto engine = std::unique_ptr<Engine>(
@@ -120,7 +122,13 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       evictor_(model),
       logits_processors_(tokenizer) {
   storages_.reserve(layout.groups.size());
-  for (const KvCacheConfig& g : layout.groups) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+  for (const KvCacheConfig& g : layout.groups) {
+    if (KvAllocator* device = model.kv_allocator()) {
+      storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails, *device);
+    } else {
+      storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+    }
+  }
   kv_groups_ = layout.groups;
   auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
                                                model_key_rotation(model.config()), clock_);

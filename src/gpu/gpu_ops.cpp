@@ -36,7 +36,7 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 0}, ops->rope_));
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
   KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
-  KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 1, {kElementwise}, ops->add_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 2, {kElementwise}, ops->add_));
   for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::kv_write(), 3, 4, {kElementwise, element_code(element)}, ops->kv_write_[element]));
@@ -76,12 +76,16 @@ Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
   return dispatch(*swiglu_, buffers, &n, groups_for(n));
 }
 
-Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n) {
-  if (x.bytes() < n * sizeof(float) || y.bytes() < n * sizeof(float)) {
-    return Status::invalid_argument(fmt::format("add of {} values over {} and {} bytes", n, x.bytes(), y.bytes()));
+Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period) {
+  if (n == 0) return Status::ok();
+  if (period == 0) period = n;
+  if (x.bytes() < n * sizeof(float) || y.bytes() < std::min(n, period) * sizeof(float) || n % period != 0) {
+    return Status::invalid_argument(
+        fmt::format("add of {} values (period {}) over {} and {} bytes", n, period, x.bytes(), y.bytes()));
   }
   GpuBuffer* const buffers[] = {&x, &y};
-  return dispatch(*add_, buffers, &n, groups_for(n));
+  const uint32_t push[] = {n, period};
+  return dispatch(*add_, buffers, push, groups_for(n));
 }
 
 Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols) {

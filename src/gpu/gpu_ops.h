@@ -30,8 +30,9 @@ class GpuOps {
               uint32_t half, bool neox);
   // gate = silu(gate) * up over n values (shaders/swiglu.comp).
   Status swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n);
-  // x += y over n values (shaders/add.comp).
-  Status add(GpuBuffer& x, GpuBuffer& y, uint32_t n);
+  // x[i] += y[i % period] over n values (shaders/add.comp): the residual add (period 0: n), or a bias of `period`
+  // values added to every row.
+  Status add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period = 0);
   // out[t] = row ids[t] of `table` [rows][cols] in `type` (F32, F16, Q8_0), dequantized (shaders/get_rows.comp).
   Status get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols);
 

@@ -69,6 +69,7 @@ Expected<uint32_t> VulkanContext::memory_type(uint32_t allowed, VkMemoryProperty
 }
 
 Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
+  const std::lock_guard lock(submit_mutex_);
   const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                              .commandPool = pool_,
                                              .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "gpu/gpu_devices.h"
 #include "gpu/vulkan_instance.h"
@@ -25,6 +26,7 @@ class VulkanContext {
   Expected<uint32_t> memory_type(uint32_t allowed, VkMemoryPropertyFlags required) const;
 
   // Records `record` into a fresh command buffer, submits it and waits for the queue (a lost device is an error).
+  // One submission at a time: callers on several threads (engines sharing the device) take turns.
   Status run(const std::function<void(VkCommandBuffer)>& record);
 
  private:
@@ -36,6 +38,7 @@ class VulkanContext {
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
+  std::mutex submit_mutex_;  // guards the pool, the queue and the fence
 };
 
 }  // namespace kvs

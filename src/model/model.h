@@ -62,6 +62,11 @@ class Model {
   virtual Communicator* communicator() const { return nullptr; }
   // A runner over `pool`; the model must outlive it.
   virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const = 0;
+  // Where its runner wants the KV bytes (a GPU's mapped memory); null: host RAM. The model outlives the storages.
+  virtual KvAllocator* kv_allocator() const { return nullptr; }
+  // Whether its runner computes attention over a cache of `spec` with a window of `window` slots (0: none) and an
+  // eviction policy (evicts): an error naming what it does not, checked when an engine is made. The CPU runs all.
+  virtual Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const { return Status::ok(); }
 };
 
 }  // namespace kvs

@@ -36,5 +36,40 @@ TEST(DevicesCli, ListsTheCpuAndEachVulkanDeviceAsLinesAndJson) {
   }
 }
 
+// --device vulkan on the commands that run a model: the story `run` generates and the perplexity of held-out text
+// are the CPU's (perplexity within 1e-4 relative: the bound; measured equal to 1e-8 in the mean NLL).
+TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
+  test::TempDir dir("cli_device_vulkan");
+  const auto listing = run_kvserve({"devices", "--json"}, dir);
+  ASSERT_EQ(listing.exit_code, 0) << listing.err;
+  const nlohmann::json d = nlohmann::json::parse(listing.out);
+  if (d.contains("vulkan_error") || d["vulkan"].empty()) GTEST_SKIP() << "no Vulkan device";
+  std::string story[2];
+  double perplexity[2];
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    const std::string device = gpu ? "vulkan" : "cpu";
+    const auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--device", device}, dir);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    story[gpu] = run.out;
+    if (gpu) {
+      EXPECT_NE(run.err.find("on vulkan"), std::string::npos) << run.err;
+    }
+    const auto ppl = run_kvserve({"perplexity", "-f", test::shared_path("eval/tinystories_valid_head.txt"), "--chunk",
+                                  "128", "--chunks", "3", "--device", device},
+                                 dir);
+    ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+    const size_t at = ppl.out.rfind("perplexity ");
+    ASSERT_NE(at, std::string::npos) << ppl.out;
+    perplexity[gpu] = std::stod(ppl.out.substr(at + 11));
+  }
+  EXPECT_EQ(story[1], story[0]);
+  EXPECT_NEAR(perplexity[1], perplexity[0], 1e-4 * perplexity[0]);
+  const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-dtype", "int8"}, dir);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("int8 K/V on --device vulkan"), std::string::npos) << refused.err;
+  const auto bad = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "opencl"}, dir);
+  EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace kvs

@@ -1,0 +1,145 @@
+#include "gpu/gpu_llama_model.h"
+
+#include "gpu/gpu_llama_runner.h"
+
+namespace kvs {
+namespace {
+
+// A device-local copy of `bytes`.
+Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<const std::byte> bytes) {
+  auto buffer = GpuBuffer::create(context, bytes.size(), GpuMemory::kDeviceLocal);
+  if (!buffer) return buffer.status();
+  KVS_RETURN_IF_ERROR((*buffer)->upload(bytes));
+  return buffer;
+}
+
+Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<const float> values) {
+  return upload(context, std::as_bytes(values));
+}
+
+// `view` on the device in its file's type, or why not (named `what`).
+Expected<GpuMatrix> upload_matrix(VulkanContext& context, const WeightView& view, const std::string& what) {
+  if (view.layout != WeightLayout::kRows) {
+    return Status::invalid_argument(
+        fmt::format("{} is repacked for the CPU ({}): load the model with "
+                    "WeightPacking::kNone for the GPU",
+                    what, weight_layout_name(view.layout)));
+  }
+  if (view.type != DType::kF32 && view.type != DType::kF16 && view.type != DType::kQ8_0) {
+    return Status::unimplemented(
+        fmt::format("{} is {}: the GPU reads F32, F16 and Q8_0 matrices so far", what, dtype_name(view.type)));
+  }
+  const size_t bytes = view.rows * view.row_bytes();
+  if (bytes > context.info().max_storage_buffer_range) {
+    return Status::unimplemented(
+        fmt::format("{} of {} bytes exceeds one storage binding of {} ({} bytes); splitting "
+                    "a matrix over bindings is not done yet",
+                    what, bytes, context.info().name, context.info().max_storage_buffer_range));
+  }
+  auto buffer = upload(context, std::span(view.data, bytes));
+  if (!buffer) return buffer.status().with_context(what);
+  return GpuMatrix{.buffer = std::move(*buffer),
+                   .type = view.type,
+                   .rows = static_cast<uint32_t>(view.rows),
+                   .cols = static_cast<uint32_t>(view.cols)};
+}
+
+// What the GPU forward does not compute yet, named; ok when it computes `c`.
+Status check_supported(const DecoderModel& model) {
+  const ModelConfig& c = model.config();
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    return Status::unimplemented(fmt::format(
+        "architecture '{}' on --device vulkan: the GPU runs the Llama family (llama, qwen2) so far", c.architecture));
+  }
+  if (model.tensor_parallel_size() > 1) return Status::unimplemented("--tp with --device vulkan");
+  if (c.embedding_scale != 1.0f || c.final_logit_softcap > 0.0f || c.moe.num_experts > 0 || c.attention_scale != 0.0f) {
+    return Status::unimplemented(
+        "embedding scaling, logit soft-capping, experts or a custom attention scale on "
+        "--device vulkan");
+  }
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    if (c.window_of(l) > 0) {
+      return Status::unimplemented(fmt::format(
+          "layer {}'s sliding window of {} on --device vulkan (windows come with issue 42)", l, c.window_of(l)));
+    }
+  }
+  if (2 * c.rope_frequencies().size() != c.head_dim) {
+    return Status::unimplemented(fmt::format("RoPE over {} of a head's {} dimensions on --device vulkan",
+                                             2 * c.rope_frequencies().size(), c.head_dim));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderModel& host, size_t device) {
+  KVS_RETURN_IF_ERROR(check_supported(host));
+  std::unique_ptr<GpuLlamaModel> model(new GpuLlamaModel(host));
+  auto context = VulkanContext::create(device);
+  if (!context) return context.status();
+  model->context_ = std::move(*context);
+  VulkanContext& ctx = *model->context_;
+  auto ops = GpuOps::create(ctx);
+  if (!ops) return ops.status();
+  model->ops_ = std::move(*ops);
+  model->allocator_ = std::make_unique<VulkanKvAllocator>(ctx);
+  const DecoderWeights& w = host.weights();
+  const ModelConfig& c = host.config();
+  auto embedding = upload_matrix(ctx, w.token_embedding, "token_embd");
+  if (!embedding) return embedding.status();
+  model->embedding_ = std::move(*embedding);
+  auto output = upload_matrix(ctx, w.output, "output");
+  if (!output) return output.status();
+  model->output_ = std::move(*output);
+  auto output_norm = upload(ctx, w.output_norm);
+  if (!output_norm) return output_norm.status();
+  model->output_norm_ = std::move(*output_norm);
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    const DecoderLayerWeights& lw = w.layers[l];
+    GpuLayerWeights g;
+    const std::pair<GpuMatrix*, const WeightView*> matrices[] = {
+        {&g.wq, &lw.wq},         {&g.wk, &lw.wk},     {&g.wv, &lw.wv},        {&g.wo, &lw.wo},
+        {&g.w_gate, &lw.w_gate}, {&g.w_up, &lw.w_up}, {&g.w_down, &lw.w_down}};
+    const char* names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    for (size_t i = 0; i < std::size(matrices); ++i) {
+      auto m = upload_matrix(ctx, *matrices[i].second, fmt::format("blk.{}.{}", l, names[i]));
+      if (!m) return m.status();
+      *matrices[i].first = std::move(*m);
+    }
+    const std::pair<std::unique_ptr<GpuBuffer>*, const std::vector<float>*> vectors[] = {
+        {&g.attn_norm, &lw.attn_norm}, {&g.ffn_norm, &lw.ffn_norm}, {&g.bq, &lw.bq}, {&g.bk, &lw.bk}, {&g.bv, &lw.bv}};
+    for (const auto& [to, from] : vectors) {
+      if (from->empty()) continue;
+      auto b = upload(ctx, *from);
+      if (!b) return b.status();
+      *to = std::move(*b);
+    }
+    model->layers_.push_back(std::move(g));
+  }
+  return model;
+}
+
+Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
+  for (KvDType t : {spec.dtype.k, spec.dtype.v}) {
+    if (kv_dtype_quantized(t)) {
+      return Status::unimplemented(fmt::format(
+          "{} K/V on --device vulkan: f32, f16 and bf16 are (int8 and int4 come with issue 42)", kv_dtype_name(t)));
+    }
+  }
+  if (window > 0) return Status::unimplemented(fmt::format("a window of {} on --device vulkan (issue 42)", window));
+  if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
+  if (spec.rotate_keys) return Status::unimplemented("--kv-rotate-keys on --device vulkan (issue 42)");
+  return Status::ok();
+}
+
+std::unique_ptr<ModelRunner> GpuLlamaModel::make_runner(ThreadPool&, MlaForm) const {
+  return std::make_unique<GpuLlamaRunner>(*this);
+}
+
+Expected<std::unique_ptr<Model>> make_gpu_model(const DecoderModel& model, size_t device) {
+  auto gpu = GpuLlamaModel::create(model, device);
+  if (!gpu) return gpu.status();
+  return std::unique_ptr<Model>(std::move(*gpu));
+}
+
+}  // namespace kvs

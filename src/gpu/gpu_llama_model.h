@@ -1,0 +1,57 @@
+// The Llama family on a Vulkan device (gpu_model.h's make_gpu_model): the weights on the device in their file's
+// types, one runner per engine (gpu_llama_runner.h) recording the forward pass with GpuOps.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gpu/gpu_model.h"
+#include "gpu/gpu_ops.h"
+#include "gpu/vulkan_kv_allocator.h"
+
+namespace kvs {
+
+// A matrix on the device: its bytes as the file has them, and what they are.
+struct GpuMatrix {
+  std::unique_ptr<GpuBuffer> buffer;
+  DType type = DType::kF32;
+  uint32_t rows = 0, cols = 0;
+};
+
+struct GpuLayerWeights {
+  GpuMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  std::unique_ptr<GpuBuffer> attn_norm, ffn_norm, bq, bk, bv;  // biases: null without (qkv_bias false)
+};
+
+class GpuLlamaModel final : public Model {
+ public:
+  static Expected<std::unique_ptr<GpuLlamaModel>> create(const DecoderModel& model, size_t device);
+
+  const ModelConfig& config() const override { return host_.config(); }
+  KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override { return host_.kv_spec(dtype, block_size); }
+  uint64_t file_fingerprint() const override { return host_.file_fingerprint(); }
+  std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form) const override;
+  KvAllocator* kv_allocator() const override { return allocator_.get(); }
+  // f32, f16 and bf16 K/V without windows, eviction or rotated keys (issue 42 brings the rest).
+  Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const override;
+
+  VulkanContext& context() const { return *context_; }
+  GpuOps& ops() const { return *ops_; }
+  const VulkanKvAllocator& allocator() const { return *allocator_; }
+  const std::vector<GpuLayerWeights>& layers() const { return layers_; }
+  const GpuMatrix& embedding() const { return embedding_; }
+  const GpuMatrix& output() const { return output_; }
+  GpuBuffer& output_norm() const { return *output_norm_; }
+
+ private:
+  explicit GpuLlamaModel(const DecoderModel& host) : host_(host) {}
+  const DecoderModel& host_;
+  std::unique_ptr<VulkanContext> context_;
+  std::unique_ptr<GpuOps> ops_;
+  std::unique_ptr<VulkanKvAllocator> allocator_;
+  std::vector<GpuLayerWeights> layers_;
+  GpuMatrix embedding_, output_;
+  std::unique_ptr<GpuBuffer> output_norm_;
+};
+
+}  // namespace kvs

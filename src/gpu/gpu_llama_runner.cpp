@@ -1,0 +1,184 @@
+#include "gpu/gpu_llama_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/ops.h"
+
+namespace kvs {
+namespace {
+
+constexpr uint32_t kHole = 0xffffffffu;
+
+}  // namespace
+
+GpuLlamaRunner::GpuLlamaRunner(const GpuLlamaModel& model)
+    : model_(model), inv_freq_(model.config().rope_frequencies()) {
+  auto ops = GpuOps::create(model.context());
+  check(ops ? Status::ok() : ops.status(), "creating the GPU pipelines");
+  ops_ = std::move(*ops);
+}
+
+void GpuLlamaRunner::check(const Status& s, const char* what) {
+  // A device fault mid-step leaves the step's KV writes half done: the engine cannot go on from there.
+  KVS_ASSERT(s.is_ok(), "the GPU forward failed {}: {}", what, s.message());
+}
+
+GpuBuffer& GpuLlamaRunner::ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes, GpuMemory memory) {
+  bytes = std::max<size_t>(bytes, 16);
+  if (!slot || slot->bytes() < bytes) {
+    slot.reset();
+    auto buffer = GpuBuffer::create(model_.context(), bytes + bytes / 2, memory);  // headroom: fewer reallocations
+    check(buffer ? Status::ok() : buffer.status(), "allocating a step buffer");
+    slot = std::move(*buffer);
+  }
+  return *slot;
+}
+
+template <class T>
+GpuBuffer& GpuLlamaRunner::upload(std::unique_ptr<GpuBuffer>& slot, const std::vector<T>& values) {
+  GpuBuffer& b = ensure(slot, values.size() * sizeof(T), GpuMemory::kHostVisible);
+  if (!values.empty()) std::memcpy(b.mapped().data(), values.data(), values.size() * sizeof(T));
+  return b;
+}
+
+void GpuLlamaRunner::matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n) {
+  check(ops_->matvec(w.type, *w.buffer, x, y, w.rows, w.cols, static_cast<uint32_t>(n)), "in a matrix product");
+}
+
+GpuBuffer& GpuLlamaRunner::pool(const KvStorage& storage, size_t layer, bool keys) const {
+  const KvRows rows = keys ? storage.keys(layer, BlockId{0}, 0) : storage.values(layer, BlockId{0}, 0);
+  GpuBuffer* buffer = model_.allocator().buffer_at(rows.data);
+  KVS_ASSERT(buffer != nullptr, "layer {}'s {} pool is not in device memory (the engine's KV allocator)", layer,
+             keys ? "K" : "V");
+  return *buffer;
+}
+
+void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
+  const ModelConfig& c = model_.config();
+  const size_t n = batch.tokens.size(), m = batch.logits_for.size(), half = inv_freq_.size();
+  if (n == 0) return;
+  KVS_ASSERT(batch.positions.size() == n && batch.layers && batch.kv.size() == kv.size(),
+             "a batch of {} tokens, {} positions, {} group batches for {} storages", n, batch.positions.size(),
+             batch.kv.size(), kv.size());
+  KVS_ASSERT(logits.size() >= m * c.vocab_size, "logits buffer {} < {} x {}", logits.size(), m, c.vocab_size);
+  const uint32_t tokens = static_cast<uint32_t>(n);
+  constexpr GpuMemory kDevice = GpuMemory::kDeviceLocal;
+  GpuBuffer& x = ensure(x_, n * c.dim * 4, kDevice);
+  GpuBuffer& xb = ensure(xb_, n * c.dim * 4, kDevice);
+  GpuBuffer& q = ensure(q_, n * c.q_dim() * 4, kDevice);
+  GpuBuffer& k = ensure(k_, n * c.kv_dim() * 4, kDevice);
+  GpuBuffer& v = ensure(v_, n * c.kv_dim() * 4, kDevice);
+  GpuBuffer& att = ensure(att_, n * c.q_dim() * 4, kDevice);
+  GpuBuffer& proj = ensure(proj_, n * c.dim * 4, kDevice);
+  GpuBuffer& gate = ensure(gate_, n * c.ffn_dim * 4, kDevice);
+  GpuBuffer& up = ensure(up_, n * c.ffn_dim * 4, kDevice);
+
+  // Per step: token ids, the RoPE angles of each position (the host's tables, as the CPU forward computes them).
+  std::vector<uint32_t> ids(n);
+  std::vector<float> cos(n * half), sin(n * half);
+  for (size_t t = 0; t < n; ++t) {
+    KVS_ASSERT(batch.tokens[t] >= 0 && static_cast<size_t>(batch.tokens[t]) < c.vocab_size,
+               "token id {} outside vocabulary of {}", batch.tokens[t], c.vocab_size);
+    ids[t] = static_cast<uint32_t>(batch.tokens[t]);
+    rope_cos_sin(batch.positions[t], inv_freq_, {&cos[t * half], half}, {&sin[t * half], half});
+  }
+  GpuBuffer& id_buffer = upload(ids_, ids);
+  GpuBuffer& cos_buffer = upload(cos_, cos);
+  GpuBuffer& sin_buffer = upload(sin_, sin);
+  // Per layer group: each token's slot, each sequence's block table (holes marked), each token's (sequence, visible).
+  groups_.resize(kv.size());
+  for (size_t g = 0; g < kv.size(); ++g) {
+    const KvGroupBatch& group = batch.kv[g];
+    const AttentionBatch& a = group.attention;
+    GroupBuffers& gb = groups_[g];
+    std::vector<uint32_t> slots(n), token_info(2 * n);
+    gb.max_blocks = 1;
+    gb.max_slots = 1;
+    for (const SequenceAttention& s : a.sequences) {
+      KVS_ASSERT(s.window == 0 && !s.slot_mass, "a sequence's window or slot mass on the GPU (issue 42)");
+      gb.max_blocks = std::max<uint32_t>(gb.max_blocks, s.blocks.size());
+    }
+    std::vector<uint32_t> tables(a.sequences.size() * gb.max_blocks, kHole);
+    for (size_t s = 0; s < a.sequences.size(); ++s) {
+      for (size_t b = 0; b < a.sequences[s].blocks.size(); ++b) {
+        const BlockId block = a.sequences[s].blocks[b];
+        tables[s * gb.max_blocks + b] = block == kNullBlock ? kHole : block.value;
+      }
+    }
+    for (size_t t = 0; t < n; ++t) {
+      slots[t] = static_cast<uint32_t>(group.kv_slots[t].value);
+      token_info[2 * t] = a.sequence_of_token[t];
+      token_info[2 * t + 1] = a.visible_slots[t];
+      gb.max_slots = std::max(gb.max_slots, a.visible_slots[t]);
+    }
+    upload(gb.slots, slots);
+    upload(gb.tables, tables);
+    upload(gb.tokens, token_info);
+  }
+  size_t scores = 0;
+  for (const GroupBuffers& gb : groups_) scores = std::max<size_t>(scores, size_t{gb.max_slots} * n * c.num_heads);
+  GpuBuffer& score_buffer = ensure(scores_, scores * 4, kDevice);
+
+  const GpuMatrix& embedding = model_.embedding();
+  check(ops_->get_rows(embedding.type, *embedding.buffer, id_buffer, x, tokens, embedding.cols), "in the embedding");
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  const uint32_t dim = static_cast<uint32_t>(c.dim), hd = static_cast<uint32_t>(c.head_dim);
+  for (size_t l = 0; l < c.num_layers; ++l) {
+    const GpuLayerWeights& w = model_.layers()[l];
+    KVS_ASSERT(batch.layers->attention_window[l] == 0, "layer {}'s window on the GPU (issue 42)", l);
+    check(ops_->rmsnorm(x, *w.attn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
+    matvec(w.wq, xb, q, n);
+    matvec(w.wk, xb, k, n);
+    matvec(w.wv, xb, v, n);
+    if (w.bq) {
+      check(ops_->add(q, *w.bq, tokens * c.q_dim(), c.q_dim()), "adding the Q bias");
+      check(ops_->add(k, *w.bk, tokens * c.kv_dim(), c.kv_dim()), "adding the K bias");
+      check(ops_->add(v, *w.bv, tokens * c.kv_dim(), c.kv_dim()), "adding the V bias");
+    }
+    check(ops_->rope(q, cos_buffer, sin_buffer, tokens, c.num_heads, hd, half, neox), "in RoPE");
+    check(ops_->rope(k, cos_buffer, sin_buffer, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
+    const size_t g = batch.layers->group_of[l], at = batch.layers->index_in_group[l];
+    KvStorage& storage = kv[g];
+    const KvDTypes dtype = storage.spec().dtype;
+    GroupBuffers& gb = groups_[g];
+    GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
+    const uint32_t block = static_cast<uint32_t>(storage.block_size());
+    check(ops_->kv_write(dtype.k, k, keys, *gb.slots, tokens, c.num_kv_heads, hd, block), "writing K");
+    check(ops_->kv_write(dtype.v, v, values, *gb.slots, tokens, c.num_kv_heads, hd, block), "writing V");
+    const GpuOps::AttentionShape shape{.heads = static_cast<uint32_t>(c.num_heads),
+                                       .kv_heads = static_cast<uint32_t>(c.num_kv_heads),
+                                       .head_dim = hd,
+                                       .value_width = hd,
+                                       .block_size = block,
+                                       .max_blocks = gb.max_blocks,
+                                       .max_slots = gb.max_slots,
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+    check(ops_->paged_attention(dtype.k, dtype.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
+                                shape),
+          "in attention");
+    matvec(w.wo, att, proj, n);
+    check(ops_->add(x, proj, tokens * dim), "adding to the residual");
+    check(ops_->rmsnorm(x, *w.ffn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
+    matvec(w.w_gate, xb, gate, n);
+    matvec(w.w_up, xb, up, n);
+    check(ops_->swiglu(gate, up, tokens * c.ffn_dim), "in SwiGLU");
+    matvec(w.w_down, gate, proj, n);
+    check(ops_->add(x, proj, tokens * dim), "adding to the residual");
+  }
+  if (m == 0) return;
+  // The rows whose logits are wanted, normed, through the output matrix, back to the host.
+  std::vector<uint32_t> wanted(batch.logits_for.begin(), batch.logits_for.end());
+  for (uint32_t t : wanted) KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
+  GpuBuffer& wanted_buffer = upload(wanted_, wanted);
+  GpuBuffer& rows = ensure(final_, m * c.dim * 4, kDevice);
+  GpuBuffer& normed = ensure(normed_, m * c.dim * 4, kDevice);
+  GpuBuffer& out = ensure(logits_, m * c.vocab_size * 4, kDevice);
+  check(ops_->get_rows(DType::kF32, x, wanted_buffer, rows, static_cast<uint32_t>(m), dim), "gathering rows");
+  check(ops_->rmsnorm(rows, model_.output_norm(), normed, static_cast<uint32_t>(m), dim, c.rms_eps), "in RMSNorm");
+  matvec(model_.output(), normed, out, m);
+  check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+}
+
+}  // namespace kvs

@@ -1,0 +1,32 @@
+// KV pools in memory that the GPU's shaders bind and the host maps (host-visible, coherent; on lavapipe, integrated
+// GPUs and discrete ones with resizable BAR it is the device's own memory): KvStorage and the host's KV executor
+// (prefix-hit copies, copy-on-write, tier transfers) work on the bytes in place, and the GPU forward binds the same
+// buffers. One region per layer and tensor, as KvStorage asks; each must fit one storage binding of the device.
+#pragma once
+
+#include <map>
+#include <mutex>
+
+#include "gpu/gpu_buffer.h"
+#include "kv/kv_allocator.h"
+
+namespace kvs {
+
+class VulkanKvAllocator final : public KvAllocator {
+ public:
+  explicit VulkanKvAllocator(VulkanContext& context) : context_(context) {}
+  // Throws std::bad_alloc when the device has no such memory (KvAllocator's contract), std::length_error when the
+  // region is larger than one binding may span.
+  std::unique_ptr<KvRegion> allocate(size_t bytes) override;
+  // The buffer of the region whose bytes begin at `base`, or null.
+  GpuBuffer* buffer_at(const void* base) const;
+
+ private:
+  friend class VulkanKvRegion;
+  void forget(const void* base);
+  VulkanContext& context_;
+  mutable std::mutex mutex_;
+  std::map<const void*, GpuBuffer*> buffers_;
+};
+
+}  // namespace kvs
