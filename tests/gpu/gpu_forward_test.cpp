@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "engine/engine_trace.h"
-#include "gpu/gpu_devices.h"
 #include "gpu/gpu_model.h"
+#include "gpu_test_fixture.h"
 #include "model/synth.h"
 #include "test_support.h"
 
@@ -21,9 +21,7 @@ constexpr float kGoldenBound = 1e-4f;
 class GpuForward : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto devices = list_gpu_devices();
-    if (!devices) GTEST_SKIP() << "no Vulkan: " << devices.status().message();
-    if (devices->empty()) GTEST_SKIP() << "the Vulkan loader found no device";
+    if (const std::string why = test::vulkan_missing(); !why.empty()) GTEST_SKIP() << why;
   }
   // `path` loaded in the file's layout, and on device 0.
   void load(const std::string& path) {

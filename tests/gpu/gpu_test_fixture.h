@@ -7,19 +7,25 @@
 #include <algorithm>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_ops.h"
 
 namespace kvs::test {
 
+// Why the GPU tests cannot run here ("no Vulkan: ...", "the Vulkan loader found no device"), or empty.
+inline std::string vulkan_missing() {
+  auto devices = list_gpu_devices();
+  if (!devices) return "no Vulkan: " + devices.status().message();
+  return devices->empty() ? "the Vulkan loader found no device" : "";
+}
+
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto devices = list_gpu_devices();
-    if (!devices) GTEST_SKIP() << "no Vulkan: " << devices.status().message();
-    if (devices->empty()) GTEST_SKIP() << "the Vulkan loader found no device";
-    devices_ = *devices;
+    if (const std::string why = vulkan_missing(); !why.empty()) GTEST_SKIP() << why;
+    devices_ = *list_gpu_devices();
     auto context = VulkanContext::create(0);
     ASSERT_TRUE(context) << context.status().message();
     context_ = std::move(*context);
