@@ -124,6 +124,43 @@ TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
   }
 }
 
+// Parallel sampling (n > 1: the prompt's blocks shared, the partial block copied on write by the op log) in a pool too
+// small for every sample's tail (preempted samples resume from the prefix cache): each sample draws the tokens it
+// draws on the CPU (seeded sampling over logits within 1.7e-5 of the CPU's; a draw that falls within that of a
+// boundary would differ, and none does here) and the pool preempts on both sides.
+TEST_F(GpuForward, ParallelSamplesAndPreemptionGiveTheCpusTokens) {
+  ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
+  const EngineConfig config{.max_batch_tokens = 64, .kv = {.block_size = 16, .blocks = 12}};
+  std::vector<std::vector<TokenId>> samples[2];
+  uint64_t preemptions[2] = {};
+  for (int side = 0; side < 2; ++side) {
+    const Model& model = side == 1 ? *gpu_ : static_cast<const Model&>(*host_);
+    auto engine = Engine::create(model, *tokenizer_, pool_, config);
+    ASSERT_TRUE(engine) << engine.status().message();
+    RequestParams p;
+    p.prompt = test::varied_prompt(40, 8);
+    p.max_new_tokens = 40;
+    p.sampling = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 7};
+    p.stop_at_eos = false;
+    p.num_samples = 4;
+    samples[side].resize(4);
+    ASSERT_TRUE((*engine)->add_request(std::move(p), [&samples, side](const RequestOutput& out) {
+      samples[side][out.sample].insert(samples[side][out.sample].end(), out.new_tokens.begin(), out.new_tokens.end());
+    }));
+    while ((*engine)->step()) {
+      const Status s = (*engine)->kv().check_invariants();
+      ASSERT_TRUE(s.is_ok()) << s.message();
+    }
+    preemptions[side] = (*engine)->metrics().preemptions_total;
+  }
+  EXPECT_GT(preemptions[1], 0u) << "the pool should force preemptions";
+  EXPECT_EQ(preemptions[1], preemptions[0]);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(samples[1][i].size(), 40u);
+    EXPECT_EQ(samples[1][i], samples[0][i]) << "sample " << i;
+  }
+}
+
 // A Qwen2-shaped file (Q/K/V biases, NeoX RoPE, 4 query heads a KV head) in F32, and a Llama-shaped one in Q8_0: the
 // GPU reads Q8_0 rows with fp32 activations where the CPU quantizes activations to int8 (~0.6% a projection, the
 // bound of tests/engine/kquant_model_test: 0.25 on the logits), so the Q8_0 case is held to that bound.
