@@ -16,6 +16,7 @@
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/bench_svg.h"
+#include "cli/bench_gpu.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "model/synth.h"
@@ -42,6 +43,8 @@ struct BenchOptions {
   std::vector<std::string> kv_types;  // --kv-types: only the KV type section
   std::vector<size_t> kv_depths = {0, 1024, 4096};
   size_t kv_tokens = 64;
+  std::string device = "cpu";  // --device vulkan[:N]: the GPU section alone (cli/bench_gpu.h)
+  bool profile = false;
 };
 
 std::filesystem::path default_model_dir() {
@@ -176,6 +179,17 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path) {
 void run(const BenchOptions& o, bool reps_given) {
   const std::filesystem::path dir = o.model_dir.empty() ? default_model_dir() : std::filesystem::path(o.model_dir);
   const std::string model_path = o.model_path.empty() ? synthetic_model(dir, DType::kQ8_0) : o.model_path;
+  if (o.device != "cpu") {
+    return run_gpu_bench({.model_path = model_path,
+                          .device = o.device,
+                          .threads = o.threads,
+                          .reps = o.reps,
+                          .depths = o.kv_depths,
+                          .decode_tokens = o.kv_tokens,
+                          .profile = o.profile,
+                          .json_path = o.json_path});
+  }
+  if (o.profile) throw CommandError("--profile times the GPU's shaders: it needs --device vulkan[:N]");
   if (!o.kv_types.empty()) return run_kv_types(o, model_path);
   std::string extra_path = o.prefill_model;
   if (o.tp > 1 && !extra_path.empty() && extra_path != "none") {
@@ -265,6 +279,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--plot", o->plot_path,
                   "Write an SVG: ms/token vs context with and without the KV cache, decode "
                   "tok/s vs depth (with --kv-types: KV bytes held vs length, and decode tok/s vs depth, per type)");
+  cmd->add_option("--device", o->device,
+                  "cpu, or vulkan[:N]: measure the model on Vulkan device N instead (prefill, decode at --kv-depths "
+                  "with --kv-tokens, each against B*, the read bandwidth a probe shader measures in the same run)")
+      ->capture_default_str();
+  cmd->add_flag("--profile", o->profile, "With --device vulkan: the time per shader kind over the run");
   cmd->callback([o, cmd] { run(*o, cmd->count("--reps") > 0); });
 }
 

@@ -166,6 +166,7 @@ void run(const RunOptions& options) {
   const EngineConfig engine_options = engine_config(options, *loaded.model, params.prompt.size());
   auto engine = Engine::create(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, engine_options);
   if (!engine) throw CommandError(engine.status().message());
+  print_gpu_memory_line(loaded, **engine, engine_options);
   // The prompt is echoed once the request is accepted (a refused request prints nothing to stdout).
   bool echoed = false;
   const auto echo_prompt = [&] {
@@ -185,6 +186,7 @@ void run(const RunOptions& options) {
     std::fprintf(stderr, "kvserve: generation stopped early: %s\n", result->finish_detail.c_str());
   }
   print_summary(options, loaded, **engine, engine_options, *result);
+  print_gpu_profile(loaded);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "core/byte_size.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "gpu/gpu_model.h"
 #include "jinja/jinja_template.h"
 #include "kv/kv_sizing.h"
 #include "server/completion_service.h"
@@ -119,11 +120,25 @@ int64_t unix_seconds() {
 void serve(const ServeOptions& options) {
   ShutdownSignals signals;  // first, so every thread started below inherits the blocked mask
   if (Status s = options.http.validate(); !s) throw CommandError(s.message());
-  const EngineConfig config = engine_config(options);
+  EngineConfig config = engine_config(options);
   LoadedModel loaded = load_model(options.model);
   if (serve_unless_root(loaded)) return;  // an MPI rank above 0 (--tp): rank 0 serves HTTP
+  if (loaded.gpu && config.kv.memory_bytes == 0 && config.kv.blocks == 0) {
+    // On the GPU the pool takes what the device has free after the weights and a step's activations.
+    auto report = gpu_memory_report(*loaded.gpu, engine_kv_spec(*loaded.gpu, config), config.max_batch_tokens);
+    if (!report) throw CommandError(report.status().message());
+    if (report->kv_budget_bytes == 0) {
+      throw CommandError(
+          fmt::format("--device {}: no device memory left for the KV pool ({} free, weights {}, "
+                      "activations up to {}): fewer --max-batch-tokens, or a smaller model",
+                      options.model.device, format_byte_size(report->free_bytes),
+                      format_byte_size(report->weight_bytes), format_byte_size(report->activation_bytes)));
+    }
+    config.kv.memory_bytes = report->kv_budget_bytes;
+  }
   auto engine = Engine::create(loaded.engine_model(), *loaded.tokenizer, *loaded.pool, config);
   if (!engine) throw CommandError(engine.status().message());
+  print_gpu_memory_line(loaded, **engine, config);
   EngineLoop loop(**engine);
   const std::string path = options.model.model_path.empty() ? default_model_path() : options.model.model_path;
   const server::ServedModel model = server::describe_model(*loaded.model, *loaded.tokenizer, path, unix_seconds(),

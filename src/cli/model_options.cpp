@@ -1,6 +1,7 @@
 #include "cli/model_options.h"
 
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -30,6 +31,9 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                   "Where the model runs: cpu, or vulkan[:N] (Vulkan device N of `kvserve devices`; the Llama family "
                   "with F32, F16 or Q8_0 weights and f32/f16/bf16 K/V so far: docs/GPU.md)")
       ->capture_default_str();
+  command.add_flag("--profile", options.profile,
+                   "With --device vulkan: time every shader on the device (timestamps) and print the time per shader "
+                   "kind at the end");
 }
 
 void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
@@ -67,6 +71,7 @@ LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
   const std::optional<size_t> gpu = vulkan_device(options.device);
   if (gpu && options.tp > 1) throw CommandError("--tp with --device vulkan: tensor parallelism runs on the CPU only");
+  if (options.profile && !gpu) throw CommandError("--profile times the GPU's shaders: it needs --device vulkan[:N]");
   // The GPU reads the matrices in the file's layout.
   const WeightPacking packing = options.no_repack || gpu ? WeightPacking::kNone : WeightPacking::kForCpu;
   const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
@@ -91,7 +96,7 @@ LoadedModel load_model(const ModelOptions& options) {
   loaded.model = std::move(model).value();
   loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
   if (gpu) {
-    auto on_device = make_gpu_model(*loaded.model, *gpu);
+    auto on_device = make_gpu_model(*loaded.model, *gpu, {.profile = options.profile});
     if (!on_device) throw CommandError(fmt::format("--device {}: {}", options.device, on_device.status().message()));
     loaded.gpu = std::move(on_device).value();
   }
@@ -106,6 +111,32 @@ bool serve_unless_root(LoadedModel& loaded) {
   const Status s = run_tensor_parallel_worker(*loaded.model, *loaded.pool, *loaded.model->communicator());
   if (!s) throw CommandError(s.message());
   return true;
+}
+
+void print_gpu_memory_line(const LoadedModel& loaded, const Engine& engine, const EngineConfig& config) {
+  if (!loaded.gpu) return;
+  auto report = gpu_memory_report(*loaded.gpu, engine_kv_spec(*loaded.gpu, config), config.max_batch_tokens);
+  if (!report) return;
+  const std::string line =
+      gpu_memory_line(*loaded.gpu, *report, engine.kv().usage().blocks_total, config.kv.block_size);
+  std::fprintf(stderr, "kvserve: %s\n", line.c_str());
+}
+
+void print_gpu_profile(const LoadedModel& loaded) {
+  if (!loaded.gpu) return;
+  uint64_t steps = 0;
+  const std::vector<GpuKernelTime> kinds = gpu_profile(*loaded.gpu, &steps);
+  if (kinds.empty()) return;
+  double total = 0.0;
+  for (const GpuKernelTime& k : kinds) total += k.seconds;
+  std::string table =
+      fmt::format("kvserve: --profile, {} steps on the device, {:.3f} ms in all:\n", steps, 1e3 * total);
+  for (const GpuKernelTime& k : kinds) {
+    table += fmt::format("  {:<16} {:>10.3f} ms {:>6.1f}%  {:>8} dispatches, {:.1f} us each\n", k.kind, 1e3 * k.seconds,
+                         100.0 * k.seconds / std::max(total, 1e-12), k.dispatches,
+                         1e6 * k.seconds / std::max<double>(1.0, static_cast<double>(k.dispatches)));
+  }
+  std::fputs(table.c_str(), stderr);
 }
 
 }  // namespace kvs::cli

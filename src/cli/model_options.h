@@ -23,6 +23,7 @@ struct ModelOptions {
   bool no_repack = false;      // keep Q8_0 matrices in the file's layout (WeightPacking::kNone)
   size_t tp = 1;               // --tp: ranks the model is split over
   std::string device = "cpu";  // --device cpu | vulkan[:N]
+  bool profile = false;        // --profile: the GPU's time per shader kind
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
@@ -47,5 +48,10 @@ LoadedModel load_model(const ModelOptions& options);
 bool serve_unless_root(LoadedModel& loaded);
 
 std::string default_model_path();
+
+// Under --device vulkan, the start-up line (stderr): weights, activations and the KV pool in the device's memory.
+void print_gpu_memory_line(const LoadedModel& loaded, const Engine& engine, const EngineConfig& config);
+// Under --profile, the GPU's time per shader kind (stderr).
+void print_gpu_profile(const LoadedModel& loaded);
 
 }  // namespace kvs::cli

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace kvs {
@@ -48,6 +49,18 @@ Expected<size_t> parse_byte_size(std::string_view text) {
   if (!(bytes >= 0) || bytes > 1e18)
     return Status::invalid_argument(fmt::format("byte size '{}' is out of range", text));
   return static_cast<size_t>(std::llround(bytes));
+}
+
+std::string format_byte_size(uint64_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
 }  // namespace kvs

@@ -77,14 +77,16 @@ ComputePipeline::~ComputePipeline() {
   if (module_ != VK_NULL_HANDLE) vkDestroyShaderModule(device, module_, nullptr);
 }
 
-void ComputePipeline::bind(std::span<GpuBuffer* const> buffers) {
+void ComputePipeline::bind(std::span<GpuBuffer* const> buffers) { write(set_, buffers); }
+
+void ComputePipeline::write(VkDescriptorSet set, std::span<GpuBuffer* const> buffers) const {
   KVS_ASSERT(buffers.size() == bindings_, "a pipeline of {} bindings given {} buffers", bindings_, buffers.size());
   std::vector<VkDescriptorBufferInfo> infos;
   for (const GpuBuffer* b : buffers) infos.push_back({.buffer = b->handle(), .offset = 0, .range = VK_WHOLE_SIZE});
   std::vector<VkWriteDescriptorSet> writes;
   for (uint32_t b = 0; b < bindings_; ++b) {
     writes.push_back({.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                      .dstSet = set_,
+                      .dstSet = set,
                       .dstBinding = b,
                       .descriptorCount = 1,
                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -94,8 +96,13 @@ void ComputePipeline::bind(std::span<GpuBuffer* const> buffers) {
 }
 
 void ComputePipeline::record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y) const {
+  record(commands, set_, push, groups_x, groups_y);
+}
+
+void ComputePipeline::record(VkCommandBuffer commands, VkDescriptorSet set, const void* push, uint32_t groups_x,
+                             uint32_t groups_y) const {
   vkCmdBindPipeline(commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
-  vkCmdBindDescriptorSets(commands, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
+  vkCmdBindDescriptorSets(commands, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set, 0, nullptr);
   if (push_bytes_ > 0) vkCmdPushConstants(commands, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
   vkCmdDispatch(commands, groups_x, groups_y, 1);
 }

@@ -21,10 +21,20 @@ class ComputePipeline {
   ComputePipeline(const ComputePipeline&) = delete;
   ComputePipeline& operator=(const ComputePipeline&) = delete;
 
-  // Points binding i at buffers[i] (whole). Not while a recorded dispatch of this pipeline may still run.
+  // Points binding i of the pipeline's own set at buffers[i] (whole). Not while a recorded dispatch of this pipeline
+  // may still run.
   void bind(std::span<GpuBuffer* const> buffers);
-  // Records a dispatch of groups_x x groups_y workgroups with `push` as the push constants (push_bytes of them).
+  // Records a dispatch of groups_x x groups_y workgroups over the pipeline's own set with `push` as the push constants
+  // (push_bytes of them).
   void record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y = 1) const;
+
+  // The same over a set of the caller's (allocated with set_layout(), written with write()): many dispatches of one
+  // pipeline over different buffers in one command buffer (gpu_recorder.h).
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  uint32_t bindings() const { return bindings_; }
+  void write(VkDescriptorSet set, std::span<GpuBuffer* const> buffers) const;
+  void record(VkCommandBuffer commands, VkDescriptorSet set, const void* push, uint32_t groups_x,
+              uint32_t groups_y) const;
 
  private:
   explicit ComputePipeline(VulkanContext& context) : context_(context) {}

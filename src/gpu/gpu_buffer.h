@@ -1,6 +1,8 @@
 // A Vulkan buffer and its memory (RAII), usable as a storage binding and as a transfer source and destination.
 // kDeviceLocal: the GPU's own memory, filled and read through a host-visible staging buffer (copy_to / copy_from);
-// kHostVisible: mapped for the host's whole lifetime of the buffer (staging, small per-step metadata).
+// kHostVisible: mapped for the host's whole lifetime of the buffer (staging, small per-step metadata);
+// kDeviceMapped: the GPU's own memory mapped by the host where the device offers it (lavapipe, integrated GPUs,
+// resizable BAR), else host memory as kHostVisible (device_local() tells which).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +13,7 @@
 
 namespace kvs {
 
-enum class GpuMemory { kDeviceLocal, kHostVisible };
+enum class GpuMemory { kDeviceLocal, kHostVisible, kDeviceMapped };
 
 class GpuBuffer {
  public:
@@ -23,9 +25,14 @@ class GpuBuffer {
 
   VkBuffer handle() const { return buffer_; }
   size_t bytes() const { return bytes_; }
+  // Whether the bytes are in the device's own memory (a device-local memory type).
+  bool device_local() const { return device_local_; }
   // The mapped bytes of a kHostVisible buffer (coherent); empty for kDeviceLocal.
   std::span<std::byte> mapped() const { return {static_cast<std::byte*>(mapped_), mapped_ ? bytes_ : 0}; }
 
+  // Sets every 32-bit word to `word` on the device (vkCmdFillBuffer: no host writes across the bus); zero() to 0.
+  Status fill(uint32_t word);
+  Status zero() { return fill(0); }
   // Host bytes into the buffer at `offset` (through a staging buffer when device-local), and back.
   Status upload(std::span<const std::byte> data, size_t offset = 0);
   Status download(std::span<std::byte> data, size_t offset = 0) const;
@@ -37,6 +44,8 @@ class GpuBuffer {
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   void* mapped_ = nullptr;
+  bool device_local_ = false;
+  size_t allocated_ = 0;  // the memory's size (the requirements' rounding of bytes_)
 };
 
 }  // namespace kvs

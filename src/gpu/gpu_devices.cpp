@@ -22,15 +22,6 @@ std::string version_name(uint32_t v) {
   return fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v));
 }
 
-bool has_extension(VkPhysicalDevice device, const char* name) {
-  uint32_t count = 0;
-  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
-  std::vector<VkExtensionProperties> extensions(count);
-  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data());
-  return std::any_of(extensions.begin(), extensions.end(),
-                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
-}
-
 GpuDeviceInfo describe(VkPhysicalDevice device, size_t index) {
   VkPhysicalDeviceDriverProperties driver{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties subgroup{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
@@ -61,7 +52,7 @@ GpuDeviceInfo describe(VkPhysicalDevice device, size_t index) {
                      .shader_int8 = v12.shaderInt8 == VK_TRUE,
                      .storage_16bit = v11.storageBuffer16BitAccess == VK_TRUE,
                      .storage_8bit = v12.storageBuffer8BitAccess == VK_TRUE,
-                     .cooperative_matrix = has_extension(device, "VK_KHR_cooperative_matrix")};
+                     .cooperative_matrix = gpu_device_has_extension(device, "VK_KHR_cooperative_matrix")};
   for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
     if (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       info.device_local_bytes = std::max<uint64_t>(info.device_local_bytes, memory.memoryHeaps[h].size);

@@ -1,5 +1,7 @@
 #include "gpu/gpu_llama_model.h"
 
+#include <algorithm>
+
 #include "gpu/gpu_llama_runner.h"
 
 namespace kvs {
@@ -13,36 +15,41 @@ Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<co
   return buffer;
 }
 
-Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<const float> values) {
-  return upload(context, std::as_bytes(values));
-}
+}  // namespace
 
 // `view` on the device in its file's type, or why not (named `what`).
-Expected<GpuMatrix> upload_matrix(VulkanContext& context, const WeightView& view, const std::string& what) {
+Expected<GpuMatrix> GpuLlamaModel::upload_matrix(const WeightView& view, const std::string& what) {
+  VulkanContext& context = *context_;
   if (view.layout != WeightLayout::kRows) {
     return Status::invalid_argument(
         fmt::format("{} is repacked for the CPU ({}): load the model with "
                     "WeightPacking::kNone for the GPU",
                     what, weight_layout_name(view.layout)));
   }
-  if (view.type != DType::kF32 && view.type != DType::kF16 && view.type != DType::kQ8_0) {
-    return Status::unimplemented(
-        fmt::format("{} is {}: the GPU reads F32, F16 and Q8_0 matrices so far", what, dtype_name(view.type)));
+  const size_t row_bytes = view.row_bytes(), range = context.info().max_storage_buffer_range;
+  if (row_bytes > range) {
+    return Status::unimplemented(fmt::format("{}: one row of {} bytes exceeds one storage binding of {} ({} bytes)",
+                                             what, row_bytes, context.info().name, range));
   }
-  const size_t bytes = view.rows * view.row_bytes();
-  if (bytes > context.info().max_storage_buffer_range) {
-    return Status::unimplemented(
-        fmt::format("{} of {} bytes exceeds one storage binding of {} ({} bytes); splitting "
-                    "a matrix over bindings is not done yet",
-                    what, bytes, context.info().name, context.info().max_storage_buffer_range));
+  GpuMatrix m{.type = view.type, .rows = static_cast<uint32_t>(view.rows), .cols = static_cast<uint32_t>(view.cols)};
+  const size_t rows_per_part = range / row_bytes;
+  for (size_t first = 0; first < view.rows; first += rows_per_part) {
+    const size_t rows = std::min(rows_per_part, view.rows - first);
+    auto buffer = upload(context, std::span(view.data + first * row_bytes, rows * row_bytes));
+    if (!buffer) return buffer.status().with_context(what);
+    m.parts.push_back(
+        {.buffer = std::move(*buffer), .first_row = static_cast<uint32_t>(first), .rows = static_cast<uint32_t>(rows)});
+    weight_bytes_ += rows * row_bytes;
   }
-  auto buffer = upload(context, std::span(view.data, bytes));
-  if (!buffer) return buffer.status().with_context(what);
-  return GpuMatrix{.buffer = std::move(*buffer),
-                   .type = view.type,
-                   .rows = static_cast<uint32_t>(view.rows),
-                   .cols = static_cast<uint32_t>(view.cols)};
+  return m;
 }
+
+Expected<std::unique_ptr<GpuBuffer>> GpuLlamaModel::upload_vector(std::span<const float> values) {
+  weight_bytes_ += values.size_bytes();
+  return upload(*context_, std::as_bytes(values));
+}
+
+namespace {
 
 // What the GPU forward does not compute yet, named; ok when it computes `c`.
 Status check_supported(const DecoderModel& model) {
@@ -72,9 +79,10 @@ Status check_supported(const DecoderModel& model) {
 
 }  // namespace
 
-Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderModel& host, size_t device) {
+Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderModel& host, size_t device,
+                                                               GpuModelOptions options) {
   KVS_RETURN_IF_ERROR(check_supported(host));
-  std::unique_ptr<GpuLlamaModel> model(new GpuLlamaModel(host));
+  std::unique_ptr<GpuLlamaModel> model(new GpuLlamaModel(host, device, options));
   auto context = VulkanContext::create(device);
   if (!context) return context.status();
   model->context_ = std::move(*context);
@@ -85,13 +93,13 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
   model->allocator_ = std::make_unique<VulkanKvAllocator>(ctx);
   const DecoderWeights& w = host.weights();
   const ModelConfig& c = host.config();
-  auto embedding = upload_matrix(ctx, w.token_embedding, "token_embd");
+  auto embedding = model->upload_matrix(w.token_embedding, "token_embd");
   if (!embedding) return embedding.status();
   model->embedding_ = std::move(*embedding);
-  auto output = upload_matrix(ctx, w.output, "output");
+  auto output = model->upload_matrix(w.output, "output");
   if (!output) return output.status();
   model->output_ = std::move(*output);
-  auto output_norm = upload(ctx, w.output_norm);
+  auto output_norm = model->upload_vector(w.output_norm);
   if (!output_norm) return output_norm.status();
   model->output_norm_ = std::move(*output_norm);
   for (size_t l = 0; l < c.num_layers; ++l) {
@@ -102,7 +110,7 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
         {&g.w_gate, &lw.w_gate}, {&g.w_up, &lw.w_up}, {&g.w_down, &lw.w_down}};
     const char* names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
     for (size_t i = 0; i < std::size(matrices); ++i) {
-      auto m = upload_matrix(ctx, *matrices[i].second, fmt::format("blk.{}.{}", l, names[i]));
+      auto m = model->upload_matrix(*matrices[i].second, fmt::format("blk.{}.{}", l, names[i]));
       if (!m) return m.status();
       *matrices[i].first = std::move(*m);
     }
@@ -110,7 +118,7 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
         {&g.attn_norm, &lw.attn_norm}, {&g.ffn_norm, &lw.ffn_norm}, {&g.bq, &lw.bq}, {&g.bk, &lw.bk}, {&g.bv, &lw.bv}};
     for (const auto& [to, from] : vectors) {
       if (from->empty()) continue;
-      auto b = upload(ctx, *from);
+      auto b = model->upload_vector(*from);
       if (!b) return b.status();
       *to = std::move(*b);
     }
@@ -136,8 +144,8 @@ std::unique_ptr<ModelRunner> GpuLlamaModel::make_runner(ThreadPool&, MlaForm) co
   return std::make_unique<GpuLlamaRunner>(*this);
 }
 
-Expected<std::unique_ptr<Model>> make_gpu_model(const DecoderModel& model, size_t device) {
-  auto gpu = GpuLlamaModel::create(model, device);
+Expected<std::unique_ptr<Model>> make_gpu_model(const DecoderModel& model, size_t device, GpuModelOptions options) {
+  auto gpu = GpuLlamaModel::create(model, device, options);
   if (!gpu) return gpu.status();
   return std::unique_ptr<Model>(std::move(*gpu));
 }

@@ -11,9 +11,14 @@
 
 namespace kvs {
 
-// A matrix on the device: its bytes as the file has them, and what they are.
-struct GpuMatrix {
+// A matrix on the device: its bytes as the file has them, and what they are; in parts of whole rows, each within one
+// storage binding of the device (lavapipe's span 128 MiB: a 32k x 2048 F32 classifier is two parts).
+struct GpuMatrixPart {
   std::unique_ptr<GpuBuffer> buffer;
+  uint32_t first_row = 0, rows = 0;
+};
+struct GpuMatrix {
+  std::vector<GpuMatrixPart> parts;  // in row order, covering rows 0 .. rows - 1
   DType type = DType::kF32;
   uint32_t rows = 0, cols = 0;
 };
@@ -25,7 +30,8 @@ struct GpuLayerWeights {
 
 class GpuLlamaModel final : public Model {
  public:
-  static Expected<std::unique_ptr<GpuLlamaModel>> create(const DecoderModel& model, size_t device);
+  static Expected<std::unique_ptr<GpuLlamaModel>> create(const DecoderModel& model, size_t device,
+                                                         GpuModelOptions options);
 
   const ModelConfig& config() const override { return host_.config(); }
   KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override { return host_.kv_spec(dtype, block_size); }
@@ -42,10 +48,22 @@ class GpuLlamaModel final : public Model {
   const GpuMatrix& embedding() const { return embedding_; }
   const GpuMatrix& output() const { return output_; }
   GpuBuffer& output_norm() const { return *output_norm_; }
+  size_t device_index() const { return device_; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  // Where runners add their timestamps (--profile), or null.
+  GpuProfile* profile() const { return options_.profile ? &profile_ : nullptr; }
 
  private:
-  explicit GpuLlamaModel(const DecoderModel& host) : host_(host) {}
+  GpuLlamaModel(const DecoderModel& host, size_t device, GpuModelOptions options)
+      : host_(host), device_(device), options_(options) {}
+  Expected<GpuMatrix> upload_matrix(const WeightView& view, const std::string& what);
+  Expected<std::unique_ptr<GpuBuffer>> upload_vector(std::span<const float> values);
+
   const DecoderModel& host_;
+  size_t device_;
+  GpuModelOptions options_;
+  uint64_t weight_bytes_ = 0;
+  mutable GpuProfile profile_;
   std::unique_ptr<VulkanContext> context_;
   std::unique_ptr<GpuOps> ops_;
   std::unique_ptr<VulkanKvAllocator> allocator_;

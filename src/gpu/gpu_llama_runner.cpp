@@ -18,6 +18,7 @@ GpuLlamaRunner::GpuLlamaRunner(const GpuLlamaModel& model)
   auto ops = GpuOps::create(model.context());
   check(ops ? Status::ok() : ops.status(), "creating the GPU pipelines");
   ops_ = std::move(*ops);
+  if (GpuProfile* profile = model.profile()) check(ops_->recorder().set_profile(profile), "turning on --profile");
 }
 
 void GpuLlamaRunner::check(const Status& s, const char* what) {
@@ -44,7 +45,10 @@ GpuBuffer& GpuLlamaRunner::upload(std::unique_ptr<GpuBuffer>& slot, const std::v
 }
 
 void GpuLlamaRunner::matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n) {
-  check(ops_->matvec(w.type, *w.buffer, x, y, w.rows, w.cols, static_cast<uint32_t>(n)), "in a matrix product");
+  for (const GpuMatrixPart& part : w.parts) {
+    check(ops_->matvec(w.type, *part.buffer, x, y, part.rows, w.cols, static_cast<uint32_t>(n), w.rows, part.first_row),
+          "in a matrix product");
+  }
 }
 
 GpuBuffer& GpuLlamaRunner::pool(const KvStorage& storage, size_t layer, bool keys) const {
@@ -120,9 +124,22 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
   size_t scores = 0;
   for (const GroupBuffers& gb : groups_) scores = std::max<size_t>(scores, size_t{gb.max_slots} * n * c.num_heads);
   GpuBuffer& score_buffer = ensure(scores_, scores * 4, kDevice);
+  // The rows whose logits are wanted, gathered, normed and through the output matrix.
+  std::vector<uint32_t> wanted(batch.logits_for.begin(), batch.logits_for.end());
+  for (uint32_t t : wanted) KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
+  GpuBuffer& wanted_buffer = upload(wanted_, wanted);
+  GpuBuffer& rows = ensure(final_, m * c.dim * 4, kDevice);
+  GpuBuffer& normed = ensure(normed_, m * c.dim * 4, kDevice);
+  GpuBuffer& out = ensure(logits_, m * c.vocab_size * 4, kDevice);
+
+  // The step, recorded as one submission: every buffer it names is allocated and filled above.
+  check(ops_->begin_step(), "starting a step");
 
   const GpuMatrix& embedding = model_.embedding();
-  check(ops_->get_rows(embedding.type, *embedding.buffer, id_buffer, x, tokens, embedding.cols), "in the embedding");
+  for (const GpuMatrixPart& part : embedding.parts) {
+    check(ops_->get_rows(embedding.type, *part.buffer, id_buffer, x, tokens, embedding.cols, part.first_row, part.rows),
+          "in the embedding");
+  }
   const bool neox = c.rope_style == RopeStyle::kNeox;
   const uint32_t dim = static_cast<uint32_t>(c.dim), hd = static_cast<uint32_t>(c.head_dim);
   for (size_t l = 0; l < c.num_layers; ++l) {
@@ -167,18 +184,13 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     matvec(w.w_down, gate, proj, n);
     check(ops_->add(x, proj, tokens * dim), "adding to the residual");
   }
-  if (m == 0) return;
-  // The rows whose logits are wanted, normed, through the output matrix, back to the host.
-  std::vector<uint32_t> wanted(batch.logits_for.begin(), batch.logits_for.end());
-  for (uint32_t t : wanted) KVS_ASSERT(t < n, "logits requested for token {} of a batch of {}", t, n);
-  GpuBuffer& wanted_buffer = upload(wanted_, wanted);
-  GpuBuffer& rows = ensure(final_, m * c.dim * 4, kDevice);
-  GpuBuffer& normed = ensure(normed_, m * c.dim * 4, kDevice);
-  GpuBuffer& out = ensure(logits_, m * c.vocab_size * 4, kDevice);
-  check(ops_->get_rows(DType::kF32, x, wanted_buffer, rows, static_cast<uint32_t>(m), dim), "gathering rows");
-  check(ops_->rmsnorm(rows, model_.output_norm(), normed, static_cast<uint32_t>(m), dim, c.rms_eps), "in RMSNorm");
-  matvec(model_.output(), normed, out, m);
-  check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+  if (m > 0) {
+    check(ops_->get_rows(DType::kF32, x, wanted_buffer, rows, static_cast<uint32_t>(m), dim), "gathering rows");
+    check(ops_->rmsnorm(rows, model_.output_norm(), normed, static_cast<uint32_t>(m), dim, c.rms_eps), "in RMSNorm");
+    matvec(model_.output(), normed, out, m);
+  }
+  check(ops_->end_step(), "running the step");
+  if (m > 0) check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
 }
 
 }  // namespace kvs

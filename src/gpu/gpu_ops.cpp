@@ -28,10 +28,26 @@ Status refuse_element(KvDType element) {
       "{} K/V on the GPU: f32, f16 and bf16 are (int8 and int4 come with issue 42)", kv_dtype_name(element)));
 }
 
+// The weight types matvec.comp and get_rows.comp read (shaders/dequant.glsl): every type the CPU loads.
+bool gpu_reads_weights(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 || is_block_quantized(type);
+}
+
+// Rows of a block type are whole blocks: the message when `cols` is not.
+Status check_whole_blocks(DType type, uint32_t cols) {
+  const size_t block = dtype_block_elements(type);
+  if (cols % block == 0) return Status::ok();
+  return Status::invalid_argument(
+      fmt::format("{} rows are whole blocks of {} values, not {}", dtype_name(type), block, cols));
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   std::unique_ptr<GpuOps> ops(new GpuOps(context));
+  auto recorder = GpuRecorder::create(context);
+  if (!recorder) return recorder.status();
+  ops->recorder_ = std::move(*recorder);
   KVS_RETURN_IF_ERROR(make(context, shaders::rmsnorm(), 3, 2, {kNormWorkgroup}, ops->rmsnorm_));
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 0}, ops->rope_));
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
@@ -41,18 +57,30 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::kv_write(), 3, 4, {kElementwise, element_code(element)}, ops->kv_write_[element]));
   }
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
-    const uint32_t id = static_cast<uint32_t>(type);
-    KVS_RETURN_IF_ERROR(make(context, shaders::matvec(), 3, 4, {kMatvecWorkgroup, id}, ops->matvec_[type]));
-    KVS_RETURN_IF_ERROR(make(context, shaders::get_rows(), 3, 2, {kElementwise, id}, ops->get_rows_[type]));
-  }
-  return ops;
+  return ops;  // matvec_ and get_rows_ fill on first use of each weight type
 }
 
-Status GpuOps::dispatch(ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
-                        uint32_t groups_x, uint32_t groups_y) {
-  pipeline.bind(buffers);
-  return context_.run([&](VkCommandBuffer c) { pipeline.record(c, push, groups_x, groups_y); });
+Expected<ComputePipeline*> GpuOps::weight_pipeline(std::map<DType, std::unique_ptr<ComputePipeline>>& cache, DType type,
+                                                   std::span<const uint32_t> spirv, uint32_t workgroup,
+                                                   uint32_t push_words, std::string_view op) {
+  const uint32_t id = static_cast<uint32_t>(type);
+  if (!gpu_reads_weights(type)) {
+    const std::string_view name = ggml_type_name(id);
+    return Status::unimplemented(
+        fmt::format("the GPU {} does not read {} weights (ggml type {})", op, name.empty() ? "unknown" : name, id));
+  }
+  std::unique_ptr<ComputePipeline>& pipeline = cache[type];
+  if (!pipeline) KVS_RETURN_IF_ERROR(make(context_, spirv, 3, push_words, {workgroup, id}, pipeline));
+  return pipeline.get();
+}
+
+Status GpuOps::dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers,
+                        const void* push, uint32_t groups_x, uint32_t groups_y) {
+  if (recorder_->recording()) return recorder_->dispatch(pipeline, buffers, push, groups_x, groups_y, kind);
+  KVS_RETURN_IF_ERROR(recorder_->begin());
+  const Status recorded = recorder_->dispatch(pipeline, buffers, push, groups_x, groups_y, kind);
+  const Status submitted = recorder_->submit();
+  return recorded ? submitted : recorded;
 }
 
 Status GpuOps::rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
@@ -64,7 +92,7 @@ Status GpuOps::rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t token
   }
   GpuBuffer* const buffers[] = {&x, &cos, &sin};
   const uint32_t push[] = {tokens, heads, head_dim, half};
-  return dispatch(neox ? *rope_neox_ : *rope_, buffers, push, groups_for(size_t{tokens} * heads * half));
+  return dispatch("rope", neox ? *rope_neox_ : *rope_, buffers, push, groups_for(size_t{tokens} * heads * half));
 }
 
 Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
@@ -73,7 +101,7 @@ Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
         fmt::format("swiglu of {} values over {} and {} bytes", n, gate.bytes(), up.bytes()));
   }
   GpuBuffer* const buffers[] = {&gate, &up};
-  return dispatch(*swiglu_, buffers, &n, groups_for(n));
+  return dispatch("swiglu", *swiglu_, buffers, &n, groups_for(n));
 }
 
 Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period) {
@@ -85,22 +113,21 @@ Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period) {
   }
   GpuBuffer* const buffers[] = {&x, &y};
   const uint32_t push[] = {n, period};
-  return dispatch(*add_, buffers, push, groups_for(n));
+  return dispatch("add", *add_, buffers, push, groups_for(n));
 }
 
-Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols) {
-  const auto pipeline = get_rows_.find(type);
-  if (pipeline == get_rows_.end()) {
-    return Status::unimplemented(fmt::format("the GPU does not read {} embeddings yet", dtype_name(type)));
-  }
-  if ((type == DType::kQ8_0 && cols % 32 != 0) || ids.bytes() < tokens * sizeof(uint32_t) ||
-      out.bytes() < size_t{tokens} * cols * sizeof(float)) {
+Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols,
+                        uint32_t first_row, uint32_t rows) {
+  auto pipeline = weight_pipeline(get_rows_, type, shaders::get_rows(), kElementwise, 4, "get_rows");
+  if (!pipeline) return pipeline.status();
+  KVS_RETURN_IF_ERROR(check_whole_blocks(type, cols));
+  if (ids.bytes() < tokens * sizeof(uint32_t) || out.bytes() < size_t{tokens} * cols * sizeof(float)) {
     return Status::invalid_argument(
         fmt::format("{} rows of {} {} values into {} bytes", tokens, cols, dtype_name(type), out.bytes()));
   }
   GpuBuffer* const buffers[] = {&table, &ids, &out};
-  const uint32_t push[] = {tokens, cols};
-  return dispatch(*pipeline->second, buffers, push, groups_for(size_t{tokens} * cols));
+  const uint32_t push[] = {tokens, cols, first_row, rows};
+  return dispatch("get_rows", **pipeline, buffers, push, groups_for(size_t{tokens} * cols));
 }
 
 Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps) {
@@ -113,27 +140,25 @@ Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, 
     uint32_t cols;
     float eps;
   } push{cols, eps};
-  return dispatch(*rmsnorm_, buffers, &push, rows);
+  return dispatch("rmsnorm", *rmsnorm_, buffers, &push, rows);
 }
 
 Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols,
-                      uint32_t tokens) {
-  const auto pipeline = matvec_.find(type);
-  if (pipeline == matvec_.end()) {
-    return Status::unimplemented(fmt::format("the GPU matvec does not read {} weights yet", dtype_name(type)));
-  }
-  if (type == DType::kQ8_0 && cols % 32 != 0) {
-    return Status::invalid_argument(fmt::format("Q8_0 rows are whole blocks of 32 values, not {}", cols));
-  }
+                      uint32_t tokens, uint32_t out_rows, uint32_t row_offset) {
+  if (out_rows == 0) out_rows = rows;
+  auto pipeline = weight_pipeline(matvec_, type, shaders::matvec(), kMatvecWorkgroup, 6, "matvec");
+  if (!pipeline) return pipeline.status();
+  KVS_RETURN_IF_ERROR(check_whole_blocks(type, cols));
   if (w.bytes() < rows * dtype_row_bytes(type, cols) || x.bytes() < size_t{tokens} * cols * sizeof(float) ||
-      y.bytes() < size_t{tokens} * rows * sizeof(float)) {
-    return Status::invalid_argument(fmt::format("matvec of {} x {} {} over {} tokens: buffers of {}, {} and {} bytes",
-                                                rows, cols, dtype_name(type), tokens, w.bytes(), x.bytes(), y.bytes()));
+      y.bytes() < size_t{tokens} * out_rows * sizeof(float) || size_t{row_offset} + rows > out_rows) {
+    return Status::invalid_argument(
+        fmt::format("matvec of {} x {} {} over {} tokens into rows {}.. of {}: buffers of {}, {} and {} bytes", rows,
+                    cols, dtype_name(type), tokens, row_offset, out_rows, w.bytes(), x.bytes(), y.bytes()));
   }
   GpuBuffer* const buffers[] = {&w, &x, &y};
   const uint32_t rows_per_group = std::max<uint32_t>(1, kMatvecWorkgroup / context_.info().subgroup_size);
-  const uint32_t push[] = {rows, cols, tokens, rows_per_group};
-  return dispatch(*pipeline->second, buffers, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
+  const uint32_t push[] = {rows, cols, tokens, rows_per_group, out_rows, row_offset};
+  return dispatch("matvec", **pipeline, buffers, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
 }
 
 }  // namespace kvs
@@ -151,7 +176,7 @@ Status GpuOps::kv_write(KvDType element, GpuBuffer& rows, GpuBuffer& pool, GpuBu
   }
   GpuBuffer* const buffers[] = {&rows, &pool, &slots};
   const uint32_t push[] = {tokens, kv_heads, width, block_size};
-  return dispatch(*pipeline->second, buffers, push, groups_for(size_t{tokens} * kv_heads * width));
+  return dispatch("kv_write", *pipeline->second, buffers, push, groups_for(size_t{tokens} * kv_heads * width));
 }
 
 Status GpuOps::paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuffer& keys, GpuBuffer& values,
@@ -179,7 +204,7 @@ Status GpuOps::paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuff
     float scale;
   } push{shape.heads,      shape.kv_heads,   shape.head_dim,  shape.value_width,
          shape.block_size, shape.max_blocks, shape.max_slots, shape.scale};
-  return dispatch(*pipeline, buffers, &push, shape.heads, tokens);
+  return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 
 }  // namespace kvs

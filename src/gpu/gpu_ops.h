@@ -4,10 +4,12 @@
 
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/kv_dtype.h"
 #include "gpu/compute_pipeline.h"
+#include "gpu/gpu_recorder.h"
 
 namespace kvs {
 
@@ -19,11 +21,22 @@ class GpuOps {
 
   static Expected<std::unique_ptr<GpuOps>> create(VulkanContext& context);
 
+  // Every operation below is submitted alone and waited for, unless a step is open: between begin_step() and
+  // end_step() they are recorded into one submission (gpu_recorder.h), in order, each seeing the ones before; their
+  // buffers must live and keep their contents until end_step() returns.
+  Status begin_step() { return recorder_->begin(); }
+  Status end_step() { return recorder_->submit(); }
+  GpuRecorder& recorder() { return *recorder_; }
+
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `cols` (shaders/rmsnorm.comp).
   Status rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps);
-  // y[t][r] = sum_c W[r][c] x[t][c]: W [rows][cols] in `type` (F32, F16, Q8_0), x [tokens][cols], y [tokens][rows]
-  // (shaders/matvec.comp). Other types: kUnimplemented, naming the type.
-  Status matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols, uint32_t tokens);
+  // y[t][r] = sum_c W[r][c] x[t][c]: W [rows][cols] in `type`, x [tokens][cols], y [tokens][rows]
+  // (shaders/matvec.comp). Every type the CPU loads (F32, F16, BF16 and the block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+  // IQ4_NL, IQ4_XS, Q2_K..Q6_K; shaders/dequant.glsl); cols must be whole blocks (kInvalidArgument). Other type ids:
+  // kUnimplemented, naming the type. With out_rows (0: rows), y is [tokens][out_rows] and these rows land at
+  // row_offset of each token's row: a matrix split over bindings, one part at a time.
+  Status matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols, uint32_t tokens,
+                uint32_t out_rows = 0, uint32_t row_offset = 0);
   // RoPE in place over `tokens` rows of `heads` heads of `head_dim`, by cos/sin [tokens][half] (shaders/rope.comp):
   // pairs (2i, 2i + 1), or (i, i + half) when neox.
   Status rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
@@ -33,8 +46,12 @@ class GpuOps {
   // x[i] += y[i % period] over n values (shaders/add.comp): the residual add (period 0: n), or a bias of `period`
   // values added to every row.
   Status add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period = 0);
-  // out[t] = row ids[t] of `table` [rows][cols] in `type` (F32, F16, Q8_0), dequantized (shaders/get_rows.comp).
-  Status get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols);
+  // out[t] = row ids[t] of `table` [rows][cols] in `type` (any matvec reads), dequantized to the bits of the CPU's
+  // dequantize_row (shaders/get_rows.comp).
+  // The table may be part of one: rows first_row.. of it (`rows` of them); tokens whose ids it does not hold are left
+  // as they were.
+  Status get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols,
+                  uint32_t first_row = 0, uint32_t rows = 0xffffffffu);
 
   // One layer's K (or V) rows [tokens][kv_heads][width] stored at slots[t] of `pool` ([block][kv_head][slot][width],
   // the host's KvStorage layout) in `element` (f32, f16, bf16: round to nearest even) (shaders/kv_write.comp).
@@ -57,15 +74,24 @@ class GpuOps {
   explicit GpuOps(VulkanContext& context) : context_(context) {}
   VulkanContext& context_;
   static constexpr uint32_t kElementwise = 256;  // the workgroup of the one-invocation-a-value shaders
-  // One dispatch of `pipeline` over `buffers` with `push`, groups_x x groups_y workgroups.
-  Status dispatch(ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push, uint32_t groups_x,
-                  uint32_t groups_y = 1);
+  // One dispatch of `pipeline` over `buffers` with `push`, groups_x x groups_y workgroups, named `kind` in the
+  // profile: appended to the open step, or submitted alone and waited for when none is open.
+  Status dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
+                  uint32_t groups_x, uint32_t groups_y = 1);
   static uint32_t groups_for(size_t n) { return static_cast<uint32_t>((n + kElementwise - 1) / kElementwise); }
 
+  std::unique_ptr<GpuRecorder> recorder_;
   std::unique_ptr<ComputePipeline> rmsnorm_, rope_, rope_neox_, swiglu_, add_;
-  std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;  // per weight type (specialization 1)
+  // Per weight type (specialization 1), built on first use: each is a shader compile on the driver (an LLVM one on
+  // lavapipe), too many to build eagerly for 15 types.
+  std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
   std::map<std::pair<KvDType, KvDType>, std::unique_ptr<ComputePipeline>> attention_;  // built on first use
+  // The pipeline in `cache` for weight type `type` of `spirv` (built now if not yet), or kUnimplemented naming a
+  // type the shaders do not read; `op` names the operation in the message.
+  Expected<ComputePipeline*> weight_pipeline(std::map<DType, std::unique_ptr<ComputePipeline>>& cache, DType type,
+                                             std::span<const uint32_t> spirv, uint32_t workgroup, uint32_t push_words,
+                                             std::string_view op);
 };
 
 }  // namespace kvs

@@ -16,11 +16,21 @@ class StreamProbe {
   static Expected<std::unique_ptr<StreamProbe>> create(VulkanContext& context);
   // The sum modulo 2^32 of the first `words` 32-bit words of `data` (words % 4 == 0).
   Expected<uint32_t> sum(GpuBuffer& data, size_t words);
+  // One pass of the same read, timed: by the device's timestamps where its queue has them, else the host's clock
+  // around the submission. The sum comes back too, so a caller can check every word was read.
+  struct Timed {
+    uint32_t sum = 0;
+    double seconds = 0.0;
+  };
+  Expected<Timed> timed_sum(GpuBuffer& data, size_t words);
 
  private:
   StreamProbe(VulkanContext& context) : context_(context) {}
   VulkanContext& context_;
   std::unique_ptr<ComputePipeline> pipeline_;
+  Status check(const GpuBuffer& data, size_t words) const;
+  uint32_t groups(size_t words) const;
+  uint32_t total() const;
   std::unique_ptr<GpuBuffer> sums_;  // host-visible, one word per workgroup
 };
 

@@ -1,5 +1,6 @@
 #include "gpu/vulkan_context.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace kvs {
@@ -28,6 +29,12 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
   if (family == families) {
     return Status::unimplemented(fmt::format("Vulkan device {} ({}) has no compute queue", index, context->info_.name));
   }
+  context->family_ = family;
+  context->timestamp_bits_ = queues[family].timestampValidBits;
+  VkPhysicalDeviceProperties properties;
+  vkGetPhysicalDeviceProperties(context->physical_, &properties);
+  context->timestamp_period_ = properties.limits.timestampPeriod;
+  context->memory_budget_ = gpu_device_has_extension(context->physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   const float priority = 1.0f;
   const VkDeviceQueueCreateInfo queue_info{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                            .queueFamilyIndex = family,
@@ -68,8 +75,33 @@ Expected<uint32_t> VulkanContext::memory_type(uint32_t allowed, VkMemoryProperty
       fmt::format("Vulkan device {} has no memory type with properties {:#x}", info_.name, required));
 }
 
+bool VulkanContext::memory_is_device_local(uint32_t type) const {
+  VkPhysicalDeviceMemoryProperties memory;
+  vkGetPhysicalDeviceMemoryProperties(physical_, &memory);
+  return type < memory.memoryTypeCount &&
+         (memory.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+}
+
+uint64_t VulkanContext::device_memory_available() const {
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{.sType =
+                                                       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 memory{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                           .pNext = memory_budget_ ? &budget : nullptr};
+  vkGetPhysicalDeviceMemoryProperties2(physical_, &memory);
+  uint64_t best = 0;
+  for (uint32_t h = 0; h < memory.memoryProperties.memoryHeapCount; ++h) {
+    if (!(memory.memoryProperties.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)) continue;
+    const uint64_t size = memory.memoryProperties.memoryHeaps[h].size;
+    const uint64_t free =
+        memory_budget_ ? (budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0)
+                       : (size > device_allocated_ ? size - device_allocated_ : 0);
+    best = std::max(best, free);
+  }
+  return best;
+}
+
 Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
-  const std::lock_guard lock(submit_mutex_);
+  const std::lock_guard lock(pool_mutex_);
   const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                              .commandPool = pool_,
                                              .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
@@ -83,14 +115,18 @@ Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
     record(commands);
     status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
   }
-  if (status) {
-    const VkSubmitInfo submit{
-        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &commands};
-    status = vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
-    if (status) status = vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    vkResetFences(device_, 1, &fence_);
-  }
+  if (status) status = submit_and_wait(commands);
   vkFreeCommandBuffers(device_, pool_, 1, &commands);
+  return status;
+}
+
+Status VulkanContext::submit_and_wait(VkCommandBuffer commands) {
+  const std::lock_guard lock(submit_mutex_);
+  const VkSubmitInfo submit{
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &commands};
+  Status status = vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+  if (status) status = vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  vkResetFences(device_, 1, &fence_);
   return status;
 }
 

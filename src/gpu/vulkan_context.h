@@ -2,6 +2,7 @@
 // compute queue, and a command pool; run() records a command buffer, submits it and waits for it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,10 +25,24 @@ class VulkanContext {
   VkPhysicalDevice physical_device() const { return physical_; }
   // A memory type index with all of `required` among the types `allowed` (a bit per type), or an error.
   Expected<uint32_t> memory_type(uint32_t allowed, VkMemoryPropertyFlags required) const;
+  bool memory_is_device_local(uint32_t type) const;
+  // Bytes of the largest device-local heap this process may still allocate: the driver's budget less what the
+  // process uses (VK_EXT_memory_budget) where the device has it, else the heap's size less what kvserve allocated.
+  uint64_t device_memory_available() const;
+  // Device-local bytes this context's buffers hold now (GpuBuffer keeps it).
+  uint64_t device_bytes_allocated() const { return device_allocated_; }
+  void note_device_allocation(int64_t bytes) { device_allocated_ += static_cast<uint64_t>(bytes); }
 
   // Records `record` into a fresh command buffer, submits it and waits for the queue (a lost device is an error).
   // One submission at a time: callers on several threads (engines sharing the device) take turns.
   Status run(const std::function<void(VkCommandBuffer)>& record);
+  // Submits `commands` (recorded elsewhere, ended) and waits for them; the same turn-taking as run().
+  Status submit_and_wait(VkCommandBuffer commands);
+
+  uint32_t queue_family() const { return family_; }
+  // Nanoseconds per timestamp tick, and the valid bits of the compute queue's timestamps (0: none).
+  double timestamp_period() const { return timestamp_period_; }
+  uint32_t timestamp_bits() const { return timestamp_bits_; }
 
  private:
   VulkanContext() = default;
@@ -38,7 +53,12 @@ class VulkanContext {
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  std::mutex submit_mutex_;  // guards the pool, the queue and the fence
+  uint32_t family_ = 0, timestamp_bits_ = 0;
+  double timestamp_period_ = 1.0;
+  bool memory_budget_ = false;  // VK_EXT_memory_budget
+  std::atomic<uint64_t> device_allocated_{0};
+  std::mutex pool_mutex_;    // guards the command pool of run()
+  std::mutex submit_mutex_;  // guards the queue and the fence
 };
 
 }  // namespace kvs

@@ -1,6 +1,8 @@
 #include "gpu/vulkan_instance.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace kvs {
 
@@ -78,6 +80,15 @@ std::vector<VkPhysicalDevice> VulkanInstance::physical_devices() const {
   if (vkEnumeratePhysicalDevices(instance_, &count, devices.data()) != VK_SUCCESS) return {};
   devices.resize(count);
   return devices;
+}
+
+bool gpu_device_has_extension(VkPhysicalDevice device, const char* name) {
+  uint32_t count = 0;
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> extensions(count);
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data());
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
 }  // namespace kvs

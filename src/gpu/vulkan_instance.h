@@ -13,6 +13,8 @@ namespace kvs {
 const char* vk_result_name(VkResult result);
 // ok for VK_SUCCESS, else an error "WHAT failed: VK_ERROR_..." (out of memory codes as kOutOfMemory).
 Status vk_check(VkResult result, const char* what);
+// Whether `device` offers the device extension `name`.
+bool gpu_device_has_extension(VkPhysicalDevice device, const char* name);
 
 class VulkanInstance {
  public:

@@ -1,6 +1,5 @@
 #include "gpu/vulkan_kv_allocator.h"
 
-#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -25,15 +24,18 @@ std::unique_ptr<KvRegion> VulkanKvAllocator::allocate(size_t bytes) {
                     "bytes); fewer blocks (--kv-memory) fit",
                     bytes, context_.info().name, context_.info().max_storage_buffer_range));
   }
-  auto buffer = GpuBuffer::create(context_, bytes, GpuMemory::kHostVisible);
+  auto buffer = GpuBuffer::create(context_, bytes, GpuMemory::kDeviceMapped);
   if (!buffer) throw std::bad_alloc();
+  // KvRegion's contract: zero-filled (by the device: no host writes across the bus).
+  if (!(*buffer)->zero()) throw std::bad_alloc();
   std::span<std::byte> mapped = (*buffer)->mapped();
-  std::memset(mapped.data(), 0, mapped.size());  // KvRegion's contract: zero-filled
   KVS_ASSERT(reinterpret_cast<uintptr_t>(mapped.data()) % 64 == 0, "a mapping at {}: not 64-byte aligned",
              static_cast<const void*>(mapped.data()));
   {
     const std::lock_guard lock(mutex_);
     buffers_[mapped.data()] = buffer->get();
+    bytes_ += bytes;
+    if (!(*buffer)->device_local()) host_bytes_ += bytes;
   }
   return std::make_unique<VulkanKvRegion>(*this, std::move(*buffer));
 }
@@ -44,9 +46,18 @@ GpuBuffer* VulkanKvAllocator::buffer_at(const void* base) const {
   return it == buffers_.end() ? nullptr : it->second;
 }
 
+VulkanKvAllocator::Usage VulkanKvAllocator::usage() const {
+  const std::lock_guard lock(mutex_);
+  return {.bytes = bytes_, .host_bytes = host_bytes_};
+}
+
 void VulkanKvAllocator::forget(const void* base) {
   const std::lock_guard lock(mutex_);
-  buffers_.erase(base);
+  const auto it = buffers_.find(base);
+  if (it == buffers_.end()) return;
+  bytes_ -= it->second->bytes();
+  if (!it->second->device_local()) host_bytes_ -= it->second->bytes();
+  buffers_.erase(it);
 }
 
 }  // namespace kvs

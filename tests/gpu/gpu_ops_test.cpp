@@ -7,6 +7,7 @@
 // that, and inversesqrt (2 ulp in Vulkan) and two multiplications add 8 u: |dy| <= (n / 2 + 8) u |y| (+ 1e-30).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -20,6 +21,28 @@ namespace kvs {
 namespace {
 
 constexpr double kU = 0x1p-24;
+
+// Every weight type the CPU loads, all of which the GPU's matvec and get_rows read.
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,   DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS,
+                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K};
+
+// Row widths of whole blocks of `type`: one block, a few, and more blocks than a subgroup has lanes (32-value
+// blocks) or several super-blocks (256).
+std::vector<uint32_t> widths_of(DType type) {
+  if (dtype_block_elements(type) == 256) return {256u, 2304u};
+  return {32u, 96u, 2080u};
+}
+
+// A type id no shader reads: ggml's Q8_1 (an activation format, never a file's weights here).
+constexpr DType kUnreadType = static_cast<DType>(9);
+
+// The fp32 bit patterns (so -0 differs from +0, and a NaN equals itself).
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint32_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = std::bit_cast<uint32_t>(v[i]);
+  return bits;
+}
 
 class GpuOpsTest : public test::GpuTest {
  protected:
@@ -51,8 +74,8 @@ TEST_F(GpuOpsTest, RmsnormEqualsTheCpuWithinItsBound) {
 TEST_F(GpuOpsTest, MatvecEqualsTheCpuReferenceForEachWeightType) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   ThreadPool pool(1);
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
-    for (uint32_t cols : {32u, 96u, 2080u}) {
+  for (DType type : kWeightTypes) {
+    for (uint32_t cols : widths_of(type)) {
       for (uint32_t rows : {1u, 5u, 67u}) {
         for (uint32_t tokens : {1u, 3u}) {
           WeightView view{.type = type, .rows = rows, .cols = cols};
@@ -68,7 +91,7 @@ TEST_F(GpuOpsTest, MatvecEqualsTheCpuReferenceForEachWeightType) {
           for (float& v : x) v = normal(rng_);
           matmul(view, x, tokens, want, pool, Isa::kScalar);  // the dequantized rows times fp32 activations
           auto wb = device_buffer(bytes), xb = device_buffer(std::as_bytes(std::span(x)));
-          auto yb = device_buffer(std::as_bytes(std::span(want)));
+          auto yb = device_buffer(std::vector<std::byte>(want.size() * sizeof(float), std::byte{0xff}));  // NaN
           ASSERT_TRUE(ops_->matvec(type, *wb, *xb, *yb, rows, cols, tokens));
           const std::vector<float> got = download(*yb, tokens * rows);
           for (uint32_t t = 0; t < tokens; ++t) {
@@ -83,10 +106,14 @@ TEST_F(GpuOpsTest, MatvecEqualsTheCpuReferenceForEachWeightType) {
       }
     }
   }
-  auto any = device_buffer(std::vector<std::byte>(64));
-  const Status refused = ops_->matvec(DType::kQ4_K, *any, *any, *any, 1, 256, 1);
+  auto any = device_buffer(std::vector<std::byte>(1024));
+  const Status refused = ops_->matvec(kUnreadType, *any, *any, *any, 1, 32, 1);
   EXPECT_EQ(refused.code(), ErrorCode::kUnimplemented);
-  EXPECT_NE(refused.message().find("q4_k"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("q8_1"), std::string::npos) << refused.message();
+  const Status partial = ops_->matvec(DType::kQ4_K, *any, *any, *any, 1, 96, 1);  // 96 of a 256-value block
+  EXPECT_EQ(partial.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(partial.message().find("256"), std::string::npos) << partial.message();
+  EXPECT_NE(partial.message().find("96"), std::string::npos) << partial.message();
 }
 
 // RoPE by the CPU's own angle tables: each rotated value is two products and a sum, rounded (or fused) differently
@@ -152,12 +179,14 @@ TEST_F(GpuOpsTest, SwigluAndTheResidualAddEqualTheCpu) {
   }
 }
 
-// The token embedding: rows picked by id and dequantized exactly as the CPU's dequantize_row (the same bits).
+// The token embedding: rows picked by id and dequantized exactly as the CPU's dequantize_row (the same bits, signed
+// zeros included).
 TEST_F(GpuOpsTest, GetRowsEqualsTheCpuDequantization) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const uint32_t rows = 50, cols = 96;
+  const uint32_t rows = 50;
   const std::vector<uint32_t> ids{49, 0, 7, 7, 23};
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+  for (DType type : kWeightTypes) {
+    const uint32_t cols = dtype_block_elements(type) == 256 ? 512 : 96;  // whole blocks, more than one
     const size_t row_bytes = dtype_row_bytes(type, cols);
     std::vector<std::byte> table(rows * row_bytes);
     std::vector<float> row(cols), want(ids.size() * cols);
@@ -167,10 +196,20 @@ TEST_F(GpuOpsTest, GetRowsEqualsTheCpuDequantization) {
     }
     for (size_t t = 0; t < ids.size(); ++t) dequantize_row(type, &table[ids[t] * row_bytes], &want[t * cols], cols);
     auto tb = device_buffer(table), ib = device_buffer(std::as_bytes(std::span(ids)));
-    auto ob = device_buffer(std::as_bytes(std::span(want)));
+    auto ob = device_buffer(std::vector<std::byte>(want.size() * sizeof(float), std::byte{0xff}));  // NaN
     ASSERT_TRUE(ops_->get_rows(type, *tb, *ib, *ob, static_cast<uint32_t>(ids.size()), cols));
-    EXPECT_EQ(download(*ob, want.size()), want) << dtype_name(type);
+    const std::vector<float> got = download(*ob, want.size());
+    const std::vector<uint32_t> got_bits = bits_of(got), want_bits = bits_of(want);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got_bits[i], want_bits[i])
+          << dtype_name(type) << " token " << i / cols << " value " << i % cols << ": " << got[i] << " for " << want[i];
+    }
   }
+  auto any = device_buffer(std::vector<std::byte>(1024));
+  const Status refused = ops_->get_rows(kUnreadType, *any, *any, *any, 1, 32);
+  EXPECT_EQ(refused.code(), ErrorCode::kUnimplemented);
+  EXPECT_NE(refused.message().find("q8_1"), std::string::npos) << refused.message();
+  EXPECT_EQ(ops_->get_rows(DType::kQ4_0, *any, *any, *any, 1, 48).code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
