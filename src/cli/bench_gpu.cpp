@@ -40,12 +40,13 @@ void run_gpu_bench(const GpuBenchOptions& o) {
   const Model& model = *loaded.gpu;
   const ModelConfig& c = model.config();
   const size_t deepest = *std::max_element(o.depths.begin(), o.depths.end());
-  const size_t capacity = std::max(o.prefill_tokens + 1, deepest + o.decode_tokens + 1);
-  if (capacity > c.context_length) {
+  const size_t prefill_tokens = std::min(o.prefill_tokens, c.context_length / 2);  // room for its sampled tokens
+  const size_t capacity = std::max(prefill_tokens + 1, deepest + o.decode_tokens + 1);
+  if (deepest + o.decode_tokens + 1 > c.context_length) {
     throw CommandError(fmt::format("bench --device: depth {} + {} tokens exceeds the model's context of {}", deepest,
                                    o.decode_tokens, c.context_length));
   }
-  EngineConfig config{.max_batch_tokens = o.prefill_tokens,
+  EngineConfig config{.max_batch_tokens = prefill_tokens,
                       .max_seqs = 1,
                       .kv = {.block_size = 16, .dtype = KvDType::kF16, .prefix_caching = false}};
   config.kv.blocks = kv_blocks_for_tokens(capacity, config.kv.block_size);
@@ -62,9 +63,9 @@ void run_gpu_bench(const GpuBenchOptions& o) {
 
   double prefill_best = 0.0;
   for (size_t r = 0; r < o.reps + 1; ++r) {  // the first is a warm-up (pipelines, buffers)
-    auto run = timed_run(**engine, std::span(tokens).first(o.prefill_tokens), 0, 1, seconds_now);
+    auto run = timed_run(**engine, std::span(tokens).first(prefill_tokens), 0, 1, seconds_now);
     if (!run) throw CommandError(run.status().message());
-    if (r > 0) prefill_best = std::max(prefill_best, o.prefill_tokens / run->prefill_seconds);
+    if (r > 0) prefill_best = std::max(prefill_best, prefill_tokens / run->prefill_seconds);
   }
   const WeightView& embedding = loaded.model->weights().token_embedding;
   const double matrix_bytes =
@@ -91,7 +92,7 @@ void run_gpu_bench(const GpuBenchOptions& o) {
       report->device, o.model_path, c.num_layers, c.dim, c.num_heads, c.num_kv_heads, report->weight_bytes / 1048576.0,
       loaded.pool->num_threads(), probe->bytes / 1048576.0, o.reps + 2, b_star / 1e9);
   table += fmt::format("| measure | tok/s | bytes a token | share of B* |\n|---|---:|---:|---:|\n");
-  table += fmt::format("| prefill, {} tokens | {:.1f} | | |\n", o.prefill_tokens, prefill_best);
+  table += fmt::format("| prefill, {} tokens | {:.1f} | | |\n", prefill_tokens, prefill_best);
   for (const DecodeRow& r : rows) {
     table += fmt::format("| decode at depth {} | {:.1f} | {:.1f} MB | {:.1f}% |\n", r.depth, r.tok_s,
                          r.bytes_per_token / 1e6, 100.0 * r.share);
@@ -105,7 +106,7 @@ void run_gpu_bench(const GpuBenchOptions& o) {
                      {"weight_bytes", report->weight_bytes},
                      {"kv_dtype", "f16"},
                      {"probe", {{"bytes", probe->bytes}, {"seconds", probe->seconds}, {"bytes_per_second", b_star}}},
-                     {"prefill", {{"tokens", o.prefill_tokens}, {"tok_s", prefill_best}}}};
+                     {"prefill", {{"tokens", prefill_tokens}, {"tok_s", prefill_best}}}};
     for (const DecodeRow& r : rows) {
       j["decode"].push_back({{"depth", r.depth},
                              {"tokens", o.decode_tokens},

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The prepared check for a machine with a real GPU and no package registry (docs/GPU.md, "On a real GPU").
+#
+#   scripts/gpu-check.sh pack          here, after `make build`: build/kvserve and build/kvserve_gpu_tests, the shared
+#                                      libraries ldd names, and the Vulkan loader's Debian packages (libvulkan1 and
+#                                      the glvnd/EGL/GLX ones NVIDIA's ICD loads) into gpu-pack.tar.xz (git-ignored)
+#   scripts/gpu-check.sh run OUT_DIR   there, in the checkout with gpu-pack.tar.xz beside this script's folder: unpacks
+#                                      it, makes the synthetic models there, runs `kvserve devices`, the GPU tests and
+#                                      `kvserve bench --device vulkan` on each model, and writes OUT_DIR/gpu-check.json
+#
+# Nothing is built there. Each step has a time limit so that the whole run stays under 8 minutes; a step that fails
+# or times out is recorded with its exit status and the run goes on. MODELS (default "1b:q8_0 1b:f16") names the
+# synthetic presets and types to measure; DEPTHS (default 0,1024,4096) the decode depths.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pack=$root/gpu-pack.tar.xz
+
+case "${1:-}" in
+pack)
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/debs"
+  cp "$root/build/kvserve" "$root/build/kvserve_gpu_tests" "$stage/bin/"
+  # Every shared library the binaries need but the C runtime (the machine there has its own libc and loader).
+  for b in "$stage"/bin/*; do
+    ldd "$b" | awk '/=> \// {print $3}'
+  done | sort -u | grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$stage/lib/"
+  (cd "$stage/debs" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null) ||
+    { echo "gpu-check: apt-get download of the loader packages failed" >&2; exit 1; }
+  tar -C "$stage" -cJf "$pack" bin lib debs
+  rm -rf "$stage"
+  echo "gpu-check: wrote $pack ($(du -h "$pack" | cut -f1))"
+  ;;
+run)
+  out=${2:?usage: gpu-check.sh run OUT_DIR}
+  mkdir -p "$out"
+  work=$(mktemp -d)
+  tar -C "$work" -xJf "$pack" || { echo "gpu-check: cannot unpack $pack" >&2; exit 1; }
+  # The Vulkan loader: the machine's own if it has one, else the carried packages unpacked into /.
+  if ! ldconfig -p | grep -q libvulkan.so.1; then
+    for f in "$work"/debs/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  if [[ -z "${VK_DRIVER_FILES:-}" && -f $nvidia_icd ]]; then
+    export VK_DRIVER_FILES=$nvidia_icd
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  fi
+  export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  kvserve=$work/bin/kvserve
+  steps=()  # one JSON object a step: {"step", "rc", "ms"}
+  step() {  # step NAME LIMIT_S COMMAND...: runs it with a time limit, output to OUT_DIR/NAME.log
+    local name=$1 limit=$2 start rc
+    shift 2
+    start=$(date +%s%N)
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    steps+=("{\"step\": \"$name\", \"rc\": $rc, \"ms\": $((($(date +%s%N) - start) / 1000000))}")
+    echo "gpu-check: $name: rc $rc"
+  }
+  step devices 30 "$kvserve" devices --json
+  cp "$out/devices.log" "$out/devices.json"
+  step gpu_tests 120 "$work/bin/kvserve_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
+  bench=()
+  for m in ${MODELS:-1b:q8_0 1b:f16}; do
+    preset=${m%%:*} type=${m##*:} file=$work/$preset-$type.gguf
+    step "synth_${preset}_$type" 90 "$kvserve" synth --preset "$preset" --type "$type" --ctx 8192 -o "$file"
+    step "bench_${preset}_$type" 150 "$kvserve" bench --device vulkan -m "$file" --kv-depths "${DEPTHS:-0,1024,4096}" \
+      --kv-tokens 64 --reps 3 --profile --json "$out/bench_${preset}_$type.json"
+    [[ -s $out/bench_${preset}_$type.json ]] && bench+=("\"$preset:$type\": $(cat "$out/bench_${preset}_$type.json")")
+  done
+  {
+    echo "{\"date\": \"$(date -u +%FT%TZ)\", \"devices\": $(cat "$out/devices.json" 2>/dev/null || echo null),"
+    echo " \"steps\": [$(IFS=,; echo "${steps[*]}")],"
+    echo " \"bench\": {$(IFS=,; echo "${bench[*]}")}}"
+  } >"$out/gpu-check.json"
+  echo "gpu-check: wrote $out/gpu-check.json"
+  ;;
+*)
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+  ;;
+esac
