@@ -26,7 +26,10 @@ Expected<GpuMatrix> GpuLlamaModel::upload_matrix(const WeightView& view, const s
                     "WeightPacking::kNone for the GPU",
                     what, weight_layout_name(view.layout)));
   }
-  const size_t row_bytes = view.row_bytes(), range = context.info().max_storage_buffer_range;
+  const size_t row_bytes = view.row_bytes();
+  const size_t range = options_.max_binding_bytes > 0
+                           ? std::min<uint64_t>(options_.max_binding_bytes, context.info().max_storage_buffer_range)
+                           : context.info().max_storage_buffer_range;
   if (row_bytes > range) {
     return Status::unimplemented(fmt::format("{}: one row of {} bytes exceeds one storage binding of {} ({} bytes)",
                                              what, row_bytes, context.info().name, range));

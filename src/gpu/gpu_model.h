@@ -16,6 +16,8 @@ namespace kvs {
 
 struct GpuModelOptions {
   bool profile = false;  // --profile: timestamps per dispatch, summed per shader kind (gpu_profile())
+  // The most bytes one part of a matrix spans (0: one storage binding of the device): tests split small matrices.
+  uint64_t max_binding_bytes = 0;
 };
 
 // `model` (loaded with WeightPacking::kNone: rows in the file's layout) on Vulkan device `device`: its weights

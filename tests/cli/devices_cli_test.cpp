@@ -71,5 +71,45 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }
 
+bool has_vulkan_device(const test::TempDir& dir) {
+  const auto listing = test::run_kvserve({"devices", "--json"}, dir);
+  if (listing.exit_code != 0) return false;
+  const nlohmann::json d = nlohmann::json::parse(listing.out);
+  return !d.contains("vulkan_error") && !d["vulkan"].empty();
+}
+
+// The start-up line names the KV pool's bytes and where they are; --profile prints the time per shader kind; bench
+// --device vulkan measures B* with a probe whose sum proved every word read, then prefill and decode against it.
+TEST(DevicesCli, TheGpuReportsItsMemoryProfilesAndBenchmarks) {
+  test::TempDir dir("cli_device_bench");
+  if (!has_vulkan_device(dir)) GTEST_SKIP() << "no Vulkan device";
+  const auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "8", "--device", "vulkan", "--profile"}, dir);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("KV pool"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("in device memory"), std::string::npos) << run.err;  // lavapipe maps its own memory
+  EXPECT_NE(run.err.find("--profile, 8 steps on the device"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("paged_attention"), std::string::npos) << run.err;
+  const auto cpu_profile = run_kvserve({"run", "-p", "Hi", "-n", "2", "--profile"}, dir);
+  EXPECT_NE(cpu_profile.err.find("--profile times the GPU's shaders: it needs --device vulkan"), std::string::npos)
+      << cpu_profile.err;
+
+  const std::string json = dir.file("bench.json");
+  const auto bench = run_kvserve({"bench", "--device", "vulkan", "-m", test::default_model_path(), "--kv-depths",
+                                  "0,32", "--kv-tokens", "4", "--reps", "1", "--json", json},
+                                 dir);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_NE(bench.out.find("| decode at depth 32 |"), std::string::npos) << bench.out;
+  const nlohmann::json b = nlohmann::json::parse(test::read_file(json));
+  EXPECT_GT(b["probe"]["bytes_per_second"].get<double>(), 0.0);
+  EXPECT_GT(b["prefill"]["tok_s"].get<double>(), 0.0);
+  ASSERT_EQ(b["decode"].size(), 2u);
+  for (const auto& d : b["decode"]) {
+    EXPECT_GT(d["tok_s"].get<double>(), 0.0);
+    // What a token reads at least: every layer's matrices and the output matrix.
+    EXPECT_GT(d["bytes_per_token"].get<double>(), 0.5 * b["weight_bytes"].get<double>());
+    EXPECT_GT(d["share_of_b_star"].get<double>(), 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace kvs
