@@ -182,6 +182,9 @@ void run(const RunOptions& options) {
   echo_prompt();
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (result->finish_reason == FinishReason::kDeviceError) {
+    throw CommandError(fmt::format("--device {}: {}", options.model.device, result->finish_detail));
+  }
   if (result->finish_reason == FinishReason::kKvCacheFull) {
     std::fprintf(stderr, "kvserve: generation stopped early: %s\n", result->finish_detail.c_str());
   }

@@ -376,7 +376,17 @@ bool Engine::step() {
   logits_.resize(input_.logits_for.size() * vocab);
   const SteadyTime forward_start = clock_.now();
   const ForwardBatch batch = input_.view();
-  runner_->forward(batch, storages_, logits_);
+  try {
+    runner_->forward(batch, storages_, logits_);
+  } catch (const DeviceFault& fault) {
+    // Nothing of the step was computed: its requests end with the fault's message; the others go on.
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      RequestOutput out;
+      out.finish_detail = fault.what();
+      finish(as_request(chunk.seq), FinishReason::kDeviceError, out);
+    }
+    return true;
+  }
   // The prefill rate a preempted sequence would be recomputed at: steps of prefill-sized batches.
   if (input_.tokens.size() >= kPrefillRateTokens) {
     scheduler_.preemption_costs().recompute_tokens.observe(static_cast<double>(input_.tokens.size()),

@@ -67,6 +67,7 @@ std::string_view finish_reason_name(FinishReason reason) {
     case FinishReason::kStopString:
     case FinishReason::kDocumentComplete: return "stop";
     case FinishReason::kAborted: return "abort";
+    case FinishReason::kDeviceError: return "error";
   }
   return "unknown";
 }

@@ -30,8 +30,18 @@ namespace kvs {
 // kKvCacheFull: the KV pool ran out mid-generation; what was generated so far is kept.
 // kAborted: cancelled by the client.
 // kDocumentComplete: a constrained output (JSON mode) is whole.
-enum class FinishReason { kLength, kEos, kStopString, kContextFull, kKvCacheFull, kAborted, kDocumentComplete };
-std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop" (and "abort")
+// kDeviceError: the device the model runs on failed a step of the request (finish_detail names it).
+enum class FinishReason {
+  kLength,
+  kEos,
+  kStopString,
+  kContextFull,
+  kKvCacheFull,
+  kAborted,
+  kDocumentComplete,
+  kDeviceError
+};
+std::string_view finish_reason_name(FinishReason reason);  // OpenAI names: "length" / "stop" (and "abort", "error")
 
 // Called with the next-token logits computed after the token at `position` ([vocab]).
 using LogitsSink = std::function<void(size_t position, std::span<const float> logits)>;

@@ -22,15 +22,25 @@ GpuLlamaRunner::GpuLlamaRunner(const GpuLlamaModel& model)
 }
 
 void GpuLlamaRunner::check(const Status& s, const char* what) {
-  // A device fault mid-step leaves the step's KV writes half done: the engine cannot go on from there.
-  KVS_ASSERT(s.is_ok(), "the GPU forward failed {}: {}", what, s.message());
+  if (s) return;
+  // The step is dropped (nothing of it was submitted, or it failed on the device): the engine ends its requests.
+  if (ops_) ops_->recorder().abandon();
+  throw DeviceFault(fmt::format("the GPU forward failed {}: {}", what, s.message()));
 }
 
 GpuBuffer& GpuLlamaRunner::ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes, GpuMemory memory) {
   bytes = std::max<size_t>(bytes, 16);
+  const uint64_t range = model_.context().info().max_storage_buffer_range;
+  if (bytes > range) {  // a binding spans at most `range` bytes: a larger buffer would be read past its end
+    check(Status::out_of_memory(fmt::format("a step buffer of {} bytes exceeds one storage binding of {} ({} bytes): "
+                                            "fewer tokens a step (--max-batch-tokens) fit",
+                                            bytes, model_.context().info().name, range)),
+          "sizing the step");
+  }
   if (!slot || slot->bytes() < bytes) {
     slot.reset();
-    auto buffer = GpuBuffer::create(model_.context(), bytes + bytes / 2, memory);  // headroom: fewer reallocations
+    const size_t grown = std::min<size_t>(bytes + bytes / 2, range);  // headroom: fewer reallocations
+    auto buffer = GpuBuffer::create(model_.context(), grown, memory);
     check(buffer ? Status::ok() : buffer.status(), "allocating a step buffer");
     slot = std::move(*buffer);
   }

@@ -29,7 +29,8 @@ class GpuLlamaRunner final : public ModelRunner {
   void matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n);
   // The device buffer of layer `layer`'s K (keys) or V pool in `storage`.
   GpuBuffer& pool(const KvStorage& storage, size_t layer, bool keys) const;
-  static void check(const Status& s, const char* what);
+  // Throws DeviceFault naming `what` and the status when it is an error, the step's recording dropped.
+  void check(const Status& s, const char* what);
 
   const GpuLlamaModel& model_;
   std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)

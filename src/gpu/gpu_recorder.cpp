@@ -136,6 +136,12 @@ Status GpuRecorder::dispatch(const ComputePipeline& pipeline, std::span<GpuBuffe
   return Status::ok();
 }
 
+void GpuRecorder::abandon() {
+  if (!open_) return;
+  open_ = false;
+  vkEndCommandBuffer(commands_);
+}
+
 Status GpuRecorder::submit() {
   KVS_ASSERT(open_, "GpuRecorder::submit without a step");
   open_ = false;

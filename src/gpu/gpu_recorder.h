@@ -31,6 +31,8 @@ class GpuRecorder {
   // Ends the step, submits it and waits for it; the device's writes are then visible to the host (mapped buffers).
   // On an error (a lost device) the step's effects are undefined and the error names the call.
   Status submit();
+  // Drops the open step unsubmitted (after an error while recording it), so the next begin() starts afresh.
+  void abandon();
 
   // From the next begin() on, a timestamp after every dispatch and each dispatch's time added to `sink` by kind (null:
   // none). Needs the queue's timestamps (an error names the device).

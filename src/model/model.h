@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 
 #include "core/thread_pool.h"
@@ -33,12 +34,21 @@ inline std::optional<MlaForm> mla_form_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+// A forward pass that failed on its device (out of the device's memory for a step, a lost device): the step's
+// tokens were not computed (its K/V writes may be half done in their own slots). The engine ends the step's requests
+// with FinishReason::kDeviceError and the message, and goes on with the others.
+class DeviceFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // One forward pass at a time, with its own scratch buffers (one per engine).
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   // Writes each token's K/V into its slot of each layer group's storage (kv[group], of the group's layers),
   // reads what each group's attention batch says, and fills logits: [batch.logits_for.size()][vocab_size].
+  // Throws DeviceFault when its device fails.
   virtual void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) = 0;
   // Tensor parallelism: seconds spent in the ranks' collectives (all-reduces, the logits gather), and how many,
   // since the runner was made (waiting for the slowest rank included).

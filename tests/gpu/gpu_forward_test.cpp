@@ -206,5 +206,31 @@ TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
   EXPECT_NE(missing.status().message().find("no Vulkan device 99"), std::string::npos) << missing.status().message();
 }
 
+// A fault on the device ends the requests of its step and nothing else: a prompt whose attention scratch (tokens x
+// heads x visible slots x 4 bytes) exceeds one storage binding of the device is refused as a DeviceFault naming the
+// bytes, the request ends with kDeviceError and that message, and the engine serves the next request.
+TEST_F(GpuForward, AStepTheDeviceCannotHoldEndsItsRequestAndTheEngineGoesOn) {
+  test::TempDir dir("gpu_forward_fault");
+  SynthSpec spec{.layers = 1, .dim = 256, .heads = 64, .kv_heads = 64, .ffn = 256, .vocab = 512, .ctx = 2048};
+  ASSERT_TRUE(write_synth_model(spec, dir.file("wide.gguf")));
+  ASSERT_NO_FATAL_FAILURE(load(dir.file("wide.gguf")));
+  auto list = list_gpu_devices();
+  ASSERT_TRUE(list);
+  const uint64_t range = (*list)[0].max_storage_buffer_range;
+  // A prompt of n tokens in one step needs n x 64 x n x 4 bytes of scratch: past the range for n > sqrt(range / 256).
+  const size_t n = static_cast<size_t>(std::sqrt(static_cast<double>(range) / 256.0)) + 64;
+  if (n + 8 > spec.ctx) GTEST_SKIP() << "this device's bindings hold a whole context's scratch";
+  test::EngineSession session(*gpu_, *tokenizer_, pool_, {.max_batch_tokens = n, .max_seqs = 2});
+  const test::EngineTrace failed = session.run(test::greedy_request(test::varied_prompt(n), 4));
+  EXPECT_EQ(failed.result.finish_reason, FinishReason::kDeviceError);
+  EXPECT_NE(failed.result.finish_detail.find("exceeds one storage binding"), std::string::npos)
+      << failed.result.finish_detail;
+  EXPECT_TRUE(failed.tokens.empty());
+  const test::EngineTrace next = session.run(test::greedy_request(test::varied_prompt(30), 4));
+  EXPECT_EQ(next.result.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(next.tokens.size(), 4u);
+  session.check();
+}
+
 }  // namespace
 }  // namespace kvs
