@@ -11,10 +11,10 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
   if (index >= devices->size()) {
     return Status::not_found(fmt::format("no Vulkan device {}: this machine has {}", index, devices->size()));
   }
-  auto instance = VulkanInstance::create();
+  auto instance = VulkanInstance::process();
   if (!instance) return instance.status();
   std::unique_ptr<VulkanContext> context(new VulkanContext());
-  context->instance_ = std::move(*instance);
+  context->instance_ = *instance;
   context->info_ = (*devices)[index];
   context->physical_ = context->instance_->physical_devices().at(index);
 
@@ -40,8 +40,42 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
                                            .queueFamilyIndex = family,
                                            .queueCount = 1,
                                            .pQueuePriorities = &priority};
-  const VkDeviceCreateInfo device_info{
-      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue_info};
+  // What the shaders use, each refused by name where the device lacks it, and enabled.
+  VkPhysicalDeviceVulkan12Features has12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features has11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                         .pNext = &has12};
+  VkPhysicalDeviceFeatures2 has{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &has11};
+  vkGetPhysicalDeviceFeatures2(context->physical_, &has);
+  VkPhysicalDeviceSubgroupProperties subgroup{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 properties2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &subgroup};
+  vkGetPhysicalDeviceProperties2(context->physical_, &properties2);
+  const std::pair<bool, const char*> needs[] = {
+      {properties.apiVersion >= VK_API_VERSION_1_2, "Vulkan 1.2"},
+      {has11.storageBuffer16BitAccess == VK_TRUE, "16-bit storage (storageBuffer16BitAccess)"},
+      {has12.storageBuffer8BitAccess == VK_TRUE, "8-bit storage (storageBuffer8BitAccess)"},
+      {has12.shaderInt8 == VK_TRUE, "int8 arithmetic in shaders (shaderInt8)"},
+      {has.features.shaderInt16 == VK_TRUE, "int16 arithmetic in shaders (shaderInt16)"},
+      {(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
+       "subgroup arithmetic in compute shaders"}};
+  for (const auto& [present, feature] : needs) {
+    if (!present) {
+      return Status::unimplemented(fmt::format("Vulkan device {} ({}) lacks {}, which kvserve's shaders need", index,
+                                               context->info_.name, feature));
+    }
+  }
+  VkPhysicalDeviceVulkan12Features on12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                        .storageBuffer8BitAccess = VK_TRUE,
+                                        .shaderInt8 = VK_TRUE};
+  VkPhysicalDeviceVulkan11Features on11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                        .pNext = &on12,
+                                        .storageBuffer16BitAccess = VK_TRUE};
+  VkPhysicalDeviceFeatures2 on{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &on11};
+  on.features.shaderInt16 = VK_TRUE;
+  const VkDeviceCreateInfo device_info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                                       .pNext = &on,
+                                       .queueCreateInfoCount = 1,
+                                       .pQueueCreateInfos = &queue_info};
   KVS_RETURN_IF_ERROR(
       vk_check(vkCreateDevice(context->physical_, &device_info, nullptr, &context->device_), "vkCreateDevice"));
   vkGetDeviceQueue(context->device_, family, 0, &context->queue_);

@@ -1,5 +1,5 @@
-// One Vulkan device opened for compute (RAII): the instance, the chosen physical device, a logical device with one
-// compute queue, and a command pool; run() records a command buffer, submits it and waits for it.
+// One Vulkan device opened for compute (RAII): over the process's instance, the chosen physical device, a logical
+// device with one compute queue, and a command pool; run() records a command buffer, submits it and waits for it.
 #pragma once
 
 #include <atomic>
@@ -46,7 +46,7 @@ class VulkanContext {
 
  private:
   VulkanContext() = default;
-  std::unique_ptr<VulkanInstance> instance_;
+  const VulkanInstance* instance_ = nullptr;  // the process's (VulkanInstance::process())
   GpuDeviceInfo info_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 namespace kvs {
@@ -69,6 +70,18 @@ Expected<std::unique_ptr<VulkanInstance>> VulkanInstance::create() {
   VkInstance instance = VK_NULL_HANDLE;
   KVS_RETURN_IF_ERROR(vk_check(vkCreateInstance(&info, nullptr, &instance), "vkCreateInstance"));
   return std::unique_ptr<VulkanInstance>(new VulkanInstance(instance));
+}
+
+Expected<const VulkanInstance*> VulkanInstance::process() {
+  static std::mutex mutex;
+  static const VulkanInstance* instance = nullptr;  // reachable until exit, on purpose (see the header)
+  const std::lock_guard lock(mutex);
+  if (instance == nullptr) {
+    auto made = create();
+    if (!made) return made.status();
+    instance = made->release();
+  }
+  return instance;
 }
 
 VulkanInstance::~VulkanInstance() { vkDestroyInstance(instance_, nullptr); }

@@ -21,6 +21,11 @@ class VulkanInstance {
   // The loader's instance for Vulkan 1.2 compute, with the portability enumeration where the loader has it (so a
   // MoltenVK device is listed too).
   static Expected<std::unique_ptr<VulkanInstance>> create();
+  // The process's instance, made on first use (again after a failure) and kept until the process exits, never
+  // destroyed: the loader loads the drivers once (lavapipe loads LLVM, tens of milliseconds) instead of at every
+  // listing and device, and a driver is never unloaded while memory it keeps is live (LeakSanitizer reports what a
+  // driver unloaded at vkDestroyInstance still held: lavapipe's 128-byte OpenSSL init).
+  static Expected<const VulkanInstance*> process();
   ~VulkanInstance();
   VulkanInstance(const VulkanInstance&) = delete;
   VulkanInstance& operator=(const VulkanInstance&) = delete;
