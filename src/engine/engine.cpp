@@ -133,7 +133,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
                                                model_key_rotation(model.config()), clock_);
   host_executor_ = host.get();
-  executor_ = std::move(host);
+  executor_ = model.make_kv_executor(storages_, std::move(host));
   const ModelConfig& c = model.config();
   capabilities_ = {.features = engine_features(model, config, {}),
                    .context_length = c.context_length,

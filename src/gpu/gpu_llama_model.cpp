@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gpu/gpu_llama_runner.h"
+#include "gpu/vulkan_kv_executor.h"
 
 namespace kvs {
 namespace {
@@ -141,6 +142,11 @@ Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool e
   if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
   if (spec.rotate_keys) return Status::unimplemented("--kv-rotate-keys on --device vulkan (issue 42)");
   return Status::ok();
+}
+
+std::unique_ptr<KvExecutor> GpuLlamaModel::make_kv_executor(std::span<KvStorage> storages,
+                                                            std::unique_ptr<KvExecutor> host) const {
+  return std::make_unique<VulkanKvExecutor>(*context_, *allocator_, storages, std::move(host));
 }
 
 std::unique_ptr<ModelRunner> GpuLlamaModel::make_runner(ThreadPool&, MlaForm) const {

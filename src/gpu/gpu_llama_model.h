@@ -38,6 +38,9 @@ class GpuLlamaModel final : public Model {
   uint64_t file_fingerprint() const override { return host_.file_fingerprint(); }
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form) const override;
   KvAllocator* kv_allocator() const override { return allocator_.get(); }
+  // Slot copies on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
+  std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
+                                               std::unique_ptr<KvExecutor> host) const override;
   // f32, f16 and bf16 K/V without windows, eviction or rotated keys (issue 42 brings the rest).
   Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const override;
 

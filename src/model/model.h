@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "kv/kv_cache_spec.h"
+#include "kv/kv_ops.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -74,6 +75,14 @@ class Model {
   virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const = 0;
   // Where its runner wants the KV bytes (a GPU's mapped memory); null: host RAM. The model outlives the storages.
   virtual KvAllocator* kv_allocator() const { return nullptr; }
+  // The executor of the KV op log over `storages` (from kv_allocator()): `host` (the host's, over the storages'
+  // bytes) by default; a device's applies what it can itself and hands the rest to `host`. Both outlive nothing of
+  // the model's but the storages.
+  virtual std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
+                                                       std::unique_ptr<KvExecutor> host) const {
+    (void)storages;
+    return host;
+  }
   // Whether its runner computes attention over a cache of `spec` with a window of `window` slots (0: none) and an
   // eviction policy (evicts): an error naming what it does not, checked when an engine is made. The CPU runs all.
   virtual Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const { return Status::ok(); }
