@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "cli/run_kvserve.h"
 #include "engine/engine_trace.h"
 #include "gpu/gpu_model.h"
 #include "gpu_test_fixture.h"
@@ -61,6 +62,41 @@ TEST_F(GpuForward, Stories260KGivesTheReferenceGreedyIdsAndLogits) {
       float worst = 0.0f;
       for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(it->second[i] - want[i]));
       EXPECT_LE(worst, kGoldenBound) << j["prompt"] << " position " << key;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 3u);
+}
+
+// stories4M (dim 256, 6 layers, GQA 8/4; trained like stories260K, with its tokenizer), converted by our own
+// importer: the CPU and the GPU both give the reference's greedy ids of every prompt and its logits within the golden
+// bound at the checkpoints.
+TEST_F(GpuForward, Stories4MGivesTheReferenceGreedyIdsAndLogitsOnBothDevices) {
+  test::TempDir dir("gpu_forward_stories4m");
+  const std::string path = dir.file("stories4M.gguf");
+  const test::KvserveResult converted =
+      test::run_kvserve({"convert", "--llama2c", test::shared_path("models/stories4M/stories4M.bin"), "--tokenizer",
+                         test::shared_path("models/stories260K/tok512.bin"), "-o", path, "--type", "f32"},
+                        dir);
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  ASSERT_NO_FATAL_FAILURE(load(path));
+  size_t cases = 0;
+  for (const auto& j : test::read_jsonl(test::shared_path("reference/stories4M/greedy.jsonl"))) {
+    const auto prompt = j["prompt_ids"].get<std::vector<TokenId>>();
+    const auto greedy = j["greedy_ids"].get<std::vector<TokenId>>();
+    EXPECT_EQ(tokenizer_->encode(j["prompt"].get<std::string>(), true), prompt) << j["prompt"];
+    for (const Model* model : {static_cast<const Model*>(host_.get()), static_cast<const Model*>(gpu_.get())}) {
+      const char* side = model == gpu_.get() ? "gpu" : "cpu";
+      const test::EngineTrace t = trace(*model, {.max_batch_tokens = 64, .max_seqs = 1}, prompt, greedy.size());
+      EXPECT_EQ(t.tokens, greedy) << side << " " << j["prompt"];
+      for (const auto& [key, value] : j["logits_checkpoints"].items()) {
+        const auto want = value.get<std::vector<float>>();
+        const auto it = t.logits.find(std::stoul(key));
+        if (it == t.logits.end()) continue;
+        float worst = 0.0f;
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(it->second[i] - want[i]));
+        EXPECT_LE(worst, kGoldenBound) << side << " " << j["prompt"] << " position " << key;
+      }
     }
     ++cases;
   }
