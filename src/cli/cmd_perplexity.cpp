@@ -143,6 +143,7 @@ void run(const PerplexityCliOptions& options) {
         kv_dtypes_name(eval.kv.dtype).c_str(), result->perplexity, d->f32_perplexity,
         100.0 * (result->perplexity / d->f32_perplexity - 1.0), d->mean_kld, d->max_kld, 100.0 * d->top1_agreement);
   }
+  print_gpu_profile(loaded);
 }
 
 }  // namespace

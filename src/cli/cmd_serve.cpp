@@ -194,6 +194,7 @@ void serve(const ServeOptions& options) {
   const Status listened = http.listen();
   loop.stop();
   if (!listened) throw CommandError(listened.message());
+  print_gpu_profile(loaded);  // --profile: the device's time per shader kind over everything served
   std::printf("kvserve: stopped\n");
   std::fflush(stdout);
 }

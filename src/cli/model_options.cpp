@@ -33,7 +33,7 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       ->capture_default_str();
   command.add_flag("--profile", options.profile,
                    "With --device vulkan: time every shader on the device (timestamps) and print the time per shader "
-                   "kind at the end");
+                   "kind to stderr at the end (serve: when it stops)");
 }
 
 void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
