@@ -55,29 +55,16 @@ Expected<std::unique_ptr<ComputePipeline>> ComputePipeline::create(VulkanContext
   KVS_RETURN_IF_ERROR(
       vk_check(vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &p->pipeline_),
                "vkCreateComputePipelines"));
-  const VkDescriptorPoolSize size{.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = bindings};
-  const VkDescriptorPoolCreateInfo pool_info{
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &size};
-  KVS_RETURN_IF_ERROR(
-      vk_check(vkCreateDescriptorPool(device, &pool_info, nullptr, &p->pool_), "vkCreateDescriptorPool"));
-  const VkDescriptorSetAllocateInfo set_allocate{.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                                 .descriptorPool = p->pool_,
-                                                 .descriptorSetCount = 1,
-                                                 .pSetLayouts = &p->set_layout_};
-  KVS_RETURN_IF_ERROR(vk_check(vkAllocateDescriptorSets(device, &set_allocate, &p->set_), "vkAllocateDescriptorSets"));
   return p;
 }
 
 ComputePipeline::~ComputePipeline() {
   const VkDevice device = context_.device();
-  if (pool_ != VK_NULL_HANDLE) vkDestroyDescriptorPool(device, pool_, nullptr);
   if (pipeline_ != VK_NULL_HANDLE) vkDestroyPipeline(device, pipeline_, nullptr);
   if (layout_ != VK_NULL_HANDLE) vkDestroyPipelineLayout(device, layout_, nullptr);
   if (set_layout_ != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device, set_layout_, nullptr);
   if (module_ != VK_NULL_HANDLE) vkDestroyShaderModule(device, module_, nullptr);
 }
-
-void ComputePipeline::bind(std::span<GpuBuffer* const> buffers) { write(set_, buffers); }
 
 void ComputePipeline::write(VkDescriptorSet set, std::span<GpuBuffer* const> buffers) const {
   KVS_ASSERT(buffers.size() == bindings_, "a pipeline of {} bindings given {} buffers", bindings_, buffers.size());
@@ -93,10 +80,6 @@ void ComputePipeline::write(VkDescriptorSet set, std::span<GpuBuffer* const> buf
                       .pBufferInfo = &infos[b]});
   }
   vkUpdateDescriptorSets(context_.device(), bindings_, writes.data(), 0, nullptr);
-}
-
-void ComputePipeline::record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y) const {
-  record(commands, set_, push, groups_x, groups_y);
 }
 
 void ComputePipeline::record(VkCommandBuffer commands, VkDescriptorSet set, const void* push, uint32_t groups_x,

@@ -1,4 +1,4 @@
-// A compute pipeline from embedded SPIR-V (RAII): its storage-buffer bindings 0..N-1 in one descriptor set, push
+// A compute pipeline from embedded SPIR-V (RAII): its storage-buffer bindings 0..N-1 in one descriptor set layout, push
 // constants, and specialization constants fixed at creation (shapes: workgroup size, row widths).
 #pragma once
 
@@ -21,15 +21,8 @@ class ComputePipeline {
   ComputePipeline(const ComputePipeline&) = delete;
   ComputePipeline& operator=(const ComputePipeline&) = delete;
 
-  // Points binding i of the pipeline's own set at buffers[i] (whole). Not while a recorded dispatch of this pipeline
-  // may still run.
-  void bind(std::span<GpuBuffer* const> buffers);
-  // Records a dispatch of groups_x x groups_y workgroups over the pipeline's own set with `push` as the push constants
-  // (push_bytes of them).
-  void record(VkCommandBuffer commands, const void* push, uint32_t groups_x, uint32_t groups_y = 1) const;
-
-  // The same over a set of the caller's (allocated with set_layout(), written with write()): many dispatches of one
-  // pipeline over different buffers in one command buffer (gpu_recorder.h).
+  // Dispatches over descriptor sets of the caller's (allocated with set_layout(), written with write()): many
+  // dispatches of one pipeline over different buffers in one command buffer (gpu_recorder.h).
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   uint32_t bindings() const { return bindings_; }
   void write(VkDescriptorSet set, std::span<GpuBuffer* const> buffers) const;
@@ -44,8 +37,6 @@ class ComputePipeline {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
-  VkDescriptorPool pool_ = VK_NULL_HANDLE;
-  VkDescriptorSet set_ = VK_NULL_HANDLE;
 };
 
 }  // namespace kvs

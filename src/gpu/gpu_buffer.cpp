@@ -66,12 +66,9 @@ GpuBuffer::~GpuBuffer() {
 Status GpuBuffer::fill(uint32_t word) {
   return context_.run([&](VkCommandBuffer c) {
     vkCmdFillBuffer(c, buffer_, 0, VK_WHOLE_SIZE, word);
-    const VkMemoryBarrier visible{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                                  .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT};
-    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &visible, 0, nullptr,
-                         0, nullptr);
+    record_memory_barrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
   });
 }
 

@@ -52,6 +52,10 @@ GpuDeviceInfo describe(VkPhysicalDevice device, size_t index) {
                      .shader_int8 = v12.shaderInt8 == VK_TRUE,
                      .storage_16bit = v11.storageBuffer16BitAccess == VK_TRUE,
                      .storage_8bit = v12.storageBuffer8BitAccess == VK_TRUE,
+                     .shader_int16 = features.features.shaderInt16 == VK_TRUE,
+                     .subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
+                     .api_version = p.apiVersion,
                      .cooperative_matrix = gpu_device_has_extension(device, "VK_KHR_cooperative_matrix")};
   for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
     if (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)

@@ -21,12 +21,15 @@ struct GpuDeviceInfo {
   uint64_t max_storage_buffer_range = 0;  // bytes one storage binding may span (lavapipe: 128 MiB)
   uint32_t subgroup_size = 0;             // lanes a subgroup reduction spans (lavapipe: 8 with AVX2, NVIDIA: 32)
   uint32_t max_workgroup_invocations = 0;
-  bool shader_float16 = false;      // fp16 arithmetic in shaders
-  bool shader_int8 = false;         // int8 arithmetic in shaders
-  bool storage_16bit = false;       // 16-bit loads and stores from storage buffers (f16/bf16 weights and K/V)
-  bool storage_8bit = false;        // 8-bit loads and stores (quantized blocks)
-  bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix (matrix units)
-  bool timestamps = false;          // compute queues write timestamps (--profile)
+  bool shader_float16 = false;       // fp16 arithmetic in shaders
+  bool shader_int8 = false;          // int8 arithmetic in shaders
+  bool storage_16bit = false;        // 16-bit loads and stores from storage buffers (f16/bf16 weights and K/V)
+  bool storage_8bit = false;         // 8-bit loads and stores (quantized blocks)
+  bool shader_int16 = false;         // int16 arithmetic in shaders
+  bool subgroup_arithmetic = false;  // subgroupAdd and the like in compute shaders (the reductions)
+  uint32_t api_version = 0;          // VK_MAKE_API_VERSION of `api`
+  bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix (matrix units)
+  bool timestamps = false;           // compute queues write timestamps (--profile)
 };
 
 // True when this binary was built with Vulkan (KVS_VULKAN).

@@ -9,13 +9,10 @@ constexpr uint32_t kSetsPerPool = 256;
 constexpr uint32_t kBindingsPerSet = 8;  // the most any shader has (paged attention: 7)
 constexpr uint32_t kFirstQueryCapacity = 4096;
 
-// Every write of the earlier dispatches and copies, visible to the next dispatch and copy.
+// Every write of the earlier dispatches and copies, visible to `to_access` at `to_stage`.
 void barrier(VkCommandBuffer commands, VkPipelineStageFlags to_stage, VkAccessFlags to_access) {
-  const VkMemoryBarrier b{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = to_access};
-  vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, to_stage, 0, 1,
-                       &b, 0, nullptr, 0, nullptr);
+  record_memory_barrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, to_stage, to_access);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "gpu/gpu_recorder.h"
 #include "gpu/shaders.h"
 
 namespace kvs {
@@ -18,10 +17,20 @@ Expected<std::unique_ptr<StreamProbe>> StreamProbe::create(VulkanContext& contex
   auto sums = GpuBuffer::create(context, kMaxWorkgroups * sizeof(uint32_t), GpuMemory::kHostVisible);
   if (!sums) return sums.status();
   probe->sums_ = std::move(*sums);
+  auto recorder = GpuRecorder::create(context);
+  if (!recorder) return recorder.status();
+  probe->recorder_ = std::move(*recorder);
+  if (context.timestamp_bits() > 0) KVS_RETURN_IF_ERROR(probe->recorder_->set_profile(&probe->profile_));
   return probe;
 }
 
-Status StreamProbe::check(const GpuBuffer& data, size_t words) const {
+Expected<uint32_t> StreamProbe::sum(GpuBuffer& data, size_t words) {
+  auto pass = timed_sum(data, words);
+  if (!pass) return pass.status();
+  return pass->sum;
+}
+
+Expected<StreamProbe::Timed> StreamProbe::timed_sum(GpuBuffer& data, size_t words) {
   if (words % 4 != 0 || words * sizeof(uint32_t) > data.bytes()) {
     return Status::invalid_argument(fmt::format(
         "the probe reads whole uvec4s within the buffer: {} words of a buffer of {} bytes", words, data.bytes()));
@@ -31,51 +40,28 @@ Status StreamProbe::check(const GpuBuffer& data, size_t words) const {
                                                 words * sizeof(uint32_t), context_.info().name,
                                                 context_.info().max_storage_buffer_range));
   }
-  return Status::ok();
-}
-
-uint32_t StreamProbe::groups(size_t words) const {
   const uint32_t count = static_cast<uint32_t>(words / 4);
-  return std::clamp<uint32_t>((count + kWorkgroup - 1) / kWorkgroup, 1, kMaxWorkgroups);
-}
-
-uint32_t StreamProbe::total() const {
-  // Only the workgroups of the last pass wrote; the others hold zeros from before (the buffer is cleared first).
-  uint32_t total = 0, part = 0;
+  const uint32_t groups = std::clamp<uint32_t>((count + kWorkgroup - 1) / kWorkgroup, 1, kMaxWorkgroups);
+  // Only the workgroups of this pass write: the others must read zero.
+  std::memset(sums_->mapped().data(), 0, sums_->mapped().size());
+  const auto device_seconds = [this] {
+    const std::vector<GpuKernelTime> kinds = profile_.kinds();
+    return kinds.empty() ? 0.0 : kinds[0].seconds;
+  };
+  const double before = device_seconds();
+  GpuBuffer* const buffers[] = {&data, sums_.get()};
+  KVS_RETURN_IF_ERROR(recorder_->begin());
+  KVS_RETURN_IF_ERROR(recorder_->dispatch(*pipeline_, buffers, &count, groups, 1, "stream_sum"));
+  const auto start = std::chrono::steady_clock::now();
+  KVS_RETURN_IF_ERROR(recorder_->submit());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Timed pass{.sum = 0, .seconds = context_.timestamp_bits() > 0 ? device_seconds() - before : wall};
+  uint32_t part = 0;
   for (uint32_t g = 0; g < kMaxWorkgroups; ++g) {
     std::memcpy(&part, sums_->mapped().data() + g * sizeof(uint32_t), sizeof(part));
-    total += part;
+    pass.sum += part;
   }
-  return total;
-}
-
-Expected<uint32_t> StreamProbe::sum(GpuBuffer& data, size_t words) {
-  KVS_RETURN_IF_ERROR(check(data, words));
-  const uint32_t count = static_cast<uint32_t>(words / 4);
-  std::memset(sums_->mapped().data(), 0, sums_->mapped().size());
-  GpuBuffer* const buffers[] = {&data, sums_.get()};
-  pipeline_->bind(buffers);
-  KVS_RETURN_IF_ERROR(context_.run([&](VkCommandBuffer c) { pipeline_->record(c, &count, groups(words)); }));
-  return total();
-}
-
-Expected<StreamProbe::Timed> StreamProbe::timed_sum(GpuBuffer& data, size_t words) {
-  KVS_RETURN_IF_ERROR(check(data, words));
-  const uint32_t count = static_cast<uint32_t>(words / 4);
-  std::memset(sums_->mapped().data(), 0, sums_->mapped().size());
-  auto recorder = GpuRecorder::create(context_);
-  if (!recorder) return recorder.status();
-  GpuProfile profile;
-  const bool stamps = context_.timestamp_bits() > 0;
-  if (stamps) KVS_RETURN_IF_ERROR((*recorder)->set_profile(&profile));
-  GpuBuffer* const buffers[] = {&data, sums_.get()};
-  KVS_RETURN_IF_ERROR((*recorder)->begin());
-  KVS_RETURN_IF_ERROR((*recorder)->dispatch(*pipeline_, buffers, &count, groups(words), 1, "stream_sum"));
-  const auto start = std::chrono::steady_clock::now();
-  KVS_RETURN_IF_ERROR((*recorder)->submit());
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<GpuKernelTime> kinds = profile.kinds();
-  return Timed{.sum = total(), .seconds = stamps && !kinds.empty() ? kinds[0].seconds : wall};
+  return pass;
 }
 
 }  // namespace kvs

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "gpu/compute_pipeline.h"
+#include "gpu/gpu_recorder.h"
 
 namespace kvs {
 
@@ -28,10 +29,9 @@ class StreamProbe {
   StreamProbe(VulkanContext& context) : context_(context) {}
   VulkanContext& context_;
   std::unique_ptr<ComputePipeline> pipeline_;
-  Status check(const GpuBuffer& data, size_t words) const;
-  uint32_t groups(size_t words) const;
-  uint32_t total() const;
-  std::unique_ptr<GpuBuffer> sums_;  // host-visible, one word per workgroup
+  std::unique_ptr<GpuBuffer> sums_;        // host-visible, one word per workgroup
+  std::unique_ptr<GpuRecorder> recorder_;  // a pass is one step of its own
+  GpuProfile profile_;                     // the passes' device times (with timestamps)
 };
 
 }  // namespace kvs

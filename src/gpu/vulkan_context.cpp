@@ -40,28 +40,18 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
                                            .queueFamilyIndex = family,
                                            .queueCount = 1,
                                            .pQueuePriorities = &priority};
-  // What the shaders use, each refused by name where the device lacks it, and enabled.
-  VkPhysicalDeviceVulkan12Features has12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  VkPhysicalDeviceVulkan11Features has11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                         .pNext = &has12};
-  VkPhysicalDeviceFeatures2 has{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &has11};
-  vkGetPhysicalDeviceFeatures2(context->physical_, &has);
-  VkPhysicalDeviceSubgroupProperties subgroup{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceProperties2 properties2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &subgroup};
-  vkGetPhysicalDeviceProperties2(context->physical_, &properties2);
-  const std::pair<bool, const char*> needs[] = {
-      {properties.apiVersion >= VK_API_VERSION_1_2, "Vulkan 1.2"},
-      {has11.storageBuffer16BitAccess == VK_TRUE, "16-bit storage (storageBuffer16BitAccess)"},
-      {has12.storageBuffer8BitAccess == VK_TRUE, "8-bit storage (storageBuffer8BitAccess)"},
-      {has12.shaderInt8 == VK_TRUE, "int8 arithmetic in shaders (shaderInt8)"},
-      {has.features.shaderInt16 == VK_TRUE, "int16 arithmetic in shaders (shaderInt16)"},
-      {(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
-       "subgroup arithmetic in compute shaders"}};
+  // What the shaders use (kvserve devices lists it), each refused by name where the device lacks it, and enabled.
+  const GpuDeviceInfo& d = context->info_;
+  const std::pair<bool, const char*> needs[] = {{d.api_version >= VK_API_VERSION_1_2, "Vulkan 1.2"},
+                                                {d.storage_16bit, "16-bit storage (storageBuffer16BitAccess)"},
+                                                {d.storage_8bit, "8-bit storage (storageBuffer8BitAccess)"},
+                                                {d.shader_int8, "int8 arithmetic in shaders (shaderInt8)"},
+                                                {d.shader_int16, "int16 arithmetic in shaders (shaderInt16)"},
+                                                {d.subgroup_arithmetic, "subgroup arithmetic in compute shaders"}};
   for (const auto& [present, feature] : needs) {
     if (!present) {
-      return Status::unimplemented(fmt::format("Vulkan device {} ({}) lacks {}, which kvserve's shaders need", index,
-                                               context->info_.name, feature));
+      return Status::unimplemented(
+          fmt::format("Vulkan device {} ({}) lacks {}, which kvserve's shaders need", index, d.name, feature));
     }
   }
   VkPhysicalDeviceVulkan12Features on12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,

@@ -95,6 +95,13 @@ std::vector<VkPhysicalDevice> VulkanInstance::physical_devices() const {
   return devices;
 }
 
+void record_memory_barrier(VkCommandBuffer commands, VkPipelineStageFlags from_stage, VkAccessFlags from_access,
+                           VkPipelineStageFlags to_stage, VkAccessFlags to_access) {
+  const VkMemoryBarrier b{
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = from_access, .dstAccessMask = to_access};
+  vkCmdPipelineBarrier(commands, from_stage, to_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+
 bool gpu_device_has_extension(VkPhysicalDevice device, const char* name) {
   uint32_t count = 0;
   vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);

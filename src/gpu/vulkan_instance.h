@@ -13,6 +13,10 @@ namespace kvs {
 const char* vk_result_name(VkResult result);
 // ok for VK_SUCCESS, else an error "WHAT failed: VK_ERROR_..." (out of memory codes as kOutOfMemory).
 Status vk_check(VkResult result, const char* what);
+// Records a global memory barrier into `commands`: the writes `from_access` of the work at `from_stage` before it
+// made visible to the accesses `to_access` at `to_stage` after it.
+void record_memory_barrier(VkCommandBuffer commands, VkPipelineStageFlags from_stage, VkAccessFlags from_access,
+                           VkPipelineStageFlags to_stage, VkAccessFlags to_access);
 // Whether `device` offers the device extension `name`.
 bool gpu_device_has_extension(VkPhysicalDevice device, const char* name);
 

@@ -47,12 +47,9 @@ Status VulkanKvExecutor::copy_on_device(std::span<const KvOp> ops) {
       vkCmdCopyBuffer(commands, buffer->handle(), buffer->handle(), static_cast<uint32_t>(list.size()), list.data());
     }
     // The next step's shaders and any host reader see the copies.
-    const VkMemoryBarrier visible{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                                  .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT};
-    vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &visible, 0, nullptr,
-                         0, nullptr);
+    record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
   }));
   device_copies_ += ops.size();
   return Status::ok();
