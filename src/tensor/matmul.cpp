@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "tensor/convert.h"
 #include "tensor/cpu_features.h"
+#include "tensor/float_panels.h"
 #include "tensor/kquant.h"
 #include "tensor/legacy_iq4_quant.h"
 #include "tensor/matmul_internal.h"
@@ -39,7 +40,24 @@ void matmul_rows_scalar(const MatmulOperands& op, size_t row_begin, size_t row_e
   }
 }
 
+// F16/BF16 weights in float panels (tensor/float_panels.h).
+MatmulRowsFn select_panel_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
+  const bool bf16 = w.type == DType::kBF16;
+  if (w.layout == WeightLayout::kPackedX16) {
+    KVS_ASSERT(isa == Isa::kAvx512, "matmul: {} weights in panels of 16 rows need the avx512 isa, got isa {}",
+               dtype_name(w.type), isa_name(isa));
+    if (!bf16) return detail::matmul_f16_panels_avx512;
+    return form == MatmulActivations::kBf16 ? detail::matmul_bf16dot_panels_avx512 : detail::matmul_bf16_panels_avx512;
+  }
+  KVS_ASSERT(isa >= Isa::kAvx2, "matmul: {} weights in panels of 8 rows need the avx2 isa or above, got isa {}",
+             dtype_name(w.type), isa_name(isa));
+  KVS_ASSERT(form == MatmulActivations::kF32, "matmul: {} weights in panels of 8 rows take fp32 activations",
+             dtype_name(w.type));
+  return bf16 ? detail::matmul_bf16_panels_avx2 : detail::matmul_f16_panels_avx2;
+}
+
 MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
+  if (is_packed(w.layout) && float_panel_type(w.type)) return select_panel_kernel(w, form, isa);
   if (w.layout == WeightLayout::kPackedX16) {
     KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
                "matmul: {} weights packed in groups of 16 need the avx512 isa with VNNI, got isa {}",
@@ -96,6 +114,18 @@ MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivation
   return {.w = w, .n_tokens = xq.n_tokens, .xq = &xq, .y = y.data()};
 }
 
+// Prefill over float panels reads the activations tiled (tensor/float_panels.h): op.x_tiles or op.xb_tiles.
+void tile_for_panels(MatmulOperands& op, MatmulScratch& scratch) {
+  if (!is_packed(op.w.layout) || !float_panel_type(op.w.type) || op.n_tokens == 1) return;
+  if (op.xb != nullptr) {
+    tile_activations_bf16(op.xb->token(0), op.n_tokens, op.w.cols, scratch.xb_tiles);
+    op.xb_tiles = scratch.xb_tiles.data();
+  } else {
+    tile_activations(op.x, op.n_tokens, op.w.cols, scratch.x_tiles);
+    op.x_tiles = scratch.x_tiles.data();
+  }
+}
+
 void run_rows(const MatmulOperands& op, MatmulRowsFn fn, ThreadPool& pool) {
   pool.parallel_for(op.w.rows, kRowGrain, [&](size_t begin, size_t end) { fn(op, begin, end); });
 }
@@ -132,6 +162,7 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, pool, isa);
     op.xb = &scratch.bf16;
   }
+  tile_for_panels(op, scratch);
   run_rows(op, select_kernel(w, form, isa), pool);
 }
 
@@ -197,6 +228,7 @@ void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens,
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, single, isa);
     op.xb = &scratch.bf16;
   }
+  tile_for_panels(op, scratch);
   select_kernel(w, form, isa)(op, row_begin, row_end);
 }
 

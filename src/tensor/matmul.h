@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <span>
 
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "tensor/act_quant.h"
 #include "tensor/isa.h"
@@ -46,6 +47,8 @@ MatmulActivations matmul_activations(DType weight_type, size_t n_tokens, Isa isa
 struct MatmulScratch {
   QuantizedActivations int8;
   Bf16Activations bf16;
+  AlignedBuffer<float> x_tiles;      // prefill over F16/BF16 panels: the activations tiled (tensor/float_panels.h)
+  AlignedBuffer<uint16_t> xb_tiles;  // the same in bf16 for the bf16 dot products
 };
 
 // y[t][r] = sum_c w[r][c] * x[t][c] for t in [0, n_tokens), r in [0, w.rows).

@@ -17,6 +17,9 @@ struct MatmulOperands {
   const float* x = nullptr;  // [n_tokens][w.cols]
   const QuantizedActivations* xq = nullptr;
   const Bf16Activations* xb = nullptr;
+  // Float panel weights in prefill (n_tokens > 1): x, or xb's values, tiled (tensor/float_panels.h).
+  const float* x_tiles = nullptr;
+  const uint16_t* xb_tiles = nullptr;
   float* y = nullptr;  // [n_tokens][w.rows]
 };
 
@@ -42,6 +45,14 @@ void matmul_kquant_avx512(const MatmulOperands& op, size_t row_begin, size_t row
 MatmulRowsFn packed_kernel_avx512(DType type);
 MatmulRowsFn packed_kernel_avx2(DType type);
 MatmulRowsFn packed_kernel_avxvnni(DType type);
+
+// The float panel kernels (tensor/float_panels.h, panel_matmul_impl.h): F16 and BF16 weights packed in panels of 16
+// rows (avx512) or 8 (avx2); row_begin a multiple of the panel rows. bf16dot takes xb and needs AVX512_BF16.
+void matmul_f16_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_bf16_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_bf16dot_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_f16_panels_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
+void matmul_bf16_panels_avx2(const MatmulOperands& op, size_t row_begin, size_t row_end);
 
 // Portable reference for the quantized-activation path: the same integer arithmetic as the SIMD
 // kernels (exact block dot products), fp32 accumulation of the scaled blocks.

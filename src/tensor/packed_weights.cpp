@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iterator>
 
 #include "core/status.h"
 #include "tensor/cpu_features.h"
+#include "tensor/float_panels.h"
 #include "tensor/kquant.h"
 #include "tensor/legacy_iq4_quant.h"
 
@@ -273,27 +275,38 @@ WeightLayout packed_weight_layout(size_t group_rows) {
 }
 
 std::optional<WeightLayout> packed_layout_for(DType type, Isa isa) {
-  if (!packable(type) || isa == Isa::kScalar || !isa_supported(isa)) {
+  if (!(packable(type) || float_panel_type(type)) || isa == Isa::kScalar || !isa_supported(isa)) {
     return std::nullopt;
   }
+  if (float_panel_type(type)) return packed_weight_layout(isa == Isa::kAvx512 ? 16 : 8);
   const bool avx512_vnni = isa == Isa::kAvx512 && cpu_has_avx512_vnni();
   return packed_weight_layout(avx512_vnni ? 16 : 8);
 }
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, WeightLayout layout, ThreadPool* pool) {
-  KVS_ASSERT(packable(w.type) && w.layout == WeightLayout::kRows,
+  KVS_ASSERT((packable(w.type) || float_panel_type(w.type)) && w.layout == WeightLayout::kRows && is_packed(layout),
              "PackedMatrix::pack: needs row-major weights of a packable type, got {} ({})", dtype_name(w.type),
              weight_layout_name(w.layout));
   PackedMatrix m;
   m.view_ = WeightView{.type = w.type, .data = nullptr, .rows = w.rows, .cols = w.cols, .layout = layout};
-  const PackedLayout p = PackedLayout::of(m.view_);
-  // Zero-filled: the unused half of an odd last unit's header stays 0.
-  m.storage_ = AlignedBuffer<std::byte>(p.bytes(), PageHint::kHuge);
+  // Zero-filled: the unused half of an odd last unit's header, padding rows and a BF16 pad column stay 0.
+  m.storage_ = AlignedBuffer<std::byte>(m.view_.bytes(), PageHint::kHuge);
   m.view_.data = m.storage_.data();
-  if (pool) {
-    pool->parallel_for(p.groups(), 1, [&](size_t begin, size_t end) { pack_groups(w, p, begin, end, m.storage_); });
+  std::function<void(size_t, size_t)> pack_range;
+  size_t groups = 0;
+  if (float_panel_type(w.type)) {
+    const FloatPanelLayout p = FloatPanelLayout::of(m.view_);
+    groups = p.groups();
+    pack_range = [&w, p, &m](size_t begin, size_t end) { pack_float_panels(w, p, begin, end, m.storage_.data()); };
   } else {
-    pack_groups(w, p, 0, p.groups(), m.storage_);
+    const PackedLayout p = PackedLayout::of(m.view_);
+    groups = p.groups();
+    pack_range = [&w, p, &m](size_t begin, size_t end) { pack_groups(w, p, begin, end, m.storage_); };
+  }
+  if (pool) {
+    pool->parallel_for(groups, 1, pack_range);
+  } else {
+    pack_range(0, groups);
   }
   return m;
 }
@@ -317,6 +330,10 @@ void PackedMatrix::pack_groups(const WeightView& w, const PackedLayout& p, size_
 void unpack_row(const WeightView& packed, size_t r, std::byte* out) {
   KVS_ASSERT(is_packed(packed.layout) && r < packed.rows, "unpack_row: row {} of {} ({})", r, packed.rows,
              weight_layout_name(packed.layout));
+  if (float_panel_type(packed.type)) {
+    unpack_float_panel_row(packed, r, out);
+    return;
+  }
   const PackedLayout p = PackedLayout::of(packed);
   const std::byte* group = packed.data + r / p.group_rows * p.group_bytes();
   const size_t i = r % p.group_rows;

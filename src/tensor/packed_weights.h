@@ -108,16 +108,18 @@ bool packable(DType type);
 WeightLayout packed_weight_layout(size_t group_rows);
 
 // The layout the kernels of `isa` read fastest for `type`: G = 16 with AVX-512 VNNI, G = 8 with AVX2 (with or
-// without AVX-VNNI); nullopt when `type` is not packable or no packed kernel runs (scalar).
+// without AVX-VNNI); for F16 and BF16, panels of 16 rows with AVX-512 and of 8 with AVX2 (tensor/float_panels.h);
+// nullopt when `type` is neither packable nor a float panel type, or no packed kernel runs (scalar).
 std::optional<WeightLayout> packed_layout_for(DType type, Isa isa = best_isa());
 
-// An owned packed copy of a matrix of a packable type; view() points into storage.
+// An owned packed copy of a matrix of a packable type, or of F16/BF16 weights in float panels; view() points into
+// storage.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
   const WeightView& view() const { return view_; }
 
-  // w: a packable type, layout kRows; `layout` packed. With a pool, its threads
+  // w: a packable type or F16/BF16, layout kRows; `layout` packed. With a pool, its threads
   // pack groups of rows side by side (each group is written by one thread; the bytes are the same).
   static PackedMatrix pack(const WeightView& w, WeightLayout layout, ThreadPool* pool = nullptr);
 

@@ -1,10 +1,12 @@
 #include "tensor/weight_view.h"
 
+#include "tensor/float_panels.h"
 #include "tensor/packed_weights.h"
 
 namespace kvs {
 
 size_t WeightView::bytes() const {
+  if (is_packed(layout) && float_panel_type(type)) return FloatPanelLayout::of(*this).bytes();
   if (is_packed(layout)) return PackedLayout::of(*this).bytes();
   return rows * row_bytes();
 }

@@ -27,13 +27,16 @@ namespace {
 
 // Type indices 5, 11, 12, 13 and 14 are Q8_0, Q4_0, Q4_K, Q6_K and Q5_K packed for the ISA's kernel
 // (tensor/packed_weights.h: groups of 16 rows on avx512, of 8 on avx2 and avxvnni), as the model loads them; 6-10 are
-// the K-quants in the file layout.
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                            DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                            DType::kQ6_K, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
-constexpr int64_t kPackedQ8 = 5, kPackedQ4 = 11, kPackedQ4K = 12, kPackedQ6K = 13, kPackedQ5K = 14;
+// the K-quants in the file layout; 15 and 16 are F16 and BF16 in float panels (tensor/float_panels.h: 16 rows on
+// avx512, 8 on avx2), as the model loads them, against 1 and 2 in the file layout.
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ8_0,
+                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_0,
+                            DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kF16,  DType::kBF16};
+constexpr int64_t kPackedQ8 = 5, kPackedQ4 = 11, kPackedQ4K = 12, kPackedQ6K = 13, kPackedQ5K = 14, kPanelF16 = 15,
+                  kPanelBF16 = 16;
 bool is_packed_index(int64_t index) {
-  return index == kPackedQ8 || index == kPackedQ4 || index == kPackedQ4K || index == kPackedQ5K || index == kPackedQ6K;
+  return index == kPackedQ8 || index == kPackedQ4 || index == kPackedQ4K || index == kPackedQ5K ||
+         index == kPackedQ6K || index == kPanelF16 || index == kPanelBF16;
 }
 constexpr int64_t kTypeCount = std::size(kTypes);
 
@@ -167,7 +170,8 @@ void BM_MatvecCold(benchmark::State& state) {
 BENCHMARK(BM_MatvecCold)
     ->Name("MatvecCold")
     ->ArgNames({"type", "rows", "cols", "threads", "isa"})
-    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K},
+    ->ArgsProduct({{0, 1, 2, 3, 4, kPackedQ8, 6, 7, 8, 9, 10, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K, kPanelF16,
+                    kPanelBF16},
                    {5632},
                    {2048},
                    {1, 2},
@@ -187,6 +191,9 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
     for (int64_t t = 0; t < kTypeCount; ++t)
       for (int64_t threads : {1, 2}) b->Args({t, 2048, 2048, n, threads, 2});
   for (int64_t t = 0; t < kTypeCount; ++t) b->Args({t, 2048, 2048, 128, 1, 1});
+  for (int64_t t : {int64_t{1}, int64_t{2}, kPanelF16, kPanelBF16})
+    b->Args({t, 2048, 2048, 512, 2, 2});  // a 512-token prefill
+  for (int64_t t : {int64_t{1}, int64_t{2}, kPanelF16, kPanelBF16}) b->Args({t, 2048, 2048, 512, 2, 1});
   for (int64_t t : {kPackedQ8, kPackedQ4, kPackedQ4K, kPackedQ5K, kPackedQ6K}) b->Args({t, 2048, 2048, 128, 1, 3});
 }
 BENCHMARK(BM_Matmul)->Name("Matmul")->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMillisecond);

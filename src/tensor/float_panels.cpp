@@ -1,0 +1,62 @@
+#include "tensor/float_panels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/status.h"
+
+namespace kvs {
+
+FloatPanelLayout FloatPanelLayout::of(const WeightView& w) {
+  KVS_ASSERT(is_packed(w.layout) && float_panel_type(w.type),
+             "FloatPanelLayout::of: {} weights in layout {} are not float panels", dtype_name(w.type),
+             weight_layout_name(w.layout));
+  return {.type = w.type,
+          .group_rows = w.layout == WeightLayout::kPackedX16 ? size_t{16} : size_t{8},
+          .rows = w.rows,
+          .cols = w.cols};
+}
+
+void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_begin, size_t g_end, std::byte* out) {
+  for (size_t g = g_begin; g < g_end; ++g) {
+    auto* panel = reinterpret_cast<uint16_t*>(out + g * p.group_bytes());
+    const size_t present = std::min(p.group_rows, p.rows - g * p.group_rows);  // the rest stay zero rows
+    const auto* first = reinterpret_cast<const uint16_t*>(w.row(g * p.group_rows));
+    const size_t stride = w.row_bytes() / 2;
+    // Column by column: the panel is written in order, the G rows read side by side.
+    for (size_t c = 0; c < p.cols; ++c) {
+      for (size_t i = 0; i < present; ++i) panel[p.element(i, c)] = first[i * stride + c];
+    }
+  }
+}
+
+void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out) {
+  const size_t tile_floats = cols * kActivationTile, tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
+  if (out.size() < tiles * tile_floats) out = AlignedBuffer<float>(tiles * tile_floats);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    float* tile = out.data() + t / kActivationTile * tile_floats + t % kActivationTile;
+    const float* row = x + t * cols;
+    for (size_t c = 0; c < cols; ++c) tile[c * kActivationTile] = row[c];
+  }
+}
+
+void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out) {
+  const size_t stored = (cols + 1) / 2 * 2, tile_halves = stored * kActivationTile;
+  const size_t tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
+  if (out.size() < tiles * tile_halves) out = AlignedBuffer<uint16_t>(tiles * tile_halves);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    uint16_t* tile = out.data() + t / kActivationTile * tile_halves + 2 * (t % kActivationTile);
+    const uint16_t* row = xb + t * cols;
+    for (size_t c = 0; c < cols; ++c) tile[(c - c % 2) * kActivationTile + c % 2] = row[c];
+    if (cols % 2) tile[(stored - 2) * kActivationTile + 1] = 0;
+  }
+}
+
+void unpack_float_panel_row(const WeightView& packed, size_t r, std::byte* out) {
+  const FloatPanelLayout p = FloatPanelLayout::of(packed);
+  KVS_ASSERT(r < p.rows, "unpack_float_panel_row: row {} of {}", r, p.rows);
+  const auto* panel = reinterpret_cast<const uint16_t*>(packed.data + r / p.group_rows * p.group_bytes());
+  for (size_t c = 0; c < p.cols; ++c) std::memcpy(out + 2 * c, panel + p.element(r % p.group_rows, c), 2);
+}
+
+}  // namespace kvs

@@ -1,0 +1,145 @@
+// The float panel matmul (tensor/float_panels.h) for one ISA's kernel policy K. Included only by
+// matmul_panels_avx2.cpp / matmul_panels_avx512.cpp, each with its own ISA-namespaced K, so no code compiled for one
+// ISA can be picked by the linker for another.
+//
+// A policy K provides:
+//   Vec, kLanes (= G)             the accumulator vector: one fp32 lane per row of a panel
+//   kCols                         columns per step: 1 (F16) or 2 (BF16 column pairs)
+//   X                             the activations' element (float, or uint16_t bf16 for the dot-product path)
+//   x_row(op)                     decode's token; x_tile(op, t0) prefill's tile from token t0 (a multiple of
+//                                 kTileTokens), op.x_tiles or op.xb_tiles (float_panels.h)
+//   step<P, T, S>(w, c, x, acc)   acc[j][p] (one Vec per panel p, token j) += panel p's columns [c, c + kCols) times
+//                                 token j's: a fixed instruction sequence (c a multiple of kCols). Token j's column c
+//                                 is x[c S + j] (floats) or its pair starts at x + c S + 2 j (bf16): S = 1 reads
+//                                 decode's row, S = kActivationTile a tile
+//   step_last<P, T, S>(...)       the same for an odd last column c alone (BF16 pairs; never called for kCols 1)
+//   zero(), add(a, b), store(y, v, lanes)   (store writes lanes [0, lanes) of v to y)
+// The canonical sum (float_panels.h): chain k takes the stripes of kStripe columns with (c / kStripe) % 4 == k,
+// y = (chain 0 + chain 1) + (chain 2 + chain 3). Decode runs the four chains in one pass over a panel; prefill runs
+// a tile of P panels x T tokens chain after chain, each chain over the whole row.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "core/status.h"
+#include "tensor/float_panels.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
+
+namespace kvs::detail::panels {
+
+inline constexpr size_t kChains = FloatPanelLayout::kChains;
+inline constexpr size_t kStripe = FloatPanelLayout::kStripe;
+
+template <class K>
+struct Operands {
+  const MatmulOperands& op;
+  FloatPanelLayout layout;
+  size_t panel_halfwords;  // a panel's length
+
+  const uint16_t* panel(size_t g) const { return reinterpret_cast<const uint16_t*>(op.w.data) + g * panel_halfwords; }
+  // Lanes of panel g that are rows of the matrix.
+  size_t lanes(size_t g) const { return std::min(K::kLanes, layout.rows - g * K::kLanes); }
+  float* y(size_t t, size_t g) const { return op.y + t * layout.rows + g * K::kLanes; }
+};
+
+// Columns [c0, c1) of one chain's stripe into acc: whole steps, then an odd last column.
+template <class K, size_t P, size_t T, size_t S>
+KVS_ALWAYS_INLINE void stripe(const uint16_t* const (&w)[P], const typename K::X* x, size_t c0, size_t c1,
+                              typename K::Vec (&acc)[T][P]) {
+  if (c1 - c0 == kStripe) {
+#pragma GCC unroll 16
+    for (size_t u = 0; u < kStripe; u += K::kCols) K::template step<P, T, S>(w, c0 + u, x, acc);
+    return;
+  }
+  size_t c = c0;
+  for (; c + K::kCols <= c1; c += K::kCols) K::template step<P, T, S>(w, c, x, acc);
+  if constexpr (K::kCols > 1) {
+    if (c < c1) K::template step_last<P, T, S>(w, c, x, acc);
+  }
+}
+
+// Decode: one panel, the four chains side by side over one sequential pass.
+template <class K>
+void decode_panel(const Operands<K>& o, size_t g) {
+  using Vec = typename K::Vec;
+  const size_t cols = o.layout.cols;
+  const uint16_t* const w[1] = {o.panel(g)};
+  const typename K::X* x = K::x_row(o.op);
+  Vec acc[kChains][1][1];
+  for (auto& a : acc) a[0][0] = K::zero();
+  size_t s = 0;
+  for (; s + kChains * kStripe <= cols; s += kChains * kStripe) {
+    tiling::for_each_chain<kChains>(
+        [&](auto k) { stripe<K, 1, 1, 1>(w, x, s + k * kStripe, s + (k + 1) * kStripe, acc[k]); });
+  }
+  for (; s < cols; s += kStripe) {  // the last stripes: fewer than one of each chain
+    const size_t k = s / kStripe % kChains;
+    stripe<K, 1, 1, 1>(w, x, s, std::min(s + kStripe, cols), acc[k]);
+  }
+  const Vec sum = K::add(K::add(acc[0][0][0], acc[1][0][0]), K::add(acc[2][0][0], acc[3][0][0]));
+  K::store(o.y(0, g), sum, o.lanes(g));
+}
+
+// Prefill: panels [g, g + P) x tokens [t0, t0 + T), chain after chain over whole rows.
+template <class K, size_t P, size_t T>
+void tile(const Operands<K>& o, size_t g, size_t t0) {
+  using Vec = typename K::Vec;
+  const size_t cols = o.layout.cols;
+  const uint16_t* w[P];
+  for (size_t p = 0; p < P; ++p) w[p] = o.panel(g + p);
+  const typename K::X* x = K::x_tile(o.op, t0);
+  Vec done[kChains][T][P];  // the finished chains, parked
+  for (size_t k = 0; k < kChains; ++k) {
+    Vec acc[T][P];
+    for (size_t j = 0; j < T; ++j)
+      for (size_t p = 0; p < P; ++p) acc[j][p] = K::zero();
+    for (size_t s = k * kStripe; s < cols; s += kChains * kStripe)
+      stripe<K, P, T, kActivationTile>(w, x, s, std::min(s + kStripe, cols), acc);
+    for (size_t j = 0; j < T; ++j)
+      for (size_t p = 0; p < P; ++p) done[k][j][p] = acc[j][p];
+  }
+  for (size_t j = 0; j < T; ++j) {
+    for (size_t p = 0; p < P; ++p) {
+      const Vec sum = K::add(K::add(done[0][j][p], done[1][j][p]), K::add(done[2][j][p], done[3][j][p]));
+      K::store(o.y(t0 + j, g + p), sum, o.lanes(g + p));
+    }
+  }
+}
+
+template <class K, size_t P, size_t... Ts>
+void dispatch_tokens(const Operands<K>& o, size_t g, size_t t, size_t nt, std::index_sequence<Ts...>) {
+  (void)((nt == Ts + 1 ? (tile<K, P, Ts + 1>(o, g, t), true) : false) || ...);
+}
+
+// Output rows [row_begin, row_end) for every token: row_begin a multiple of G, row_end too or the matrix's rows.
+template <class K>
+void run(const MatmulOperands& op, size_t row_begin, size_t row_end) {
+  const FloatPanelLayout layout = FloatPanelLayout::of(op.w);
+  static_assert(kActivationTile % K::kTileTokens == 0, "a token tile lies within one activation tile");
+  KVS_ASSERT(layout.group_rows == K::kLanes && row_begin % K::kLanes == 0,
+             "panel matmul: panels of {} rows read by a kernel of {} lanes from row {}", layout.group_rows, K::kLanes,
+             row_begin);
+  const Operands<K> o{op, layout, layout.group_bytes() / 2};
+  const size_t g_begin = row_begin / K::kLanes, g_end = (row_end + K::kLanes - 1) / K::kLanes;
+  if (op.n_tokens == 1) {
+    for (size_t g = g_begin; g < g_end; ++g) decode_panel<K>(o, g);
+    return;
+  }
+  // Panel pairs outer: their weights stay in L2 while every token tile passes over them.
+  for (size_t g = g_begin; g < g_end; g += K::kTilePanels) {
+    const bool pair = g + K::kTilePanels <= g_end;
+    for (size_t t = 0; t < op.n_tokens; t += K::kTileTokens) {
+      const size_t nt = std::min(K::kTileTokens, op.n_tokens - t);
+      if (pair) {
+        dispatch_tokens<K, K::kTilePanels>(o, g, t, nt, std::make_index_sequence<K::kTileTokens>{});
+      } else {
+        for (size_t gg = g; gg < g_end; ++gg)
+          dispatch_tokens<K, 1>(o, gg, t, nt, std::make_index_sequence<K::kTileTokens>{});
+      }
+    }
+  }
+}
+
+}  // namespace kvs::detail::panels
