@@ -94,7 +94,8 @@ double measure_peak_gflops(ThreadPool& pool, Isa isa) {
                                         : fma_loop_scalar(iters, seed);
     sink.fetch_add(static_cast<uint32_t>(v), std::memory_order_relaxed);
   });
-  const double flops = 2.0 * static_cast<double>(iters) * detail::kFmaChains * lanes * pool.num_threads();
+  const size_t chains = isa == Isa::kAvx512 || isa == Isa::kScalar ? detail::kFmaChains : detail::kFmaChainsAvx2;
+  const double flops = 2.0 * static_cast<double>(iters) * chains * lanes * pool.num_threads();
   return flops / seconds * 1e-9;
 }
 
@@ -112,7 +113,8 @@ double measure_peak_int8_gops(ThreadPool& pool, Isa isa) {
                                           : dot_loop_scalar(iters, seed);
     sink.fetch_xor(v, std::memory_order_relaxed);
   });
-  const double ops = 2.0 * static_cast<double>(iters) * detail::kFmaChains * macs * pool.num_threads();
+  const size_t chains = avx512 || avxvnni || isa == Isa::kScalar ? detail::kFmaChains : detail::kFmaChainsAvx2;
+  const double ops = 2.0 * static_cast<double>(iters) * chains * macs * pool.num_threads();
   return ops / seconds * 1e-9;
 }
 

@@ -48,8 +48,8 @@ void add_tensor_parallel_option(CLI::App& command, size_t& tp) {
 
 void add_no_repack_flag(CLI::App& command, bool& no_repack) {
   command.add_flag("--no-repack", no_repack,
-                   "Keep quantized matrices in the file's layout instead of repacking them at load for the "
-                   "packed int8 kernels (same values; for A/B measurements)");
+                   "Keep quantized, F16 and BF16 matrices in the file's layout instead of repacking them at load "
+                   "for the packed int8 and float panel kernels (same values; for A/B measurements)");
 }
 
 namespace {

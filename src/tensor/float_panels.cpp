@@ -23,9 +23,13 @@ void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_
     const size_t present = std::min(p.group_rows, p.rows - g * p.group_rows);  // the rest stay zero rows
     const auto* first = reinterpret_cast<const uint16_t*>(w.row(g * p.group_rows));
     const size_t stride = w.row_bytes() / 2;
-    // Column by column: the panel is written in order, the G rows read side by side.
+    // Column by column: the panel is written in order, the G rows read side by side. Element (i, c) sits at
+    // c G + i (F16) or (c - c % 2) G + 2 i + c % 2 (BF16): a column's G values `step` halfwords apart.
+    const bool bf16 = p.type == DType::kBF16;
+    const size_t step = bf16 ? 2 : 1;
     for (size_t c = 0; c < p.cols; ++c) {
-      for (size_t i = 0; i < present; ++i) panel[p.element(i, c)] = first[i * stride + c];
+      uint16_t* out_c = panel + (bf16 ? (c - c % 2) * p.group_rows + c % 2 : c * p.group_rows);
+      for (size_t i = 0; i < present; ++i) out_c[i * step] = first[i * stride + c];
     }
   }
 }
