@@ -4,8 +4,9 @@
 // must be summed horizontally at the end, and each weight vector and each activation vector is loaded for a few
 // products only (session 15's profile: 2-2.3 instructions per FMA, 36-62% of the FMA peak in prefill). In panels,
 // one vector holds one column of G rows: a lane is a row, so a token's activation broadcast into a register
-// multiplies G rows at once and the sums never cross lanes. A tile of 2 panels x T tokens keeps 2T accumulators in
-// registers and spends 2 weight loads on 2T FMAs, the shape of a BLAS micro-kernel.
+// multiplies G rows at once and the sums never cross lanes. A tile of P panels x T tokens keeps P T accumulators in
+// registers and spends P weight loads and T broadcasts on P T FMAs, the shape of a BLAS micro-kernel (4 x 6 on
+// AVX-512, 2 x 6 on AVX2).
 //
 // Layout (FloatPanelLayout): rows in groups (panels) of G = 16 (AVX-512: a zmm of fp32) or 8 (AVX2: a ymm); the
 // last panel is padded with zero rows. A panel is one contiguous run of group_bytes() bytes:

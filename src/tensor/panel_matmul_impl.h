@@ -5,6 +5,7 @@
 // A policy K provides:
 //   Vec, kLanes (= G)             the accumulator vector: one fp32 lane per row of a panel
 //   kCols                         columns per step: 1 (F16) or 2 (BF16 column pairs)
+//   kTilePanels, kTileTokens      prefill's register tile: panels x tokens (kTileTokens divides kActivationTile)
 //   X                             the activations' element (float, or uint16_t bf16 for the dot-product path)
 //   x_row(op)                     decode's token; x_tile(op, t0) prefill's tile from token t0 (a multiple of
 //                                 kTileTokens), op.x_tiles or op.xb_tiles (float_panels.h)
@@ -118,21 +119,22 @@ template <class K>
 void run(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   const FloatPanelLayout layout = FloatPanelLayout::of(op.w);
   static_assert(kActivationTile % K::kTileTokens == 0, "a token tile lies within one activation tile");
-  KVS_ASSERT(layout.group_rows == K::kLanes && row_begin % K::kLanes == 0,
-             "panel matmul: panels of {} rows read by a kernel of {} lanes from row {}", layout.group_rows, K::kLanes,
-             row_begin);
+  KVS_ASSERT(layout.group_rows == K::kLanes && row_begin % K::kLanes == 0 &&
+                 (row_end % K::kLanes == 0 || row_end == layout.rows),
+             "panel matmul: panels of {} rows read by a kernel of {} lanes over rows [{}, {}) of {}", layout.group_rows,
+             K::kLanes, row_begin, row_end, layout.rows);
   const Operands<K> o{op, layout, layout.group_bytes() / 2};
   const size_t g_begin = row_begin / K::kLanes, g_end = (row_end + K::kLanes - 1) / K::kLanes;
   if (op.n_tokens == 1) {
     for (size_t g = g_begin; g < g_end; ++g) decode_panel<K>(o, g);
     return;
   }
-  // Panel pairs outer: their weights stay in L2 while every token tile passes over them.
+  // Tiles of panels outer: their weights stay in L2 while every token tile passes over them.
   for (size_t g = g_begin; g < g_end; g += K::kTilePanels) {
-    const bool pair = g + K::kTilePanels <= g_end;
+    const bool whole = g + K::kTilePanels <= g_end;
     for (size_t t = 0; t < op.n_tokens; t += K::kTileTokens) {
       const size_t nt = std::min(K::kTileTokens, op.n_tokens - t);
-      if (pair) {
+      if (whole) {
         dispatch_tokens<K, K::kTilePanels>(o, g, t, nt, std::make_index_sequence<K::kTileTokens>{});
       } else {
         for (size_t gg = g; gg < g_end; ++gg)

@@ -1,6 +1,7 @@
-// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices repacked at load for the packed kernels (WeightPacking::kForCpu) against the
-// same file loaded as stored (kNone). Every packed matrix holds the file's values bit for bit (unpacked row by row),
-// and the packed kernels sum the same exact block dots in another order, so the logits agree to fp32 noise
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices repacked at load for the packed kernels, and F16 and BF16 matrices in float
+// panels (WeightPacking::kForCpu), against the same file loaded as stored (kNone). Every packed matrix holds the file's
+// values bit for bit (unpacked row by row), and the packed kernels sum the same exact block dots in another order, so
+// the logits agree to fp32 noise
 // (~1e-7 of their scale) and greedy decoding picks the same tokens, through prefill and decode.
 // Except where an fp32 difference in a hidden state flips the int8 rounding of one activation (one step of its
 // block's scale; both layouts quantize activations the same way): from that step on, the logits differ by up to
@@ -8,7 +9,8 @@
 // step does too. How many flips a run meets depends on the seed and the ISA (the file-layout kernels sum in another
 // order on each), so the bound on every step is the flip's, kFlipBound, 2.5x the largest measured (a packing or
 // kernel bug moves logits by their own size), and generated tokens are compared wherever that step's difference
-// proves one argmax.
+// proves one argmax. F16 and BF16 activations are never quantized to int8 (fp32, or bf16 the same way in both
+// layouts), so no flip moves them: their logits stay within kFloatBound, fp32 reordering noise with a margin.
 #include "tensor/packed_weights.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +23,7 @@
 #include "engine/sampler.h"
 #include "engine_trace.h"
 #include "model/synth.h"
+#include "tensor/float_panels.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -114,17 +117,18 @@ TEST_P(PackedWeights, SameLogitsAndTokensAsTheFileLayout) {
     }
     return std::pair{worst, scale};
   };
-  constexpr float kFlipBound = 3e-2f;
+  constexpr float kFlipBound = 3e-2f, kFloatBound = 1e-4f;
+  const float bound = float_panel_type(type) ? kFloatBound : kFlipBound;
   for (size_t position = 0; position + 1 < prompt.size(); ++position) {  // fed the same tokens in both runs
     const auto [worst, scale] = worst_at(position);
-    EXPECT_LE(worst, kFlipBound * scale) << "prompt position " << position;
+    EXPECT_LE(worst, bound * scale) << "prompt position " << position;
   }
   // Generated tokens: both runs are fed the same ones until a near tie, which may go either way.
   size_t agreed = 0;
   for (size_t step = 0; step < a.tokens.size(); ++step) {
     const size_t position = prompt.size() - 1 + step;
     const auto [worst, scale] = worst_at(position);
-    EXPECT_LE(worst, kFlipBound * scale) << "position " << position;
+    EXPECT_LE(worst, bound * scale) << "position " << position;
     // Each logit within `worst` of the other run's: a top-2 margin above 2 worst leaves one argmax.
     std::vector<float> sorted = b.logits.at(position);
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
@@ -169,7 +173,8 @@ TEST_P(PackedWeights, EveryMatrixHoldsTheFileValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedWeights,
-                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                           DType::kF16, DType::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
