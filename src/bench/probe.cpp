@@ -113,7 +113,7 @@ double measure_peak_int8_gops(ThreadPool& pool, Isa isa) {
                                           : dot_loop_scalar(iters, seed);
     sink.fetch_xor(v, std::memory_order_relaxed);
   });
-  const size_t chains = avx512 || avxvnni || isa == Isa::kScalar ? detail::kFmaChains : detail::kFmaChainsAvx2;
+  const size_t chains = avx512 || avxvnni || isa == Isa::kScalar ? detail::kFmaChains : detail::kDotChainsAvx2;
   const double ops = 2.0 * static_cast<double>(iters) * chains * macs * pool.num_threads();
   return ops / seconds * 1e-9;
 }

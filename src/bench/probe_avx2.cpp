@@ -32,20 +32,20 @@ float fma_loop_avx2(size_t iters, float seed) {
 }
 
 int32_t dot_loop_avx2(size_t iters, int32_t seed) {
-  __m256i acc[kFmaChainsAvx2], w[kFmaChainsAvx2];
-  for (int k = 0; k < kFmaChainsAvx2; ++k) {
+  __m256i acc[kDotChainsAvx2], w[kDotChainsAvx2];
+  for (int k = 0; k < kDotChainsAvx2; ++k) {
     acc[k] = _mm256_setzero_si256();
     w[k] = _mm256_set1_epi8(static_cast<char>(seed + k));
   }
   __m256i a = _mm256_set1_epi8(static_cast<char>(seed)), ones = _mm256_set1_epi16(1), step = _mm256_set1_epi8(1);
   for (size_t i = 0; i < iters; ++i) {
 #pragma GCC unroll 16
-    for (int k = 0; k < kFmaChainsAvx2; ++k)
+    for (int k = 0; k < kDotChainsAvx2; ++k)
       acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(w[k], a), ones));
     a = _mm256_add_epi8(a, step);  // new activations every round: nothing can be hoisted
   }
   __m256i s = _mm256_setzero_si256();
-  for (int k = 0; k < kFmaChainsAvx2; ++k) s = _mm256_add_epi32(s, acc[k]);
+  for (int k = 0; k < kDotChainsAvx2; ++k) s = _mm256_add_epi32(s, acc[k]);
   return _mm256_extract_epi32(s, 0) ^ _mm256_extract_epi32(s, 7);
 }
 

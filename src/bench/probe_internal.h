@@ -18,10 +18,14 @@ inline constexpr int kFmaChainsAvx2 = 12;
 float fma_loop_avx2(size_t iters, float seed);    // 8 lanes per FMA
 float fma_loop_avx512(size_t iters, float seed);  // 16 lanes per FMA
 
-// `iters` rounds of kFmaChains (AVX2 without VNNI: kFmaChainsAvx2) independent int8 dot-product steps into int32 (u8 x
+// `iters` rounds of kFmaChains (AVX2 without VNNI: kDotChainsAvx2) independent int8 dot-product steps into int32 (u8 x
 // s8 byte products, 4 per int32 lane), the quantized matmul kernels' inner step: vpdpbusd where the CPU has it, else
 // vpmaddubsw + vpmaddwd + vpaddd. Returns a value that depends on all of them.
 inline constexpr size_t kDotMacsAvx2 = 32, kDotMacsAvx512 = 64;  // byte products per step
+// AVX2's step is three instructions with a weight register per chain: 6 chains, 6 weights and the activations, the
+// ones and their increment fit the 16 ymm registers (with 12 or 16 chains GCC spilled the accumulators, and the
+// probe read 0.6-0.9x of the 6-chain rate); its sums' chains are one add deep, so 6 keep the multipliers busy.
+inline constexpr int kDotChainsAvx2 = 6;
 int32_t dot_loop_avx2(size_t iters, int32_t seed);
 int32_t dot_loop_avxvnni(size_t iters, int32_t seed);
 int32_t dot_loop_avx512(size_t iters, int32_t seed);  // needs AVX512_VNNI
