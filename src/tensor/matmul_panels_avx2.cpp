@@ -62,23 +62,23 @@ struct Bf16Panels : Avx2Common {
   }
   template <size_t P, size_t T, size_t S>
   static KVS_ALWAYS_INLINE void step(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
-    Vec lo[P], hi[P];
+    // The even column for every token, then the odd one, each panel's pairs loaded again (from L1): the 12
+    // accumulators, a panel's widened column for each of 2 panels and a broadcast fit the 16 registers, where both
+    // columns of both panels at once spilled.
+#pragma GCC unroll 2
+    for (size_t half = 0; half < 2; ++half) {
+      Vec wv[P];
 #pragma GCC unroll 4
-    for (size_t p = 0; p < P; ++p) {
-      const __m256i v = pairs(w[p], c);
-      lo[p] = even(v);
-      hi[p] = odd(v);
-    }
+      for (size_t p = 0; p < P; ++p) wv[p] = half == 0 ? even(pairs(w[p], c)) : odd(pairs(w[p], c));
 #pragma GCC unroll 8
-    for (size_t j = 0; j < T; ++j) {
-      const Vec x0 = _mm256_broadcast_ss(x + c * S + j);
+      for (size_t j = 0; j < T; ++j) {
+        const Vec xv = _mm256_broadcast_ss(x + (c + half) * S + j);
 #pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = _mm256_fmadd_ps(lo[p], x0, acc[j][p]);
-      const Vec x1 = _mm256_broadcast_ss(x + (c + 1) * S + j);
-#pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = _mm256_fmadd_ps(hi[p], x1, acc[j][p]);
+        for (size_t p = 0; p < P; ++p) acc[j][p] = _mm256_fmadd_ps(wv[p], xv, acc[j][p]);
+      }
     }
   }
+
   template <size_t P, size_t T, size_t S>
   static KVS_ALWAYS_INLINE void step_last(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
     for (size_t j = 0; j < T; ++j)
