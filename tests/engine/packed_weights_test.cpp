@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 
 #include "engine/sampler.h"
 #include "engine_trace.h"
@@ -168,6 +169,52 @@ TEST_P(PackedWeights, EveryMatrixHoldsTheFileValues) {
     for (size_t r = 0; r < fm->rows; ++r) {
       unpack_row(*pm, r, row.data());
       ASSERT_EQ(std::memcmp(row.data(), fm->row(r), row.size()), 0) << "row " << r;
+    }
+  }
+}
+
+// F16 and BF16 in float panels through the engine: eight requests in one batch (prefill chunks of several requests
+// in one matmul, decode steps of 8 tokens) give every request the logits it gets alone, bit for bit: the panel
+// kernels' sum depends on the row and the token only.
+TEST(FloatPanelWeights, BatchedLogitsEqualAloneBitForBit) {
+  for (DType type : {DType::kF16, DType::kBF16}) {
+    if (!packed_layout_for(type)) GTEST_SKIP() << "no panel kernel within this ISA limit: weights are never packed";
+    const Twins twins(type, "panel_batch_");
+    ASSERT_TRUE(twins.packed);
+    const DecoderModel& model = *twins.packed;
+    ASSERT_EQ(model.weights().layers[0].w_down.layout, *packed_layout_for(type));
+    auto tokenizer = Tokenizer::from_gguf(model.file());
+    ASSERT_TRUE(tokenizer) << tokenizer.status().message();
+    ThreadPool pool(2);
+    std::vector<RequestParams> requests;
+    for (size_t i = 0; i < 8; ++i) {
+      std::vector<TokenId> prompt;
+      for (size_t k = 0; k < 3 + 5 * i; ++k) prompt.push_back(static_cast<TokenId>(1 + (37 * i + 11 * k) % 499));
+      requests.push_back(test::greedy_request(prompt, 6 + i));
+    }
+    std::vector<test::EngineTrace> alone;
+    for (const RequestParams& r : requests) alone.push_back(test::trace_request(model, *tokenizer, pool, {}, r));
+    auto engine = Engine::create(model, *tokenizer, pool, {.max_batch_tokens = 64, .max_seqs = 8});
+    ASSERT_TRUE(engine) << engine.status().message();
+    std::vector<std::map<size_t, std::vector<float>>> together(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      RequestParams r = requests[i];
+      r.on_logits = [&together, i](size_t position, std::span<const float> logits) {
+        together[i][position].assign(logits.begin(), logits.end());
+      };
+      ASSERT_TRUE((*engine)->add_request(std::move(r), [](const RequestOutput&) {}));
+    }
+    while ((*engine)->has_work()) (*engine)->step();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      // A logits row for every prompt position and every generated token but the last.
+      ASSERT_EQ(alone[i].logits.size(), requests[i].prompt.size() + requests[i].max_new_tokens - 1);
+      ASSERT_EQ(together[i].size(), alone[i].logits.size()) << dtype_name(type) << " request " << i;
+      for (const auto& [position, logits] : alone[i].logits) {
+        const std::vector<float>& batched = together[i].at(position);
+        ASSERT_EQ(batched.size(), logits.size());
+        EXPECT_EQ(std::memcmp(batched.data(), logits.data(), logits.size() * sizeof(float)), 0)
+            << dtype_name(type) << " request " << i << " position " << position;
+      }
     }
   }
 }
