@@ -14,11 +14,21 @@ namespace {
 
 using namespace kvs::avx512;
 
-struct Avx512Common {
+struct Avx512Ops {
   using Vec = __m512;
   static constexpr size_t kLanes = 16;
   static constexpr size_t kTilePanels = 4;
   static constexpr size_t kTileTokens = 6;
+  static KVS_ALWAYS_INLINE Vec load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static KVS_ALWAYS_INLINE __m512i load_pairs(const uint16_t* p) { return _mm512_load_si512(p); }
+  static KVS_ALWAYS_INLINE Vec even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+  static KVS_ALWAYS_INLINE Vec odd(__m512i v) {
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  static KVS_ALWAYS_INLINE Vec broadcast(const float* x) { return _mm512_set1_ps(*x); }
+  static KVS_ALWAYS_INLINE Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   static KVS_ALWAYS_INLINE Vec zero() { return _mm512_setzero_ps(); }
   static KVS_ALWAYS_INLINE Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static KVS_ALWAYS_INLINE void store(float* y, Vec v, size_t lanes) {
@@ -30,73 +40,8 @@ struct Avx512Common {
   }
 };
 
-// fp32 activations: a token's x[c] broadcast to every lane.
-struct F32Activations {
-  using X = float;
-  static const float* x_row(const MatmulOperands& op) { return op.x; }
-  static const float* x_tile(const MatmulOperands& op, size_t t0) {
-    return op.x_tiles + t0 / kActivationTile * op.w.cols * kActivationTile + t0 % kActivationTile;
-  }
-};
-
-struct F16Panels : Avx512Common, F32Activations {
-  static constexpr size_t kCols = 1;
-  template <size_t P, size_t T, size_t S>
-  static KVS_ALWAYS_INLINE void step(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
-    Vec wv[P];
-#pragma GCC unroll 4
-    for (size_t p = 0; p < P; ++p)
-      wv[p] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(w[p] + c * kLanes)));
-#pragma GCC unroll 16
-    for (size_t j = 0; j < T; ++j) {
-      const Vec xv = _mm512_set1_ps(x[c * S + j]);
-#pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = _mm512_fmadd_ps(wv[p], xv, acc[j][p]);
-    }
-  }
-  template <size_t P, size_t T, size_t S>
-  static void step_last(const uint16_t* const (&)[P], size_t, const float*, Vec (&)[T][P]) {}
-};
-
-// BF16 pairs widened: the low halfword of a 32-bit pair is column c, the high one column c + 1.
-struct Bf16Panels : Avx512Common, F32Activations {
-  static constexpr size_t kCols = 2;
-  static KVS_ALWAYS_INLINE __m512i pairs(const uint16_t* panel, size_t c) {
-    return _mm512_load_si512(panel + c * kLanes);
-  }
-  static KVS_ALWAYS_INLINE Vec even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
-  static KVS_ALWAYS_INLINE Vec odd(__m512i v) {
-    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-  }
-  template <size_t P, size_t T, size_t S>
-  static KVS_ALWAYS_INLINE void step(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
-    Vec lo[P], hi[P];
-#pragma GCC unroll 4
-    for (size_t p = 0; p < P; ++p) {
-      const __m512i v = pairs(w[p], c);
-      lo[p] = even(v);
-      hi[p] = odd(v);
-    }
-#pragma GCC unroll 16
-    for (size_t j = 0; j < T; ++j) {
-      const Vec x0 = _mm512_set1_ps(x[c * S + j]);
-#pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = _mm512_fmadd_ps(lo[p], x0, acc[j][p]);
-      const Vec x1 = _mm512_set1_ps(x[(c + 1) * S + j]);
-#pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = _mm512_fmadd_ps(hi[p], x1, acc[j][p]);
-    }
-  }
-  template <size_t P, size_t T, size_t S>
-  static KVS_ALWAYS_INLINE void step_last(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
-    for (size_t j = 0; j < T; ++j)
-      for (size_t p = 0; p < P; ++p)
-        acc[j][p] = _mm512_fmadd_ps(even(pairs(w[p], c)), _mm512_set1_ps(x[c * S + j]), acc[j][p]);
-  }
-};
-
 // BF16 pairs by vdpbf16ps: both columns' products in one instruction against the token's bf16 pair.
-struct Bf16DotPanels : Avx512Common {
+struct Bf16DotPanels : Avx512Ops {
   using X = uint16_t;
   static constexpr size_t kCols = 2;
   static const uint16_t* x_row(const MatmulOperands& op) { return op.xb->token(0); }
@@ -137,10 +82,10 @@ struct Bf16DotPanels : Avx512Common {
 }  // namespace
 
 void matmul_f16_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  panels::run<F16Panels>(op, row_begin, row_end);
+  panels::run<panels::F16Panels<Avx512Ops>>(op, row_begin, row_end);
 }
 void matmul_bf16_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
-  panels::run<Bf16Panels>(op, row_begin, row_end);
+  panels::run<panels::Bf16Panels<Avx512Ops>>(op, row_begin, row_end);
 }
 void matmul_bf16dot_panels_avx512(const MatmulOperands& op, size_t row_begin, size_t row_end) {
   panels::run<Bf16DotPanels>(op, row_begin, row_end);

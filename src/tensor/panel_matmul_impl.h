@@ -1,11 +1,16 @@
-// The float panel matmul (tensor/float_panels.h) for one ISA's kernel policy K. Included only by
-// matmul_panels_avx2.cpp / matmul_panels_avx512.cpp, each with its own ISA-namespaced K, so no code compiled for one
+// The float panel matmul (tensor/float_panels.h) for one ISA. Included only by matmul_panels_avx2.cpp /
+// matmul_panels_avx512.cpp, each with its own vector operations in an anonymous namespace, so no code compiled for one
 // ISA can be picked by the linker for another.
 //
-// A policy K provides:
+// An ISA's vector operations O provide:
 //   Vec, kLanes (= G)             the accumulator vector: one fp32 lane per row of a panel
-//   kCols                         columns per step: 1 (F16) or 2 (BF16 column pairs)
 //   kTilePanels, kTileTokens      prefill's register tile: panels x tokens (kTileTokens divides kActivationTile)
+//   load_f16(p), load_pairs(p)    a panel's column at p widened to fp32; a panel's column pair at p (integer vector)
+//   even(v), odd(v)               a pair vector's columns c and c + 1 widened to fp32 (bf16: a shift, a mask)
+//   broadcast(x), fmadd(a, b, c)  *x in every lane; a * b + c in one rounding
+//   zero(), add(a, b), store(y, v, lanes)   (store writes lanes [0, lanes) of v to y)
+// A weight format K (F16Panels<O>, Bf16Panels<O> below; the AVX-512 file adds vdpbf16ps) provides on top:
+//   kCols                         columns per step: 1 (F16) or 2 (BF16 column pairs)
 //   X                             the activations' element (float, or uint16_t bf16 for the dot-product path)
 //   x_row(op)                     decode's token; x_tile(op, t0) prefill's tile from token t0 (a multiple of
 //                                 kTileTokens), op.x_tiles or op.xb_tiles (float_panels.h)
@@ -14,7 +19,6 @@
 //                                 is x[c S + j] (floats) or its pair starts at x + c S + 2 j (bf16): S = 1 reads
 //                                 decode's row, S = kActivationTile a tile
 //   step_last<P, T, S>(...)       the same for an odd last column c alone (BF16 pairs; never called for kCols 1)
-//   zero(), add(a, b), store(y, v, lanes)   (store writes lanes [0, lanes) of v to y)
 // The canonical sum (float_panels.h): chain k takes the stripes of kStripe columns with (c / kStripe) % 4 == k,
 // y = (chain 0 + chain 1) + (chain 2 + chain 3). Decode runs the four chains in one pass over a panel; prefill runs
 // a tile of P panels x T tokens chain after chain, each chain over the whole row.
@@ -43,6 +47,70 @@ struct Operands {
   // Lanes of panel g that are rows of the matrix.
   size_t lanes(size_t g) const { return std::min(K::kLanes, layout.rows - g * K::kLanes); }
   float* y(size_t t, size_t g) const { return op.y + t * layout.rows + g * K::kLanes; }
+};
+
+// fp32 activations: decode's row, or prefill's tiles.
+struct F32Activations {
+  using X = float;
+  static const float* x_row(const MatmulOperands& op) { return op.x; }
+  static const float* x_tile(const MatmulOperands& op, size_t t0) {
+    return op.x_tiles + t0 / kActivationTile * op.w.cols * kActivationTile + t0 % kActivationTile;
+  }
+};
+
+// F16 panels: a column a step, widened (vcvtph2ps), times each token's broadcast activation.
+template <class O>
+struct F16Panels : O, F32Activations {
+  using Vec = typename O::Vec;
+  static constexpr size_t kCols = 1;
+  template <size_t P, size_t T, size_t S>
+  static KVS_ALWAYS_INLINE void step(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
+    Vec wv[P];
+#pragma GCC unroll 4
+    for (size_t p = 0; p < P; ++p) wv[p] = O::load_f16(w[p] + c * O::kLanes);
+#pragma GCC unroll 8
+    for (size_t j = 0; j < T; ++j) {
+      const Vec xv = O::broadcast(x + c * S + j);
+#pragma GCC unroll 4
+      for (size_t p = 0; p < P; ++p) acc[j][p] = O::fmadd(wv[p], xv, acc[j][p]);
+    }
+  }
+  template <size_t P, size_t T, size_t S>
+  static void step_last(const uint16_t* const (&)[P], size_t, const float*, Vec (&)[T][P]) {}
+};
+
+// BF16 panels widened: a column pair a step, the even column for every token, then the odd one, each panel's pairs
+// loaded again (from L1). The tile's accumulators, one widened column per panel and a broadcast fit the registers
+// (AVX2: 12 + 2 + 1 of 16; AVX-512: 24 + 4 + 1 of 32), where both columns of every panel at once spilled (AVX2: 138
+// against 147 GFLOP/s).
+template <class O>
+struct Bf16Panels : O, F32Activations {
+  using Vec = typename O::Vec;
+  static constexpr size_t kCols = 2;
+  template <size_t P, size_t T, size_t S>
+  static KVS_ALWAYS_INLINE void step(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
+#pragma GCC unroll 2
+    for (size_t half = 0; half < 2; ++half) {
+      Vec wv[P];
+#pragma GCC unroll 4
+      for (size_t p = 0; p < P; ++p) {
+        const auto v = O::load_pairs(w[p] + c * O::kLanes);
+        wv[p] = half == 0 ? O::even(v) : O::odd(v);
+      }
+#pragma GCC unroll 8
+      for (size_t j = 0; j < T; ++j) {
+        const Vec xv = O::broadcast(x + (c + half) * S + j);
+#pragma GCC unroll 4
+        for (size_t p = 0; p < P; ++p) acc[j][p] = O::fmadd(wv[p], xv, acc[j][p]);
+      }
+    }
+  }
+  template <size_t P, size_t T, size_t S>
+  static KVS_ALWAYS_INLINE void step_last(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
+    for (size_t j = 0; j < T; ++j)
+      for (size_t p = 0; p < P; ++p)
+        acc[j][p] = O::fmadd(O::even(O::load_pairs(w[p] + c * O::kLanes)), O::broadcast(x + c * S + j), acc[j][p]);
+  }
 };
 
 // Columns [c0, c1) of one chain's stripe into acc: whole steps, then an odd last column.

@@ -16,6 +16,7 @@
 
 #include "tensor/cpu_features.h"
 #include "tensor/matmul.h"
+#include "tensor/matmul_internal.h"
 #include "tensor/packed_weights.h"
 #include "tensor_test_util.h"
 
@@ -158,6 +159,36 @@ TEST(FloatPanels, WidenedKernelsGiveTheCanonicalSumForEveryBatchAndSplit) {
     }
   }
   EXPECT_GT(compared, 0u);
+}
+
+// The AVX-512 kernel that widens BF16 pairs runs where the CPU lacks AVX512_BF16; matmul() takes the dot products
+// here when the CPU has them, so the kernel is called directly: the canonical sum bit for bit, like the AVX2 one.
+TEST(FloatPanels, Avx512WidenedBf16KernelGivesTheCanonicalSum) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "avx512 is outside this ISA limit";
+  std::mt19937 rng(23);
+  for (size_t rows : kRows) {
+    for (size_t cols : kCols) {
+      const test::TestMatrix w = test::make_matrix(DType::kBF16, rows, cols, rng);
+      const PackedMatrix packed = PackedMatrix::pack(w.view(), WeightLayout::kPackedX16);
+      for (size_t n : kTokens) {
+        const std::vector<float> x = test::make_activations(n, cols, rng);
+        AlignedBuffer<float> tiles;
+        tile_activations(x.data(), n, cols, tiles);
+        std::vector<float> y(n * rows, NAN);
+        const detail::MatmulOperands op{
+            .w = packed.view(), .n_tokens = n, .x = x.data(), .x_tiles = tiles.data(), .y = y.data()};
+        detail::matmul_bf16_panels_avx512(op, 0, rows);
+        for (size_t t = 0; t < n; ++t) {
+          for (size_t r = 0; r < rows; ++r) {
+            const float want = canonical_sum(&w.values[r * cols], &x[t * cols], cols);
+            ASSERT_EQ(std::memcmp(&y[t * rows + r], &want, 4), 0)
+                << describe(DType::kBF16, WeightLayout::kPackedX16, Isa::kAvx512, rows, cols, n) << " row " << r
+                << " token " << t;
+          }
+        }
+      }
+    }
+  }
 }
 
 // BF16 on the bf16 dot-product path (AVX512_BF16): within the fp32 accumulation bound of the exact product of the
