@@ -34,25 +34,40 @@ void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_
   }
 }
 
-void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out) {
+void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out, ThreadPool* pool) {
   const size_t tile_floats = cols * kActivationTile, tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
   if (out.size() < tiles * tile_floats) out = AlignedBuffer<float>(tiles * tile_floats);
-  for (size_t t = 0; t < n_tokens; ++t) {
-    float* tile = out.data() + t / kActivationTile * tile_floats + t % kActivationTile;
-    const float* row = x + t * cols;
-    for (size_t c = 0; c < cols; ++c) tile[c * kActivationTile] = row[c];
+  const auto tile_range = [&](size_t begin, size_t end) {
+    for (size_t t = begin * kActivationTile; t < std::min(n_tokens, end * kActivationTile); ++t) {
+      float* tile = out.data() + t / kActivationTile * tile_floats + t % kActivationTile;
+      const float* row = x + t * cols;
+      for (size_t c = 0; c < cols; ++c) tile[c * kActivationTile] = row[c];
+    }
+  };
+  if (pool) {
+    pool->parallel_for(tiles, 1, tile_range);
+  } else {
+    tile_range(0, tiles);
   }
 }
 
-void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out) {
+void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out,
+                           ThreadPool* pool) {
   const size_t stored = (cols + 1) / 2 * 2, tile_halves = stored * kActivationTile;
   const size_t tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
   if (out.size() < tiles * tile_halves) out = AlignedBuffer<uint16_t>(tiles * tile_halves);
-  for (size_t t = 0; t < n_tokens; ++t) {
-    uint16_t* tile = out.data() + t / kActivationTile * tile_halves + 2 * (t % kActivationTile);
-    const uint16_t* row = xb + t * cols;
-    for (size_t c = 0; c < cols; ++c) tile[(c - c % 2) * kActivationTile + c % 2] = row[c];
-    if (cols % 2) tile[(stored - 2) * kActivationTile + 1] = 0;
+  const auto tile_range = [&](size_t begin, size_t end) {
+    for (size_t t = begin * kActivationTile; t < std::min(n_tokens, end * kActivationTile); ++t) {
+      uint16_t* tile = out.data() + t / kActivationTile * tile_halves + 2 * (t % kActivationTile);
+      const uint16_t* row = xb + t * cols;
+      for (size_t c = 0; c < cols; ++c) tile[(c - c % 2) * kActivationTile + c % 2] = row[c];
+      if (cols % 2) tile[(stored - 2) * kActivationTile + 1] = 0;
+    }
+  };
+  if (pool) {
+    pool->parallel_for(tiles, 1, tile_range);
+  } else {
+    tile_range(0, tiles);
   }
 }
 

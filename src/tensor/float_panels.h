@@ -34,6 +34,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "tensor/weight_view.h"
 
 namespace kvs {
@@ -64,11 +65,14 @@ struct FloatPanelLayout {
 inline constexpr size_t kActivationTile = 6;
 
 // x [n_tokens][cols] in tiles: tile i holds tokens [6 i, 6 i + 6), element (j, c) at float c * 6 + j of the tile
-// (cols * 6 floats). The slots of the last tile's missing tokens are left as they were.
-void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out);
+// (cols * 6 floats). The slots of the last tile's missing tokens are left as they were. With a pool, its threads
+// take tiles side by side.
+void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out,
+                      ThreadPool* pool = nullptr);
 // bf16 activations [n_tokens][cols] in tiles of column pairs: element (j, c) at halfword (c - c % 2) 6 + 2 j + c % 2
 // of its tile (stored columns: cols rounded up to even, the pad column 0).
-void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out);
+void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out,
+                           ThreadPool* pool = nullptr);
 
 // Whether `type` is packed in panels (F16, BF16).
 inline bool float_panel_type(DType type) { return type == DType::kF16 || type == DType::kBF16; }

@@ -115,13 +115,13 @@ MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivation
 }
 
 // Prefill over float panels reads the activations tiled (tensor/float_panels.h): op.x_tiles or op.xb_tiles.
-void tile_for_panels(MatmulOperands& op, MatmulScratch& scratch) {
+void tile_for_panels(MatmulOperands& op, MatmulScratch& scratch, ThreadPool* pool) {
   if (!is_packed(op.w.layout) || !float_panel_type(op.w.type) || op.n_tokens == 1) return;
   if (op.xb != nullptr) {
-    tile_activations_bf16(op.xb->token(0), op.n_tokens, op.w.cols, scratch.xb_tiles);
+    tile_activations_bf16(op.xb->token(0), op.n_tokens, op.w.cols, scratch.xb_tiles, pool);
     op.xb_tiles = scratch.xb_tiles.data();
   } else {
-    tile_activations(op.x, op.n_tokens, op.w.cols, scratch.x_tiles);
+    tile_activations(op.x, op.n_tokens, op.w.cols, scratch.x_tiles, pool);
     op.x_tiles = scratch.x_tiles.data();
   }
 }
@@ -162,7 +162,7 @@ void matmul(const WeightView& w, std::span<const float> x, size_t n_tokens, std:
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, pool, isa);
     op.xb = &scratch.bf16;
   }
-  tile_for_panels(op, scratch);
+  tile_for_panels(op, scratch, &pool);
   run_rows(op, select_kernel(w, form, isa), pool);
 }
 
@@ -228,7 +228,7 @@ void matmul_rows(const WeightView& w, std::span<const float> x, size_t n_tokens,
     convert_activations_bf16(x.first(n_tokens * w.cols), n_tokens, w.cols, scratch.bf16, single, isa);
     op.xb = &scratch.bf16;
   }
-  tile_for_panels(op, scratch);
+  tile_for_panels(op, scratch, nullptr);
   select_kernel(w, form, isa)(op, row_begin, row_end);
 }
 
