@@ -101,7 +101,12 @@ class GgufVocabTest : public ::testing::Test {
       writer = std::move(all);
       return;
     }
-    const std::string path = (std::filesystem::path(::testing::TempDir()) / "vocab_test_base.gguf").string();
+    // Named after the test: ctest runs tests as processes side by side, and two removing one shared file raced
+    // (a write that failed, then std::get on what was read back).
+    const std::string path =
+        (std::filesystem::path(::testing::TempDir()) /
+         (std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_base.gguf"))
+            .string();
     ASSERT_TRUE(all.write(path).is_ok());
     auto file = gguf::File::open(path);
     ASSERT_TRUE(file.has_value()) << file.status().message();
