@@ -17,19 +17,40 @@ FloatPanelLayout FloatPanelLayout::of(const WeightView& w) {
           .cols = w.cols};
 }
 
+namespace {
+
+// One whole panel: G rows from `first` (`stride` halfwords apart) into `panel`, column by column, so the panel is
+// written in order and the G rows are read side by side. Element (i, c) sits at c G + i (F16) or
+// (c - c % 2) G + 2 i + c % 2 (BF16): G and the format as constants let the compiler unroll the rows.
+template <size_t G, bool kBf16>
+void pack_whole_panel(const uint16_t* first, size_t stride, size_t cols, uint16_t* panel) {
+  const uint16_t* rows[G];
+  for (size_t i = 0; i < G; ++i) rows[i] = first + i * stride;
+  for (size_t c = 0; c < cols; ++c) {
+    uint16_t* out = panel + (kBf16 ? (c - c % 2) * G + c % 2 : c * G);
+#pragma GCC unroll 16
+    for (size_t i = 0; i < G; ++i) out[i * (kBf16 ? 2 : 1)] = rows[i][c];
+  }
+}
+
+}  // namespace
+
 void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_begin, size_t g_end, std::byte* out) {
+  const bool bf16 = p.type == DType::kBF16;
+  const size_t stride = w.row_bytes() / 2;
   for (size_t g = g_begin; g < g_end; ++g) {
     auto* panel = reinterpret_cast<uint16_t*>(out + g * p.group_bytes());
-    const size_t present = std::min(p.group_rows, p.rows - g * p.group_rows);  // the rest stay zero rows
     const auto* first = reinterpret_cast<const uint16_t*>(w.row(g * p.group_rows));
-    const size_t stride = w.row_bytes() / 2;
-    // Column by column: the panel is written in order, the G rows read side by side. Element (i, c) sits at
-    // c G + i (F16) or (c - c % 2) G + 2 i + c % 2 (BF16): a column's G values `step` halfwords apart.
-    const bool bf16 = p.type == DType::kBF16;
-    const size_t step = bf16 ? 2 : 1;
-    for (size_t c = 0; c < p.cols; ++c) {
-      uint16_t* out_c = panel + (bf16 ? (c - c % 2) * p.group_rows + c % 2 : c * p.group_rows);
-      for (size_t i = 0; i < present; ++i) out_c[i * step] = first[i * stride + c];
+    const size_t present = std::min(p.group_rows, p.rows - g * p.group_rows);  // the rest stay zero rows
+    if (present == 16) {
+      bf16 ? pack_whole_panel<16, true>(first, stride, p.cols, panel)
+           : pack_whole_panel<16, false>(first, stride, p.cols, panel);
+    } else if (present == 8 && p.group_rows == 8) {
+      bf16 ? pack_whole_panel<8, true>(first, stride, p.cols, panel)
+           : pack_whole_panel<8, false>(first, stride, p.cols, panel);
+    } else {  // the last, partial panel
+      for (size_t c = 0; c < p.cols; ++c)
+        for (size_t i = 0; i < present; ++i) panel[p.element(i, c)] = first[i * stride + c];
     }
   }
 }
