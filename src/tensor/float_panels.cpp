@@ -8,9 +8,8 @@
 namespace kvs {
 
 FloatPanelLayout FloatPanelLayout::of(const WeightView& w) {
-  KVS_ASSERT(is_packed(w.layout) && float_panel_type(w.type),
-             "FloatPanelLayout::of: {} weights in layout {} are not float panels", dtype_name(w.type),
-             weight_layout_name(w.layout));
+  KVS_ASSERT(in_float_panels(w), "FloatPanelLayout::of: {} weights in layout {} are not float panels",
+             dtype_name(w.type), weight_layout_name(w.layout));
   return {.type = w.type,
           .group_rows = w.layout == WeightLayout::kPackedX16 ? size_t{16} : size_t{8},
           .rows = w.rows,
@@ -35,6 +34,8 @@ void pack_whole_panel(const uint16_t* first, size_t stride, size_t cols, uint16_
 
 }  // namespace
 
+size_t FloatPanelLayout::stored_cols() const { return type == DType::kBF16 ? bf16_pair_cols(cols) : cols; }
+
 void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_begin, size_t g_end, std::byte* out) {
   const bool bf16 = p.type == DType::kBF16;
   const size_t stride = w.row_bytes() / 2;
@@ -55,14 +56,22 @@ void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_
   }
 }
 
-void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out, ThreadPool* pool) {
-  const size_t tile_floats = cols * kActivationTile, tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
-  if (out.size() < tiles * tile_floats) out = AlignedBuffer<float>(tiles * tile_floats);
+namespace {
+
+// Tokens of x [n_tokens][cols] into tiles of kActivationTile tokens, tile_elems elements a tile: token t's column c at
+// out[first(t) + column(c)], columns [cols, stored_cols) zeros. With a pool, its threads take tiles side by side.
+template <class T, class First, class Column>
+void tile_tokens(const T* x, size_t n_tokens, size_t cols, size_t stored_cols, AlignedBuffer<T>& out, ThreadPool* pool,
+                 First first, Column column) {
+  const size_t tile_elems = stored_cols * kActivationTile;
+  const size_t tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
+  if (out.size() < tiles * tile_elems) out = AlignedBuffer<T>(tiles * tile_elems);
   const auto tile_range = [&](size_t begin, size_t end) {
     for (size_t t = begin * kActivationTile; t < std::min(n_tokens, end * kActivationTile); ++t) {
-      float* tile = out.data() + t / kActivationTile * tile_floats + t % kActivationTile;
-      const float* row = x + t * cols;
-      for (size_t c = 0; c < cols; ++c) tile[c * kActivationTile] = row[c];
+      T* tile = out.data() + first(t);
+      const T* row = x + t * cols;
+      for (size_t c = 0; c < cols; ++c) tile[column(c)] = row[c];
+      for (size_t c = cols; c < stored_cols; ++c) tile[column(c)] = T{};
     }
   };
   if (pool) {
@@ -72,24 +81,19 @@ void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffe
   }
 }
 
+}  // namespace
+
+void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out, ThreadPool* pool) {
+  tile_tokens(
+      x, n_tokens, cols, cols, out, pool, [cols](size_t t) { return x_tile_offset(t, cols); },
+      [](size_t c) { return c * kActivationTile; });
+}
+
 void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out,
                            ThreadPool* pool) {
-  const size_t stored = (cols + 1) / 2 * 2, tile_halves = stored * kActivationTile;
-  const size_t tiles = (n_tokens + kActivationTile - 1) / kActivationTile;
-  if (out.size() < tiles * tile_halves) out = AlignedBuffer<uint16_t>(tiles * tile_halves);
-  const auto tile_range = [&](size_t begin, size_t end) {
-    for (size_t t = begin * kActivationTile; t < std::min(n_tokens, end * kActivationTile); ++t) {
-      uint16_t* tile = out.data() + t / kActivationTile * tile_halves + 2 * (t % kActivationTile);
-      const uint16_t* row = xb + t * cols;
-      for (size_t c = 0; c < cols; ++c) tile[(c - c % 2) * kActivationTile + c % 2] = row[c];
-      if (cols % 2) tile[(stored - 2) * kActivationTile + 1] = 0;
-    }
-  };
-  if (pool) {
-    pool->parallel_for(tiles, 1, tile_range);
-  } else {
-    tile_range(0, tiles);
-  }
+  tile_tokens(
+      xb, n_tokens, cols, bf16_pair_cols(cols), out, pool, [cols](size_t t) { return xb_tile_offset(t, cols); },
+      [](size_t c) { return (c - c % 2) * kActivationTile + c % 2; });
 }
 
 void unpack_float_panel_row(const WeightView& packed, size_t r, std::byte* out) {

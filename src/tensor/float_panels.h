@@ -51,7 +51,7 @@ struct FloatPanelLayout {
   static FloatPanelLayout of(const WeightView& w);  // w.layout packed, w.type F16 or BF16
 
   // Columns as stored: BF16 pads an odd count with a zero column.
-  size_t stored_cols() const { return type == DType::kBF16 ? (cols + 1) / 2 * 2 : cols; }
+  size_t stored_cols() const;
   size_t groups() const { return (rows + group_rows - 1) / group_rows; }
   size_t group_bytes() const { return stored_cols() * group_rows * 2; }
   size_t bytes() const { return groups() * group_bytes(); }
@@ -64,18 +64,30 @@ struct FloatPanelLayout {
 // Tokens per activation tile: a multiple of every kernel tile's tokens (6 on AVX-512 and on AVX2).
 inline constexpr size_t kActivationTile = 6;
 
+// Columns of bf16 column pairs: cols rounded up to even (the pad column 0).
+inline size_t bf16_pair_cols(size_t cols) { return (cols + 1) / 2 * 2; }
+
 // x [n_tokens][cols] in tiles: tile i holds tokens [6 i, 6 i + 6), element (j, c) at float c * 6 + j of the tile
 // (cols * 6 floats). The slots of the last tile's missing tokens are left as they were. With a pool, its threads
 // take tiles side by side.
 void tile_activations(const float* x, size_t n_tokens, size_t cols, AlignedBuffer<float>& out,
                       ThreadPool* pool = nullptr);
+// Where token t's column 0 sits in tile_activations' output.
+inline size_t x_tile_offset(size_t t, size_t cols) {
+  return t / kActivationTile * cols * kActivationTile + t % kActivationTile;
+}
 // bf16 activations [n_tokens][cols] in tiles of column pairs: element (j, c) at halfword (c - c % 2) 6 + 2 j + c % 2
-// of its tile (stored columns: cols rounded up to even, the pad column 0).
+// of its tile (bf16_pair_cols(cols) columns, the pad column 0).
 void tile_activations_bf16(const uint16_t* xb, size_t n_tokens, size_t cols, AlignedBuffer<uint16_t>& out,
                            ThreadPool* pool = nullptr);
+// Where token t's column 0 sits in tile_activations_bf16's output.
+inline size_t xb_tile_offset(size_t t, size_t cols) {
+  return t / kActivationTile * bf16_pair_cols(cols) * kActivationTile + 2 * (t % kActivationTile);
+}
 
-// Whether `type` is packed in panels (F16, BF16).
+// Whether `type` is packed in panels (F16, BF16), and whether w is.
 inline bool float_panel_type(DType type) { return type == DType::kF16 || type == DType::kBF16; }
+inline bool in_float_panels(const WeightView& w) { return is_packed(w.layout) && float_panel_type(w.type); }
 
 // Writes panels [g_begin, g_end) of the row-major F16/BF16 matrix w into `out` (p.bytes() long, zero-filled).
 void pack_float_panels(const WeightView& w, const FloatPanelLayout& p, size_t g_begin, size_t g_end, std::byte* out);

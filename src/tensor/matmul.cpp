@@ -57,7 +57,7 @@ MatmulRowsFn select_panel_kernel(const WeightView& w, MatmulActivations form, Is
 }
 
 MatmulRowsFn select_kernel(const WeightView& w, MatmulActivations form, Isa isa) {
-  if (is_packed(w.layout) && float_panel_type(w.type)) return select_panel_kernel(w, form, isa);
+  if (in_float_panels(w)) return select_panel_kernel(w, form, isa);
   if (w.layout == WeightLayout::kPackedX16) {
     KVS_ASSERT(isa == Isa::kAvx512 && cpu_has_avx512_vnni(),
                "matmul: {} weights packed in groups of 16 need the avx512 isa with VNNI, got isa {}",
@@ -116,7 +116,7 @@ MatmulOperands quantized_operands(const WeightView& w, const QuantizedActivation
 
 // Prefill over float panels reads the activations tiled (tensor/float_panels.h): op.x_tiles or op.xb_tiles.
 void tile_for_panels(MatmulOperands& op, MatmulScratch& scratch, ThreadPool* pool) {
-  if (!is_packed(op.w.layout) || !float_panel_type(op.w.type) || op.n_tokens == 1) return;
+  if (!in_float_panels(op.w) || op.n_tokens == 1) return;
   if (op.xb != nullptr) {
     tile_activations_bf16(op.xb->token(0), op.n_tokens, op.w.cols, scratch.xb_tiles, pool);
     op.xb_tiles = scratch.xb_tiles.data();

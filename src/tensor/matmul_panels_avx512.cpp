@@ -46,8 +46,7 @@ struct Bf16DotPanels : Avx512Ops {
   static constexpr size_t kCols = 2;
   static const uint16_t* x_row(const MatmulOperands& op) { return op.xb->token(0); }
   static const uint16_t* x_tile(const MatmulOperands& op, size_t t0) {
-    const size_t stored = (op.w.cols + 1) / 2 * 2;
-    return op.xb_tiles + t0 / kActivationTile * stored * kActivationTile + 2 * (t0 % kActivationTile);
+    return op.xb_tiles + xb_tile_offset(t0, op.w.cols);
   }
   static KVS_ALWAYS_INLINE __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
   static KVS_ALWAYS_INLINE __m512bh pair_of(const uint16_t* x) {

@@ -41,9 +41,10 @@ template <class K>
 struct Operands {
   const MatmulOperands& op;
   FloatPanelLayout layout;
-  size_t panel_halfwords;  // a panel's length
 
-  const uint16_t* panel(size_t g) const { return reinterpret_cast<const uint16_t*>(op.w.data) + g * panel_halfwords; }
+  const uint16_t* panel(size_t g) const {
+    return reinterpret_cast<const uint16_t*>(op.w.data + g * layout.group_bytes());
+  }
   // Lanes of panel g that are rows of the matrix.
   size_t lanes(size_t g) const { return std::min(K::kLanes, layout.rows - g * K::kLanes); }
   float* y(size_t t, size_t g) const { return op.y + t * layout.rows + g * K::kLanes; }
@@ -53,10 +54,19 @@ struct Operands {
 struct F32Activations {
   using X = float;
   static const float* x_row(const MatmulOperands& op) { return op.x; }
-  static const float* x_tile(const MatmulOperands& op, size_t t0) {
-    return op.x_tiles + t0 / kActivationTile * op.w.cols * kActivationTile + t0 % kActivationTile;
-  }
+  static const float* x_tile(const MatmulOperands& op, size_t t0) { return op.x_tiles + x_tile_offset(t0, op.w.cols); }
 };
+
+// acc[j][p] += w[p] x token j's activation x_col[j] (x_col: one column's place in the activations, as step finds it).
+template <class O, size_t P, size_t T>
+KVS_ALWAYS_INLINE void column_fma(const typename O::Vec (&w)[P], const float* x_col, typename O::Vec (&acc)[T][P]) {
+#pragma GCC unroll 8
+  for (size_t j = 0; j < T; ++j) {
+    const typename O::Vec xv = O::broadcast(x_col + j);
+#pragma GCC unroll 4
+    for (size_t p = 0; p < P; ++p) acc[j][p] = O::fmadd(w[p], xv, acc[j][p]);
+  }
+}
 
 // F16 panels: a column a step, widened (vcvtph2ps), times each token's broadcast activation.
 template <class O>
@@ -68,12 +78,7 @@ struct F16Panels : O, F32Activations {
     Vec wv[P];
 #pragma GCC unroll 4
     for (size_t p = 0; p < P; ++p) wv[p] = O::load_f16(w[p] + c * O::kLanes);
-#pragma GCC unroll 8
-    for (size_t j = 0; j < T; ++j) {
-      const Vec xv = O::broadcast(x + c * S + j);
-#pragma GCC unroll 4
-      for (size_t p = 0; p < P; ++p) acc[j][p] = O::fmadd(wv[p], xv, acc[j][p]);
-    }
+    column_fma<O, P, T>(wv, x + c * S, acc);
   }
   template <size_t P, size_t T, size_t S>
   static void step_last(const uint16_t* const (&)[P], size_t, const float*, Vec (&)[T][P]) {}
@@ -97,19 +102,14 @@ struct Bf16Panels : O, F32Activations {
         const auto v = O::load_pairs(w[p] + c * O::kLanes);
         wv[p] = half == 0 ? O::even(v) : O::odd(v);
       }
-#pragma GCC unroll 8
-      for (size_t j = 0; j < T; ++j) {
-        const Vec xv = O::broadcast(x + (c + half) * S + j);
-#pragma GCC unroll 4
-        for (size_t p = 0; p < P; ++p) acc[j][p] = O::fmadd(wv[p], xv, acc[j][p]);
-      }
+      column_fma<O, P, T>(wv, x + (c + half) * S, acc);
     }
   }
   template <size_t P, size_t T, size_t S>
   static KVS_ALWAYS_INLINE void step_last(const uint16_t* const (&w)[P], size_t c, const float* x, Vec (&acc)[T][P]) {
-    for (size_t j = 0; j < T; ++j)
-      for (size_t p = 0; p < P; ++p)
-        acc[j][p] = O::fmadd(O::even(O::load_pairs(w[p] + c * O::kLanes)), O::broadcast(x + c * S + j), acc[j][p]);
+    Vec wv[P];
+    for (size_t p = 0; p < P; ++p) wv[p] = O::even(O::load_pairs(w[p] + c * O::kLanes));
+    column_fma<O, P, T>(wv, x + c * S, acc);
   }
 };
 
@@ -191,7 +191,7 @@ void run(const MatmulOperands& op, size_t row_begin, size_t row_end) {
                  (row_end % K::kLanes == 0 || row_end == layout.rows),
              "panel matmul: panels of {} rows read by a kernel of {} lanes over rows [{}, {}) of {}", layout.group_rows,
              K::kLanes, row_begin, row_end, layout.rows);
-  const Operands<K> o{op, layout, layout.group_bytes() / 2};
+  const Operands<K> o{op, layout};
   const size_t g_begin = row_begin / K::kLanes, g_end = (row_end + K::kLanes - 1) / K::kLanes;
   if (op.n_tokens == 1) {
     for (size_t g = g_begin; g < g_end; ++g) decode_panel<K>(o, g);

@@ -6,7 +6,7 @@
 namespace kvs {
 
 size_t WeightView::bytes() const {
-  if (is_packed(layout) && float_panel_type(type)) return FloatPanelLayout::of(*this).bytes();
+  if (in_float_panels(*this)) return FloatPanelLayout::of(*this).bytes();
   if (is_packed(layout)) return PackedLayout::of(*this).bytes();
   return rows * row_bytes();
 }
