@@ -14,7 +14,7 @@ Deepseek2Forward::Deepseek2Forward(const DecoderModel& model, ThreadPool& pool, 
       rope_{.inv_freq = config_.rope_frequencies(), .cos = {}, .sin = {}},
       absorbed_query_scale_(config_.attention_scale * std::sqrt(static_cast<float>(config_.latent_width()))),
       latent_attention_(pool, {.num_heads = config_.num_heads, .num_kv_heads = 1, .head_dim = config_.latent_width()}),
-      latent_amx_(pool, {.num_heads = config_.num_heads, .num_kv_heads = 1, .head_dim = config_.latent_width()}),
+      latent_bf16_(pool, {.num_heads = config_.num_heads, .num_kv_heads = 1, .head_dim = config_.latent_width()}),
       moe_(config_, pool) {}
 
 bool Deepseek2Forward::kv_matches(const KvCacheSpec& spec) const {
@@ -137,8 +137,8 @@ void Deepseek2Forward::attend_absorbed(const ForwardBatch& batch, std::span<cons
                            .visible_slots = sub_visible_,
                            .key_tails = ab.key_tails};
   const size_t window = batch.layers->attention_window[layer], index = batch.layers->index_in_group[layer];
-  if (latent_amx_.applies(kv[g], sub, window)) {
-    latent_amx_.run(kv[g], index, sub, q_latent_, out_latent_);
+  if (latent_bf16_.applies(kv[g], sub, window)) {
+    latent_bf16_.run(kv[g], index, sub, q_latent_, out_latent_);
   } else {
     latent_attention_.run(kv[g], index, sub, q_latent_, out_latent_, window);
   }

@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "attention/latent_amx_attention.h"
+#include "attention/latent_bf16_attention.h"
 #include "model/decoder_forward.h"
 #include "model/decoder_model.h"
 #include "model/moe_ffn.h"
@@ -49,7 +49,7 @@ class Deepseek2Forward final : public DecoderForward {
   Rope rope_;
   float absorbed_query_scale_;       // the kernel divides by sqrt(its head width); this makes it attention_scale
   BatchAttention latent_attention_;  // H query heads over one latent "KV head" of r + rope
-  LatentAmxAttention latent_amx_;    // the same on AMX-BF16 tiles, where it applies (bf16 latents)
+  LatentBf16Attention latent_bf16_;  // the same with bf16 products (AMX or vdpbf16ps), where it applies
   MoeFfn moe_;
   std::vector<float> q_a_;     // [n][q_lora_rank]
   std::vector<float> latent_;  // [n][r + rope]: the rows the cache stores

@@ -1,4 +1,4 @@
-// The parts of AmxLatentPartial that run on any CPU: whether AMX may be used, its buffers, and the merge of runs.
+// The parts of Bf16LatentPartial that run on any CPU: which kernel may be used, its buffers, and the merge of runs.
 #include "tensor/latent_partial.h"
 
 #include <sys/syscall.h>
@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/status.h"
+#include "tensor/cpu_features.h"
 #include "tensor/isa.h"
 #include "tensor/latent_partial_internal.h"
 
@@ -31,60 +32,81 @@ bool amx_bf16_usable() {
   return cpu && isa_supported(Isa::kAvx512);
 }
 
-void AmxLatentPartial::start(const float* q, size_t nq, size_t width, float scale) {
-  KVS_ASSERT(amx_bf16_usable(), "AMX latent attention on a CPU (or process) without AMX-BF16 tiles");
+bool dpbf16_usable() { return cpu_has_avx512_bf16() && isa_supported(Isa::kAvx512); }
+
+bool latent_kernel_usable(LatentKernel kernel) {
+  return kernel == LatentKernel::kAmx ? amx_bf16_usable() : dpbf16_usable();
+}
+
+std::optional<LatentKernel> best_latent_kernel() {
+  if (amx_bf16_usable()) return LatentKernel::kAmx;
+  if (dpbf16_usable()) return LatentKernel::kDpbf16;
+  return std::nullopt;
+}
+
+std::string_view latent_kernel_name(LatentKernel kernel) {
+  return kernel == LatentKernel::kAmx ? "amx-bf16" : "avx512-bf16";
+}
+
+void Bf16LatentPartial::start(LatentKernel kernel, const float* q, size_t nq, size_t width, float scale) {
+  KVS_ASSERT(latent_kernel_usable(kernel), "{} latent attention on a CPU (or process) without it",
+             latent_kernel_name(kernel));
   KVS_ASSERT(nq > 0 && width % 32 == 0 && width > 0 && width <= kMaxWidth,
-             "AMX latent attention takes rows of a multiple of 32 up to {} wide and some heads, not {} x {}", kMaxWidth,
-             nq, width);
+             "bf16 latent attention takes rows of a multiple of 32 up to {} wide and some heads, not {} x {}",
+             kMaxWidth, nq, width);
+  kernel_ = kernel;
   nq_ = nq;
   width_ = width;
   groups_ = (nq + kHeads - 1) / kHeads;
   scale_ = scale;
-  constexpr size_t kTileElems = 512;  // bf16 elements of one 16 x 64-byte tile
+  columns_unpacked_ = kernel == LatentKernel::kDpbf16;
   const size_t rows = groups_ * kHeads;
-  qb_.ensure_size(groups_ * (width / 32) * kTileElems);
+  qb_.ensure_size(groups_ * (width / 32) * detail::kTileElems);
   o_.ensure_size(rows * width);
   m_.ensure_size(rows);
   l_.ensure_size(rows);
   s_.ensure_size(kSlots * kHeads);
-  pt_.ensure_size(kTileElems);
-  vb_.ensure_size(width / 16 * kTileElems);
+  pt_.ensure_size(detail::kTileElems);
+  vb_.ensure_size(width / 16 * detail::kTileElems);
   std::fill_n(o_.data(), rows * width, 0.0f);
   std::fill_n(m_.data(), rows, -std::numeric_limits<float>::infinity());
   std::fill_n(l_.data(), rows, 0.0f);
-  detail::amx_pack_queries(q, nq, width, groups_, qb_.data());
+  detail::pack_latent_queries(q, nq, width, groups_, qb_.data());
 }
 
-void AmxLatentPartial::add(const uint16_t* first, const uint16_t* second, size_t count) {
-  KVS_ASSERT(count >= 1 && count <= kSlots && width_ > 0, "AMX latent attention adds 1 to {} slots, not {}", kSlots,
+void Bf16LatentPartial::add(const uint16_t* first, const uint16_t* second, size_t count) {
+  KVS_ASSERT(count >= 1 && count <= kSlots && width_ > 0, "bf16 latent attention adds 1 to {} slots, not {}", kSlots,
              count);
-  const detail::AmxRunState run{.width = width_,
-                                .groups = groups_,
-                                .scale = scale_,
-                                .qb = qb_.data(),
-                                .o = o_.data(),
-                                .m = m_.data(),
-                                .l = l_.data(),
-                                .s = s_.data(),
-                                .pt = pt_.data(),
-                                .vb = vb_.data()};
-  detail::amx_latent_add(run, first, second, count);
+  const detail::LatentRunState run{.width = width_,
+                                   .groups = groups_,
+                                   .scale = scale_,
+                                   .qb = qb_.data(),
+                                   .o = o_.data(),
+                                   .m = m_.data(),
+                                   .l = l_.data(),
+                                   .s = s_.data(),
+                                   .pt = pt_.data(),
+                                   .vb = vb_.data()};
+  if (kernel_ == LatentKernel::kAmx) {
+    detail::amx_latent_add(run, first, second, count);
+  } else {
+    detail::dpbf16_latent_add(run, first, second, count);
+  }
 }
 
-void merge_latent_partials(std::span<const AmxLatentPartial* const> runs, size_t nq, size_t width, float* out) {
+void merge_latent_partials(std::span<const Bf16LatentPartial* const> runs, size_t nq, size_t width, float* out) {
   KVS_ASSERT(!runs.empty(), "no runs to merge");
   for (size_t h = 0; h < nq; ++h) {
     float top = -std::numeric_limits<float>::infinity();
-    for (const AmxLatentPartial* run : runs) top = std::max(top, run->m()[h]);
+    for (const Bf16LatentPartial* run : runs) top = std::max(top, run->m()[h]);
     float denominator = 0.0f;
     float* o = out + h * width;
     std::fill_n(o, width, 0.0f);
-    for (const AmxLatentPartial* run : runs) {
+    for (const Bf16LatentPartial* run : runs) {
       if (run->l()[h] == 0.0f) continue;  // a run that saw nothing
       const float weight = std::exp(run->m()[h] - top);
       denominator += weight * run->l()[h];
-      const float* from = run->o() + h * width;
-      for (size_t i = 0; i < width; ++i) o[i] += weight * from[i];
+      for (size_t i = 0; i < width; ++i) o[i] += weight * run->o(h, i);
     }
     const float inverse = 1.0f / denominator;
     for (size_t i = 0; i < width; ++i) o[i] *= inverse;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention/batch_attention.h"
+#include "attention/latent_bf16_attention.h"
 #include "attention/paged_attention.h"
 #include "attention/write_kv.h"
 #include "bench/probe.h"
@@ -315,7 +316,8 @@ BENCHMARK(BM_PagedAttentionKvType)->ArgNames({"ctx", "kv"})->ArgsProduct({{1024,
 // floating type and int8. FLOP/s counts the multiply-adds of scores (16 x 576 a slot) and values (16 x 576). At 4,096
 // slots the latent (4.7 MB in f16) stays in the last-level cache between iterations unless `cold` evicts it before
 // each (untimed), as a model's weights streaming through the cache between one layer's attention and the next do; at
-// 32,768 (38 MB) it cannot stay.
+// 32,768 (38 MB) it cannot stay. bf16 = 1: bf16 latents through LatentBf16Attention (bf16 products, each token's slots
+// split between the threads) where this CPU has a kernel for it.
 constexpr KvDType kLatentTypes[] = {KvDType::kF16, KvDType::kBF16, KvDType::kInt8};
 
 void BM_MlaLatentAttention(benchmark::State& state) {
@@ -335,13 +337,21 @@ void BM_MlaLatentAttention(benchmark::State& state) {
     write_kv_run(kv, 0, KvSlot{b * block}, block, {&latent[b * block * width], block * width}, {});
   }
   ThreadPool pool(state.range(2));
-  BatchAttention attention(pool, {.num_heads = heads, .num_kv_heads = 1, .head_dim = width});
+  const AttentionShape shape{.num_heads = heads, .num_kv_heads = 1, .head_dim = width};
+  BatchAttention attention(pool, shape);
+  // bf16: the latent attention with bf16 products (AMX or vdpbf16ps) the model runs over bf16 latents.
+  const bool bf16_products = state.range(4) != 0;
+  LatentBf16Attention bf16_attention(pool, shape);
   const SequenceAttention sequence{.blocks = blocks, .num_cached = static_cast<uint32_t>(ctx)};
   const uint32_t sequence_of_token = 0, visible = static_cast<uint32_t>(ctx);
   const AttentionBatch batch{
       .sequences = {&sequence, 1}, .sequence_of_token = {&sequence_of_token, 1}, .visible_slots = {&visible, 1}};
   std::vector<float> out(heads * width);
   const bool cold = state.range(3) != 0;
+  if (bf16_products && !bf16_attention.applies(kv, batch, 0)) {
+    state.SkipWithError("no bf16 latent kernel on this CPU");
+    return;
+  }
   std::vector<char> flush(cold ? size_t{256} << 20 : 0);  // larger than any last-level cache
   for (auto _ : state) {
     if (cold) {  // untimed: evict the latent, as a model's weights do between one layer and the next
@@ -350,18 +360,25 @@ void BM_MlaLatentAttention(benchmark::State& state) {
       benchmark::ClobberMemory();
       state.ResumeTiming();
     }
-    attention.run(kv, 0, batch, q, out);
+    if (bf16_products) {
+      bf16_attention.run(kv, 0, batch, q, out);
+    } else {
+      attention.run(kv, 0, batch, q, out);
+    }
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetLabel(std::string(kv_dtype_name(spec.dtype.k)) + (cold ? " cold" : ""));
+  state.SetLabel(std::string(kv_dtype_name(spec.dtype.k)) + (cold ? " cold" : "") +
+                 (bf16_products ? std::string(" ") + std::string(latent_kernel_name(*best_latent_kernel())) : ""));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kv.bytes()));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * 2 * heads * width * ctx * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MlaLatentAttention)
-    ->ArgNames({"ctx", "kv", "threads", "cold"})
-    ->ArgsProduct({{4096}, {0, 1, 2}, {1, 2}, {0, 1}})
-    ->ArgsProduct({{32768}, {0, 1, 2}, {1, 2}, {0}})
+    ->ArgNames({"ctx", "kv", "threads", "cold", "bf16"})
+    ->ArgsProduct({{4096}, {0, 1, 2}, {1, 2}, {0, 1}, {0}})
+    ->ArgsProduct({{32768}, {0, 1, 2}, {1, 2}, {0}, {0}})
+    ->ArgsProduct({{512, 4096}, {1}, {1, 2}, {0, 1}, {1}})
+    ->ArgsProduct({{32768}, {1}, {1, 2}, {0}, {1}})
     ->UseRealTime();
 
 // The key and the value kernel alone, on one block of 16 rows of each KV type (keys per channel).

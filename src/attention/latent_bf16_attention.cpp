@@ -1,4 +1,4 @@
-#include "attention/latent_amx_attention.h"
+#include "attention/latent_bf16_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,28 +9,31 @@
 namespace kvs {
 namespace {
 
-constexpr size_t kSlots = AmxLatentPartial::kSlots, kHalf = kSlots / 2;
+constexpr size_t kSlots = Bf16LatentPartial::kSlots, kHalf = kSlots / 2;
 
 }  // namespace
 
-LatentAmxAttention::LatentAmxAttention(ThreadPool& pool, const AttentionShape& shape)
-    : pool_(pool), shape_(shape), stage_(pool.num_threads()) {
+LatentBf16Attention::LatentBf16Attention(ThreadPool& pool, const AttentionShape& shape,
+                                         std::optional<LatentKernel> kernel)
+    : pool_(pool), shape_(shape), kernel_(kernel), stage_(pool.num_threads()) {
+  KVS_ASSERT(!kernel || latent_kernel_usable(*kernel), "{} latent attention on a CPU (or process) without it",
+             latent_kernel_name(*kernel));
   KVS_ASSERT(shape.num_kv_heads == 1 && shape.value_width() == shape.head_dim,
              "latent attention reads one latent of {} as key and value, not {} KV heads of values {} wide",
              shape.head_dim, shape.num_kv_heads, shape.value_width());
 }
 
-bool LatentAmxAttention::applies(const KvStorage& kv, const AttentionBatch& batch, size_t window) const {
+bool LatentBf16Attention::applies(const KvStorage& kv, const AttentionBatch& batch, size_t window) const {
   const KvTensorFormat& k = kv.format().k;
-  if (!amx_bf16_usable() || kv.has_values() || k.element != KvDType::kBF16 || k.rotated) return false;
-  if (k.width != shape_.head_dim || k.width % 32 != 0 || k.width > AmxLatentPartial::kMaxWidth) return false;
+  if (!kernel_ || kv.has_values() || k.element != KvDType::kBF16 || k.rotated) return false;
+  if (k.width != shape_.head_dim || k.width % 32 != 0 || k.width > Bf16LatentPartial::kMaxWidth) return false;
   if (window > 0) return false;
   return std::none_of(batch.sequences.begin(), batch.sequences.end(),
                       [](const SequenceAttention& s) { return bool(s.slot_mass) || s.window > 0; });
 }
 
-void LatentAmxAttention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
-                             std::span<float> out) {
+void LatentBf16Attention::run(const KvStorage& kv, size_t layer, const AttentionBatch& batch, std::span<const float> q,
+                              std::span<float> out) {
   const size_t n = batch.sequence_of_token.size(), heads = shape_.num_heads, width = shape_.head_dim;
   const size_t row_width = heads * width, block_size = kv.block_size(), threads = pool_.num_threads();
   KVS_ASSERT(batch.visible_slots.size() == n && q.size() >= n * row_width && out.size() >= n * row_width,
@@ -50,8 +53,8 @@ void LatentAmxAttention::run(const KvStorage& kv, size_t layer, const AttentionB
                seq.num_cached);
     const size_t steps = (visible + kSlots - 1) / kSlots;
     const size_t begin = steps * part / parts * kSlots, end = std::min(visible, steps * (part + 1) / parts * kSlots);
-    AmxLatentPartial& run = runs_[parts > 1 ? item : thread];
-    run.start(&q[t * row_width], heads, width, scale);
+    Bf16LatentPartial& run = runs_[parts > 1 ? item : thread];
+    run.start(*kernel_, &q[t * row_width], heads, width, scale);
     AlignedBuffer<uint16_t>& stage = stage_[thread];
     stage.ensure_size(kSlots * width);
     // Rows [slot, slot + 16): in place when all 16 are real rows of one block, else gathered into the stage's half.
@@ -74,7 +77,7 @@ void LatentAmxAttention::run(const KvStorage& kv, size_t layer, const AttentionB
       run.add(first, second, std::min(kSlots, end - slot));
     }
     if (parts == 1) {
-      const AmxLatentPartial* one[] = {&run};
+      const Bf16LatentPartial* one[] = {&run};
       merge_latent_partials(one, heads, width, &out[t * row_width]);
     }
   });

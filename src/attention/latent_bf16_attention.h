@@ -1,10 +1,12 @@
-// MLA's absorbed attention over bf16 latents on AMX-BF16 tiles (tensor/latent_partial.h): every query head of a token
+// MLA's absorbed attention over bf16 latents with bf16 products, on AMX-BF16 tiles or with vdpbf16ps
+// (tensor/latent_partial.h): every query head of a token
 // against its sequence's one latent row per slot, the slots cut into runs that the pool's threads take, each run
 // read once (scores, running softmax and values of 32 slots while they are in L1), the runs merged per token. A
 // batch of fewer tokens than threads splits each token's slots, so that at batch 1 each thread reads its share of
 // the latent once (the fp32 path, BatchAttention, splits the heads instead: each thread reads every latent twice).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,12 +19,14 @@
 
 namespace kvs {
 
-class LatentAmxAttention {
+class LatentBf16Attention {
  public:
-  // shape: one KV head (the latent) of head_dim == value width, read whole as key and value.
-  LatentAmxAttention(ThreadPool& pool, const AttentionShape& shape);
+  // shape: one KV head (the latent) of head_dim == value width, read whole as key and value. kernel: the bf16
+  // kernel to run (usable on this CPU), or none (then applies() is always false).
+  LatentBf16Attention(ThreadPool& pool, const AttentionShape& shape,
+                      std::optional<LatentKernel> kernel = best_latent_kernel());
 
-  // run() takes this batch: AMX-BF16 is usable, the cache is an MLA latent of bf16 rows a multiple of 32 wide,
+  // run() takes this batch: a kernel is set, the cache is an MLA latent of bf16 rows a multiple of 32 wide,
   // unrotated, and nothing asks for what only the general path does (a window, slot mass).
   bool applies(const KvStorage& kv, const AttentionBatch& batch, size_t window) const;
 
@@ -33,9 +37,10 @@ class LatentAmxAttention {
  private:
   ThreadPool& pool_;
   AttentionShape shape_;
-  std::vector<AmxLatentPartial> runs_;          // [token][part] when a token has parts, else [thread]
+  std::optional<LatentKernel> kernel_;
+  std::vector<Bf16LatentPartial> runs_;         // [token][part] when a token has parts, else [thread]
   std::vector<AlignedBuffer<uint16_t>> stage_;  // per thread: 32 rows gathered across blocks, zero-padded
-  std::vector<const AmxLatentPartial*> merging_;
+  std::vector<const Bf16LatentPartial*> merging_;
 };
 
 }  // namespace kvs

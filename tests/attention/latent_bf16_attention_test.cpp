@@ -1,7 +1,8 @@
-// MLA's absorbed attention on AMX-BF16 tiles against a naive reference in double over the same bf16 latent rows: block
-// sizes smaller than, equal to and larger than a tile's 16 rows, partial last blocks, head counts below, at and above a
-// tile's 16, one token (its slots split between the threads and merged) and several (one run each), scores that rise
-// along the context (the running max raised and the sums rescaled), and the cases it leaves to the fp32 path.
+// MLA's absorbed attention with bf16 products, on AMX-BF16 tiles and with vdpbf16ps (each kernel this CPU runs),
+// against a naive reference in double over the same bf16 latent rows: block sizes smaller than, equal to and larger
+// than a tile's 16 rows, partial last blocks, head counts below, at and above a tile's 16, one token (its slots split
+// between the threads and merged) and several (one run each), scores that rise along the context (the running max
+// raised and the sums rescaled), and the cases it leaves to the fp32 path.
 //
 // The bound, from the arithmetic (tensor/latent_partial.h): bf16 keeps 8 significant bits, so rounding to nearest is
 // within 2^-8 relative; q rounded to bf16 moves each product q_i k_i by at most
@@ -9,7 +10,7 @@
 // softmax then moves each probability by a factor within e^(+-2E); p rounded to bf16 adds 2^-8 of each p, and fp32
 // sums over at most 300 slots 300 x 2^-24 < 2e-5: |out - want| <= (e^(2E) - 1 + 2^-8 + 2e-5) sum_s p_s |v_s| + 1e-6.
 // Against a reference whose queries are rounded alike, E is fp32's alone.
-#include "attention/latent_amx_attention.h"
+#include "attention/latent_bf16_attention.h"
 
 #include <gtest/gtest.h>
 
@@ -28,11 +29,13 @@ struct LatentCase {
   size_t rank, rope, heads, block_size;
 };
 
-class LatentAmx : public ::testing::TestWithParam<LatentCase> {
+class LatentBf16 : public ::testing::TestWithParam<std::tuple<LatentCase, LatentKernel>> {
  protected:
   void SetUp() override {
-    if (!amx_bf16_usable()) GTEST_SKIP() << "this CPU (or the ISA limit) has no AMX-BF16";
+    if (!latent_kernel_usable(kernel()))
+      GTEST_SKIP() << "this CPU (or the ISA limit) has no " << latent_kernel_name(kernel());
   }
+  LatentKernel kernel() const { return std::get<1>(GetParam()); }
 };
 
 // One latent cache of `slots` random rows in bf16, and their stored values.
@@ -109,8 +112,8 @@ void naive(const LatentCache& cache, const float* q_rows, size_t heads, size_t v
   }
 }
 
-TEST_P(LatentAmx, EqualsTheReferenceWithinTheBf16Bound) {
-  const LatentCase c = GetParam();
+TEST_P(LatentBf16, EqualsTheReferenceWithinTheBf16Bound) {
+  const LatentCase c = std::get<0>(GetParam());
   std::mt19937 rng(11);
   constexpr size_t kSlots = 300;
   LatentCache cache(c, kSlots, KvDType::kBF16, rng);
@@ -134,7 +137,7 @@ TEST_P(LatentAmx, EqualsTheReferenceWithinTheBf16Bound) {
           .sequences = {&seq, 1}, .sequence_of_token = sequence_of_token, .visible_slots = visible};
       for (size_t threads : {1, 2}) {
         ThreadPool pool(threads);
-        LatentAmxAttention attention(pool, shape);
+        LatentBf16Attention attention(pool, shape, kernel());
         ASSERT_TRUE(attention.applies(cache.kv, batch, 0));
         std::vector<float> out(visible.size() * row, NAN);
         attention.run(cache.kv, 0, batch, q, out);
@@ -153,17 +156,24 @@ TEST_P(LatentAmx, EqualsTheReferenceWithinTheBf16Bound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LatentAmx,
-                         ::testing::Values(LatentCase{512, 64, 16, 16}, LatentCase{48, 16, 5, 4},
-                                           LatentCase{512, 64, 20, 64}, LatentCase{96, 32, 16, 1}));
+INSTANTIATE_TEST_SUITE_P(Shapes, LatentBf16,
+                         ::testing::Combine(::testing::Values(LatentCase{512, 64, 16, 16}, LatentCase{48, 16, 5, 4},
+                                                              LatentCase{512, 64, 20, 64}, LatentCase{96, 32, 16, 1}),
+                                            ::testing::Values(LatentKernel::kAmx, LatentKernel::kDpbf16)),
+                         [](const auto& info) {
+                           const LatentCase& c = std::get<0>(info.param);
+                           return std::string(std::get<1>(info.param) == LatentKernel::kAmx ? "Amx" : "Dpbf16") +
+                                  "_rank" + std::to_string(c.rank) + "_rope" + std::to_string(c.rope) + "_heads" +
+                                  std::to_string(c.heads) + "_block" + std::to_string(c.block_size);
+                         });
 
-// On any CPU: applies() takes bf16 latents only where AMX-BF16 is usable, and never windows or slot mass.
-TEST(LatentAmxApplies, LeavesOtherElementTypesWindowsAndSlotMassToTheFp32Path) {
+// On any CPU: applies() takes bf16 latents only where a bf16 kernel is usable, and never windows or slot mass.
+TEST(LatentBf16Applies, LeavesOtherElementTypesWindowsAndSlotMassToTheFp32Path) {
   std::mt19937 rng(5);
   const LatentCase c{48, 16, 16, 16};
   const AttentionShape shape{.num_heads = 16, .num_kv_heads = 1, .head_dim = 64};
   ThreadPool pool(1);
-  LatentAmxAttention attention(pool, shape);
+  LatentBf16Attention attention(pool, shape);
   const std::vector<uint32_t> one{20}, to_first{0};
   for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kInt8}) {
     LatentCache cache(c, 20, dtype, rng);
@@ -175,7 +185,8 @@ TEST(LatentAmxApplies, LeavesOtherElementTypesWindowsAndSlotMassToTheFp32Path) {
   LatentCache cache(c, 20, KvDType::kBF16, rng);
   const SequenceAttention plain{.blocks = cache.blocks, .num_cached = 20};
   const AttentionBatch batch{.sequences = {&plain, 1}, .sequence_of_token = to_first, .visible_slots = one};
-  EXPECT_EQ(attention.applies(cache.kv, batch, 0), amx_bf16_usable());
+  EXPECT_EQ(attention.applies(cache.kv, batch, 0), best_latent_kernel().has_value());
+  EXPECT_FALSE(LatentBf16Attention(pool, shape, std::nullopt).applies(cache.kv, batch, 0)) << "no kernel";
   EXPECT_FALSE(attention.applies(cache.kv, batch, 8)) << "a layer's window";
   std::vector<uint64_t> mass(20);
   const SequenceAttention summing{
