@@ -1,9 +1,9 @@
 // MLA's absorbed attention over bf16 latents with bf16 products, on AMX-BF16 tiles or with vdpbf16ps
-// (tensor/latent_partial.h): every query head of a token
-// against its sequence's one latent row per slot, the slots cut into runs that the pool's threads take, each run
-// read once (scores, running softmax and values of 32 slots while they are in L1), the runs merged per token. A
-// batch of fewer tokens than threads splits each token's slots, so that at batch 1 each thread reads its share of
-// the latent once (the fp32 path, BatchAttention, splits the heads instead: each thread reads every latent twice).
+// (tensor/latent_partial.h): every query head of a token against its sequence's one latent row per slot, the slots
+// cut into runs that the pool's threads take, each run read once (scores, running softmax and values of 32 slots while
+// they are in L1), the runs merged per token. A batch of fewer tokens than threads splits each token's slots, so that
+// at batch 1 each thread reads its share of the latent once (the fp32 path, BatchAttention, splits the heads instead:
+// each thread reads every latent twice).
 #pragma once
 
 #include <optional>

@@ -101,7 +101,7 @@ void latent_softmax_step(float* s_rows, size_t count, float scale_factor, float*
     s[r] = r < count ? _mm512_mul_ps(_mm512_load_ps(s_rows + r * kHeads), scale) : minus_inf;
     top = _mm512_max_ps(top, s[r]);
   }
-  // Raise m where a score passes it by the margin (l is rescaled here, o by the caller), then p = e^(s - m).
+  // Raise m where a score passes it by the margin (rescaling l and o), then p = e^(s - m).
   const __m512 old_m = _mm512_loadu_ps(m);
   const __mmask16 raise = _mm512_cmp_ps_mask(top, _mm512_add_ps(old_m, _mm512_set1_ps(kRescaleMargin)), _CMP_GT_OQ);
   __m512 new_m = old_m;
