@@ -168,12 +168,12 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     check(ops_->rope(k, cos_buffer, sin_buffer, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
     const size_t g = batch.layers->group_of[l], at = batch.layers->index_in_group[l];
     KvStorage& storage = kv[g];
-    const KvDTypes dtype = storage.spec().dtype;
+    const KvFormat& format = storage.format();
     GroupBuffers& gb = groups_[g];
     GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
     const uint32_t block = static_cast<uint32_t>(storage.block_size());
-    check(ops_->kv_write(dtype.k, k, keys, *gb.slots, tokens, c.num_kv_heads, hd, block), "writing K");
-    check(ops_->kv_write(dtype.v, v, values, *gb.slots, tokens, c.num_kv_heads, hd, block), "writing V");
+    check(ops_->kv_write(format.k, k, keys, *gb.slots, tokens, c.num_kv_heads), "writing K");
+    check(ops_->kv_write(*format.v, v, values, *gb.slots, tokens, c.num_kv_heads), "writing V");
     const GpuOps::AttentionShape shape{.heads = static_cast<uint32_t>(c.num_heads),
                                        .kv_heads = static_cast<uint32_t>(c.num_kv_heads),
                                        .head_dim = hd,
@@ -182,7 +182,7 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
                                        .max_blocks = gb.max_blocks,
                                        .max_slots = gb.max_slots,
                                        .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
-    check(ops_->paged_attention(dtype.k, dtype.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
+    check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
                                 shape),
           "in attention");
     matvec(w.wo, att, proj, n);

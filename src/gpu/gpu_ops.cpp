@@ -20,12 +20,32 @@ Status make(VulkanContext& context, std::span<const uint32_t> spirv, uint32_t bi
   return Status::ok();
 }
 
-// The shaders' code for a K/V element: 0 f32, 1 f16, 2 bf16.
-uint32_t element_code(KvDType element) { return element == KvDType::kF32 ? 0u : element == KvDType::kF16 ? 1u : 2u; }
+// The shaders' code for a K/V element: 0 f32, 1 f16, 2 bf16, 3 int8, 4 int4.
+uint32_t element_code(KvDType element) {
+  switch (element) {
+    case KvDType::kF32: return 0;
+    case KvDType::kF16: return 1;
+    case KvDType::kBF16: return 2;
+    case KvDType::kInt8: return 3;
+    case KvDType::kInt4: return 4;
+  }
+  return 0;
+}
 
-Status refuse_element(KvDType element) {
-  return Status::unimplemented(fmt::format(
-      "{} K/V on the GPU: f32, f16 and bf16 are (int8 and int4 come with issue 42)", kv_dtype_name(element)));
+// What the KV shaders do not read yet, by name; ok for the rest.
+Status check_kv_format(const KvTensorFormat& f) {
+  if (f.scale_axis == KvScaleAxis::kPerChannel) {
+    return Status::unimplemented(fmt::format(
+        "{} keys with per-channel scales on the GPU (the default for quantized keys; --kv-key-scales token runs, "
+        "per-channel keys come with issue 42)",
+        kv_dtype_name(f.element)));
+  }
+  if (f.rotated) return Status::unimplemented("rotated keys (--kv-rotate-keys) on the GPU (issue 42)");
+  if (kv_dtype_quantized(f.element) && (f.group_size == 0 || f.width % f.group_size != 0)) {
+    return Status::invalid_argument(
+        fmt::format("{} rows of {} in groups of {}", kv_dtype_name(f.element), f.width, f.group_size));
+  }
+  return Status::ok();
 }
 
 // The weight types matvec.comp and get_rows.comp read (shaders/dequant.glsl): every type the CPU loads.
@@ -53,9 +73,9 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
   KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
   KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 2, {kElementwise}, ops->add_));
-  for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
+  for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
-        make(context, shaders::kv_write(), 3, 4, {kElementwise, element_code(element)}, ops->kv_write_[element]));
+        make(context, shaders::kv_write(), 3, 7, {kElementwise, element_code(element)}, ops->kv_write_[element]));
   }
   return ops;  // matvec_ and get_rows_ fill on first use of each weight type
 }
@@ -165,26 +185,33 @@ Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint
 
 namespace kvs {
 
-Status GpuOps::kv_write(KvDType element, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
-                        uint32_t kv_heads, uint32_t width, uint32_t block_size) {
-  const auto pipeline = kv_write_.find(element);
-  if (pipeline == kv_write_.end()) return refuse_element(element);
+Status GpuOps::kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots,
+                        uint32_t tokens, uint32_t kv_heads) {
+  KVS_RETURN_IF_ERROR(check_kv_format(format));
+  const uint32_t width = static_cast<uint32_t>(format.width), block_size = static_cast<uint32_t>(format.rows);
   if (rows.bytes() < size_t{tokens} * kv_heads * width * sizeof(float) || slots.bytes() < tokens * sizeof(uint32_t) ||
       block_size == 0) {
     return Status::invalid_argument(fmt::format("KV write of {} tokens of {} x {}: buffers of {} and {} bytes", tokens,
                                                 kv_heads, width, rows.bytes(), slots.bytes()));
   }
   GpuBuffer* const buffers[] = {&rows, &pool, &slots};
-  const uint32_t push[] = {tokens, kv_heads, width, block_size};
-  return dispatch("kv_write", *pipeline->second, buffers, push, groups_for(size_t{tokens} * kv_heads * width));
+  const bool quantized = kv_dtype_quantized(format.element);
+  const uint32_t push[] = {tokens,
+                           kv_heads,
+                           width,
+                           block_size,
+                           static_cast<uint32_t>(format.group_size),
+                           static_cast<uint32_t>(format.head_block_bytes()),
+                           static_cast<uint32_t>(format.data_bytes())};
+  // One invocation a value, or a quantized group.
+  const size_t invocations = size_t{tokens} * kv_heads * (quantized ? width / format.group_size : width);
+  return dispatch("kv_write", *kv_write_.at(format.element), buffers, push, groups_for(invocations));
 }
 
-Status GpuOps::paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuffer& keys, GpuBuffer& values,
-                               GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch, GpuBuffer& out,
-                               uint32_t tokens, const AttentionShape& shape) {
-  for (KvDType element : {key, value}) {
-    if (kv_dtype_quantized(element)) return refuse_element(element);
-  }
+Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& value, GpuBuffer& q, GpuBuffer& keys,
+                               GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
+                               GpuBuffer& out, uint32_t tokens, const AttentionShape& shape) {
+  for (const KvTensorFormat* f : {&key, &value}) KVS_RETURN_IF_ERROR(check_kv_format(*f));
   if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.block_size == 0 ||
       scratch.bytes() < size_t{tokens} * shape.heads * shape.max_slots * sizeof(float) ||
       out.bytes() < size_t{tokens} * shape.heads * shape.value_width * sizeof(float) ||
@@ -193,17 +220,30 @@ Status GpuOps::paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuff
         "paged attention of {} tokens, {} heads over {} KV heads, {} slots a token: scratch {} and out {} bytes",
         tokens, shape.heads, shape.kv_heads, shape.max_slots, scratch.bytes(), out.bytes()));
   }
-  std::unique_ptr<ComputePipeline>& pipeline = attention_[{key, value}];
+  std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element}];
   if (!pipeline) {
-    KVS_RETURN_IF_ERROR(make(context_, shaders::paged_attention(), 7, 8,
-                             {kAttentionWorkgroup, element_code(key), element_code(value)}, pipeline));
+    KVS_RETURN_IF_ERROR(make(context_, shaders::paged_attention(), 7, 14,
+                             {kAttentionWorkgroup, element_code(key.element), element_code(value.element)}, pipeline));
   }
   GpuBuffer* const buffers[] = {&q, &keys, &values, &tables, &token_info, &scratch, &out};
   struct {
     uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
     float scale;
-  } push{shape.heads,      shape.kv_heads,   shape.head_dim,  shape.value_width,
-         shape.block_size, shape.max_blocks, shape.max_slots, shape.scale};
+    uint32_t k_group, k_head_block_bytes, k_data_bytes, v_group, v_head_block_bytes, v_data_bytes;
+  } push{shape.heads,
+         shape.kv_heads,
+         shape.head_dim,
+         shape.value_width,
+         shape.block_size,
+         shape.max_blocks,
+         shape.max_slots,
+         shape.scale,
+         static_cast<uint32_t>(key.group_size),
+         static_cast<uint32_t>(key.head_block_bytes()),
+         static_cast<uint32_t>(key.data_bytes()),
+         static_cast<uint32_t>(value.group_size),
+         static_cast<uint32_t>(value.head_block_bytes()),
+         static_cast<uint32_t>(value.data_bytes())};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 

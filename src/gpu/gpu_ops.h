@@ -10,6 +10,7 @@
 #include "core/kv_dtype.h"
 #include "gpu/compute_pipeline.h"
 #include "gpu/gpu_recorder.h"
+#include "kv/kv_format.h"
 
 namespace kvs {
 
@@ -53,10 +54,11 @@ class GpuOps {
   Status get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols,
                   uint32_t first_row = 0, uint32_t rows = 0xffffffffu);
 
-  // One layer's K (or V) rows [tokens][kv_heads][width] stored at slots[t] of `pool` ([block][kv_head][slot][width],
-  // the host's KvStorage layout) in `element` (f32, f16, bf16: round to nearest even) (shaders/kv_write.comp).
-  Status kv_write(KvDType element, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
-                  uint32_t kv_heads, uint32_t width, uint32_t block_size);
+  // One layer's K (or V) rows [tokens][kv_heads][format.width] stored at slots[t] of `pool` in `format`, the host's
+  // KvStorage layout (kv/kv_format.h; blocks of format.rows slots): f32, f16, bf16 (round to nearest even) or int8 and
+  // int4 per token (the CPU's pairs and q) (shaders/kv_write.comp). Per-channel and rotated keys are refused by name.
+  Status kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
+                  uint32_t kv_heads);
 
   struct AttentionShape {
     uint32_t heads = 0, kv_heads = 0, head_dim = 0, value_width = 0, block_size = 0;
@@ -66,9 +68,10 @@ class GpuOps {
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
   // its sequence's block table (shaders/paged_attention.comp). token_info: (sequence, visible slots) per token.
-  Status paged_attention(KvDType key, KvDType value, GpuBuffer& q, GpuBuffer& keys, GpuBuffer& values,
-                         GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch, GpuBuffer& out, uint32_t tokens,
-                         const AttentionShape& shape);
+  // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width).
+  Status paged_attention(const KvTensorFormat& key, const KvTensorFormat& value, GpuBuffer& q, GpuBuffer& keys,
+                         GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
+                         GpuBuffer& out, uint32_t tokens, const AttentionShape& shape);
 
  private:
   explicit GpuOps(VulkanContext& context) : context_(context) {}

@@ -12,7 +12,7 @@ bool VulkanKvExecutor::on_device(const KvOp& op) {
 
 Status VulkanKvExecutor::copy_on_device(std::span<const KvOp> ops) {
   // Regions per pool buffer: one per copy, layer, tensor and KV head ([block][kv_head][slot][width]: a head's slots
-  // of a block are contiguous). A copy of 0 slots moves nothing.
+  // of a block are contiguous), and one more for a quantized head-block's scales. A copy of 0 slots moves nothing.
   std::map<GpuBuffer*, std::vector<VkBufferCopy>> regions;
   for (const KvOp& op : ops) {
     const KvCopySlots& c = std::get<KvCopySlots>(op);
@@ -31,12 +31,19 @@ Status VulkanKvExecutor::copy_on_device(std::span<const KvOp> ops) {
         GpuBuffer* buffer = allocator_.buffer_at(base);
         if (buffer == nullptr)
           return Status::invalid_argument("a KV pool the device executor copies is not on the device");
-        const size_t row_bytes = keys ? f.k.row_bytes() : f.v->row_bytes();
+        const KvTensorFormat& t = keys ? f.k : *f.v;
         for (size_t h = 0; h < f.num_heads; ++h) {
           const auto at = [&](BlockId block) {
             return static_cast<VkDeviceSize>(static_cast<const std::byte*>(rows(block, h).data) - base);
           };
-          regions[buffer].push_back({.srcOffset = at(c.from), .dstOffset = at(c.to), .size = c.num_slots * row_bytes});
+          regions[buffer].push_back(
+              {.srcOffset = at(c.from), .dstOffset = at(c.to), .size = c.num_slots * t.row_bytes()});
+          // Quantized: the head-block's scales and mins too, whole, as KvStorage::copy_slots does.
+          if (t.scales_bytes() > 0) {
+            regions[buffer].push_back({.srcOffset = at(c.from) + t.data_bytes(),
+                                       .dstOffset = at(c.to) + t.data_bytes(),
+                                       .size = t.scales_bytes()});
+          }
         }
       }
     }

@@ -2,7 +2,8 @@
 // and against the CPU path: stories260K's greedy ids of every reference prompt exactly and its logits within 1e-4 at
 // the checkpoints (the CPU's golden bound: both are fp32 sums in other orders); the engine's features on the GPU
 // giving the CPU's outputs (mixed prefill and decode of several requests, prefix-cache hits, block sizes 1, 16 and
-// 256, f16 and bf16 K/V); a Qwen2-shaped file (biases, NeoX RoPE, GQA); Q8_0 weights; and what the GPU refuses.
+// 256, f16 and bf16 K/V; int8 and int4 K/V per token); a Qwen2-shaped file (biases, NeoX RoPE, GQA); Q8_0 weights; and
+// what the GPU refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,10 +109,13 @@ TEST_F(GpuForward, Stories4MGivesTheReferenceGreedyIdsAndLogitsOnBothDevices) {
 // first prompt that hits the prefix cache.
 TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
-  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16}) {
-    for (size_t block_size : {1, 16, 256}) {
+  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
+    // Quantized K/V (keys per token, as the GPU runs them) in blocks of 16 only: the layouts are the float types'.
+    for (size_t block_size : kv_dtype_quantized(dtype) ? std::vector<size_t>{16} : std::vector<size_t>{1, 16, 256}) {
       const EngineConfig config{
-          .max_batch_tokens = 24, .max_seqs = 3, .kv = {.block_size = block_size, .dtype = {dtype, dtype}}};
+          .max_batch_tokens = 24,
+          .max_seqs = 3,
+          .kv = {.block_size = block_size, .dtype = {dtype, dtype}, .key_scales = KvScaleAxis::kPerToken}};
       const std::string what = fmt::format("{} blocks of {}", kv_dtype_name(dtype), block_size);
       std::vector<test::EngineTrace> runs[3];
       std::vector<size_t> cached[3];
@@ -146,10 +150,11 @@ TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
       ASSERT_EQ(runs[0].size(), runs[1].size());
       for (size_t r = 0; r < runs[0].size(); ++r) {
         EXPECT_EQ(runs[1][r].tokens, runs[0][r].tokens) << what << " request " << r;
-        // 16-bit K/V: where the two sides' fp32 K or V straddle a rounding boundary of the element type, it is stored
-        // one step apart (f16 2^-11, bf16 2^-8 relative): a few elements, against the rounding of every element that
-        // separates the cache from an f32 one. A quarter of that is the bound (measured: f16 2.6-7.3%, bf16 up to
-        // 9.4% of it; f32 within 1.7e-5 of the CPU).
+        // 16-bit and quantized K/V: where the two sides' fp32 K or V straddle a rounding boundary of the element type
+        // (or a group's range, a quantization step), it is stored one step apart (f16 2^-11, bf16 2^-8 relative; int8
+        // and int4 a step of their group): a few elements, against the rounding of every element that separates the
+        // cache from an f32 one. A quarter of that is the bound (measured: f16 2.6-7.3%, bf16 up to 9.4%, int8 up to
+        // 0.6%, int4 up to 0.02% of it; f32 within 1.7e-5 of the CPU).
         const float rounding = dtype == KvDType::kF32 ? 0.0f : test::worst_logit_difference(runs[0][r], runs[2][r]);
         const float difference = test::worst_logit_difference(runs[1][r], runs[0][r]);
         EXPECT_LE(difference, std::max(kGoldenBound, 0.25f * rounding)) << what << " request " << r;
@@ -226,7 +231,8 @@ TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
     auto engine = Engine::create(*gpu_, *tokenizer_, pool_, config);
     return engine ? std::string() : engine.status().message();
   };
-  EXPECT_NE(refusal({.kv = {.dtype = {KvDType::kInt8, KvDType::kInt8}}}).find("int8 K/V on --device vulkan"),
+  EXPECT_NE(refusal({.kv = {.dtype = {KvDType::kInt8, KvDType::kInt8}}})
+                .find("int8 keys with per-channel scales on --device vulkan"),
             std::string::npos);
   EXPECT_NE(refusal({.kv = {.window = 8}}).find("window of 8"), std::string::npos);
   test::TempDir dir("gpu_forward_refusals");

@@ -3,12 +3,15 @@
 // hole, 0xffffffff, is skipped; slots past `visible` are not read). Scores, then the softmax, then the values, each
 // a pass over the slots with the workgroup's lanes side by side; scores go through `scratch` [tokens][heads][max
 // slots]. K and V in the pool layout of kv_write.comp, each in its element (specialization constants 1 and 2:
-// 0 f32, 1 f16, 2 bf16). GQA: query head h reads KV head h / (heads / kv_heads).
+// 0 f32, 1 f16, 2 bf16, 3 int8, 4 int4 per token: read in place, min + scale * q as tensor/kv_quant.cpp's
+// kv_element). GQA: query head h reads KV head h / (heads / kv_heads).
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 
 layout(local_size_x_id = 0) in;  // <= 512
 layout(constant_id = 1) const uint kKey = 0;
@@ -17,8 +20,10 @@ layout(constant_id = 2) const uint kValue = 0;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer KF32 { float k_f32[]; };
 layout(std430, binding = 1) readonly buffer K16 { uint16_t k_16[]; };
+layout(std430, binding = 1) readonly buffer K8 { uint8_t k_8[]; };
 layout(std430, binding = 2) readonly buffer VF32 { float v_f32[]; };
 layout(std430, binding = 2) readonly buffer V16 { uint16_t v_16[]; };
+layout(std430, binding = 2) readonly buffer V8 { uint8_t v_8[]; };
 layout(std430, binding = 3) readonly buffer Tables { uint tables[]; };  // [sequence][max_blocks]
 layout(std430, binding = 4) readonly buffer Tokens { uvec2 token_info[]; };  // (sequence, visible slots)
 layout(std430, binding = 5) coherent buffer Scratch { float scratch[]; };
@@ -32,6 +37,9 @@ layout(push_constant) uniform Push {
   uint max_blocks;
   uint max_slots;
   float scale;
+  // Quantized K and V (per token): elements a (scale, min) pair covers, bytes of a head-block, bytes of its rows.
+  uint k_group, k_head_block_bytes, k_data_bytes;
+  uint v_group, v_head_block_bytes, v_data_bytes;
 } push;
 
 const uint kHole = 0xffffffffu;
@@ -41,8 +49,42 @@ float widen(uint16_t bits, uint element) {
   return element == 1 ? unpackHalf2x16(uint(bits)).x : uintBitsToFloat(uint(bits) << 16);
 }
 
-float key_at(uint at) { return kKey == 0 ? k_f32[at] : widen(k_16[at], kKey); }
-float value_at(uint at) { return kValue == 0 ? v_f32[at] : widen(v_16[at], kValue); }
+// Where element i of row r of a quantized head-block starting at byte `base` lies: its byte and nibble shift
+// (int4: chunks of 32, element j and j + n/2 of an n-element chunk in one byte), and its scale's fp16 word (the min's
+// is `groups` further on).
+struct QuantizedAt {
+  uint byte, shift, scale;
+};
+QuantizedAt quantized_at(uint element, uint base, uint data_bytes, uint width, uint group, uint r, uint i) {
+  const uint groups = width / group, scale = (base + data_bytes) / 2u + r * 2u * groups + i / group;
+  if (element == 3u) return QuantizedAt(base + r * width + i, 0u, scale);
+  const uint c = i / 32u, j = i % 32u, half_n = min(32u, width - c * 32u) / 2u;
+  return QuantizedAt(base + r * (width / 2u) + c * 16u + (j < half_n ? j : j - half_n), j < half_n ? 0u : 4u, scale);
+}
+
+// Element i of row r (slot in block) of KV head g in block `block`.
+float key_at(uint block, uint g, uint r, uint i) {
+  if (kKey < 3u) {
+    const uint at = ((block * push.kv_heads + g) * push.block_size + r) * push.head_dim + i;
+    return kKey == 0u ? k_f32[at] : widen(k_16[at], kKey);
+  }
+  const QuantizedAt a = quantized_at(kKey, (block * push.kv_heads + g) * push.k_head_block_bytes, push.k_data_bytes,
+                                     push.head_dim, push.k_group, r, i);
+  const uint q = (uint(k_8[a.byte]) >> a.shift) & (kKey == 3u ? 0xffu : 0x0fu);
+  return unpackHalf2x16(uint(k_16[a.scale + push.head_dim / push.k_group])).x +
+         unpackHalf2x16(uint(k_16[a.scale])).x * float(q);
+}
+float value_at(uint block, uint g, uint r, uint i) {
+  if (kValue < 3u) {
+    const uint at = ((block * push.kv_heads + g) * push.block_size + r) * push.value_width + i;
+    return kValue == 0u ? v_f32[at] : widen(v_16[at], kValue);
+  }
+  const QuantizedAt a = quantized_at(kValue, (block * push.kv_heads + g) * push.v_head_block_bytes,
+                                     push.v_data_bytes, push.value_width, push.v_group, r, i);
+  const uint q = (uint(v_8[a.byte]) >> a.shift) & (kValue == 3u ? 0xffu : 0x0fu);
+  return unpackHalf2x16(uint(v_16[a.scale + push.value_width / push.v_group])).x +
+         unpackHalf2x16(uint(v_16[a.scale])).x * float(q);
+}
 
 // The workgroup's max (is_max) or sum of one value per invocation.
 float workgroup_reduce(float x, bool is_max) {
@@ -66,9 +108,8 @@ void main() {
     const uint block = tables[seq * push.max_blocks + s / push.block_size];
     float score = minus_inf;
     if (block != kHole) {
-      const uint kb = ((block * push.kv_heads + g) * push.block_size + s % push.block_size) * push.head_dim;
       float dot = 0.0;
-      for (uint i = 0; i < push.head_dim; ++i) dot += q[qb + i] * key_at(kb + i);
+      for (uint i = 0; i < push.head_dim; ++i) dot += q[qb + i] * key_at(block, g, s % push.block_size, i);
       score = push.scale * dot;
     }
     scratch[sb + s] = score;
@@ -91,7 +132,7 @@ void main() {
       const float p = scratch[sb + s];
       if (p == 0.0) continue;  // a hole (never read) or a probability that underflowed
       const uint block = tables[seq * push.max_blocks + s / push.block_size];
-      acc += p * value_at(((block * push.kv_heads + g) * push.block_size + s % push.block_size) * push.value_width + d);
+      acc += p * value_at(block, g, s % push.block_size, d);
     }
     out_rows[ob + d] = acc / sum;
   }
