@@ -51,6 +51,7 @@ void KvStorage::copy_slots(BlockId source, BlockId destination, size_t num_slots
   KVS_ASSERT(source.value < num_blocks_ && destination.value < num_blocks_ && num_slots <= spec_.block_size,
              "copy of {} slots from block {} to block {} in a pool of {} blocks of {}", num_slots, source.value,
              destination.value, num_blocks_, spec_.block_size);
+  if (num_slots == 0) return;  // moves nothing, scales included
   for (const Pools* pools : {&keys_, &values_}) {
     const KvTensorFormat& f = pools->format;
     for (size_t l = 0; l < pools->base.size(); ++l) {

@@ -34,9 +34,14 @@ std::vector<std::byte> pool_bytes(const KvStorage& s) {
 
 TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
   VulkanKvAllocator allocator(*context_);
-  for (KvDType dtype : {KvDType::kF32, KvDType::kF16}) {
-    const KvCacheSpec spec{
-        .num_layers = 3, .num_kv_heads = 2, .head_dim = 12, .dtype = {dtype, dtype}, .block_size = 8};
+  // Quantized head-blocks carry their scales and mins after the rows: a copy moves them too.
+  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kInt8, KvDType::kInt4}) {
+    const KvCacheSpec spec{.num_layers = 3,
+                           .num_kv_heads = 2,
+                           .head_dim = 12,
+                           .dtype = {dtype, dtype},
+                           .key_scale_axis = KvScaleAxis::kPerToken,
+                           .block_size = 8};
     std::vector<KvStorage> device;
     device.emplace_back(spec, 6, 0, allocator);
     KvStorage host(spec, 6);
