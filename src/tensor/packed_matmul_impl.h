@@ -76,6 +76,10 @@ struct PackedKernel : PackedQuads<S, kType> {
     }
   };
 
+  // The offsets inside a group are constants of the type and G (the layout's rows and columns do not enter them):
+  // computed from op's layout at run time they cost the decode loop a division and the type's branches per block.
+  static constexpr PackedLayout kShape{.type = kType, .group_rows = G};
+
   const MatmulOperands& op;
   PackedLayout layout;
 
@@ -143,17 +147,17 @@ struct PackedKernel : PackedQuads<S, kType> {
   KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
                                V (&acc)[R][T]) const {
     const std::byte* blk[R];
-    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + layout.block_offset(b);
+    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + kShape.block_offset(b);
     if (prefetch) {
       for (size_t i = 0; i < R; ++i) {
-        prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
-        if (b % 2 == 0) prefetch_l2(groups[i] + layout.unit_offset(b), layout.header_bytes(), prefetch);
+        prefetch_l2(blk[i], kShape.quant_bytes(), prefetch);
+        if (b % 2 == 0) prefetch_l2(groups[i] + kShape.unit_offset(b), kShape.header_bytes(), prefetch);
       }
     }
     I dot[R][T];
     block_dots<R, T>(blk, x, b, dot);
     V dw[R];
-    for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + layout.scales_offset(b));
+    for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + kShape.scales_offset(b));
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const V da = S::set1_ps(x.scale[t][b]);
@@ -162,7 +166,7 @@ struct PackedKernel : PackedQuads<S, kType> {
     }
     if constexpr (kBlockMins) {
       V mw[R];
-      for (size_t i = 0; i < R; ++i) mw[i] = S::scales(groups[i] + layout.mins_offset(b));
+      for (size_t i = 0; i < R; ++i) mw[i] = S::scales(groups[i] + kShape.mins_offset(b));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const V dsum = S::set1_ps(x.scale[t][b] * static_cast<float>(-x.offset[t][b] / 128));
@@ -178,16 +182,16 @@ struct PackedKernel : PackedQuads<S, kType> {
   KVS_ALWAYS_INLINE void unit_headers(const std::byte* const (&groups)[R], size_t b0, size_t prefetch,
                                       const std::byte* (&header)[R]) const {
     for (size_t i = 0; i < R; ++i) {
-      header[i] = groups[i] + layout.unit_offset(b0);
-      if (prefetch) prefetch_l2(header[i], layout.header_bytes(), prefetch);
+      header[i] = groups[i] + kShape.unit_offset(b0);
+      if (prefetch) prefetch_l2(header[i], kShape.header_bytes(), prefetch);
     }
   }
   template <size_t R>
   KVS_ALWAYS_INLINE void block_quants(const std::byte* const (&groups)[R], size_t b, size_t prefetch,
                                       const std::byte* (&blk)[R]) const {
     for (size_t i = 0; i < R; ++i) {
-      blk[i] = groups[i] + layout.block_offset(b);
-      if (prefetch) prefetch_l2(blk[i], layout.quant_bytes(), prefetch);
+      blk[i] = groups[i] + kShape.block_offset(b);
+      if (prefetch) prefetch_l2(blk[i], kShape.quant_bytes(), prefetch);
     }
   }
 
@@ -235,7 +239,7 @@ struct PackedKernel : PackedQuads<S, kType> {
           }
         }
         V sc[R];
-        for (size_t i = 0; i < R; ++i) sc[i] = S::sbytes_ps(header[i] + layout.k_scales_offset(2 * j + h));
+        for (size_t i = 0; i < R; ++i) sc[i] = S::sbytes_ps(header[i] + kShape.k_scales_offset(2 * j + h));
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           const V da = S::set1_ps(x.scale[t][b]);
@@ -272,8 +276,8 @@ struct PackedKernel : PackedQuads<S, kType> {
       block_dots<R, T>(blk, x, b, dot);
       V sc[R];
       for (size_t i = 0; i < R; ++i) {
-        sc[i] = kIq4Xs ? S::sbytes_ps(header[i] + layout.k_scales_offset(j))
-                       : S::bytes_ps(header[i] + layout.k_scales_offset(j));
+        sc[i] = kIq4Xs ? S::sbytes_ps(header[i] + kShape.k_scales_offset(j))
+                       : S::bytes_ps(header[i] + kShape.k_scales_offset(j));
       }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
@@ -299,8 +303,8 @@ struct PackedKernel : PackedQuads<S, kType> {
 #pragma GCC unroll 2
     for (size_t i = 0; i < R; ++i) {
       V m[kSuperBlockBlocks];
-      for (size_t j = 0; j < kSuperBlockBlocks; ++j) m[j] = S::bytes_ps(header[i] + layout.k_mins_offset(j));
-      const V d = S::scales(header[i]), dmin = S::scales(header[i] + layout.k_dmin_offset());
+      for (size_t j = 0; j < kSuperBlockBlocks; ++j) m[j] = S::bytes_ps(header[i] + kShape.k_mins_offset(j));
+      const V d = S::scales(header[i]), dmin = S::scales(header[i] + kShape.k_dmin_offset());
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         V mb = S::zero_ps();

@@ -67,38 +67,40 @@ struct PackedLayout {
   static PackedLayout of(const WeightView& w);  // w.layout packed
 
   // Units of a super-block (K-quants, IQ4_XS) or of two 32-value blocks.
-  bool super_blocks() const {
+  constexpr bool super_blocks() const {
     return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K || type == DType::kIQ4_XS;
   }
-  bool block_mins() const { return type == DType::kQ4_1 || type == DType::kQ5_1; }  // per-block fp16 mins
-  bool five_bit() const { return type == DType::kQ5_0 || type == DType::kQ5_1 || type == DType::kQ5_K; }
-  size_t quad_bytes() const { return 4 * group_rows; }  // 4 columns of G rows: one vector
-  size_t unit_blocks() const { return super_blocks() ? kSuperBlockBlocks : 2; }
-  size_t header_bytes() const {
+  constexpr bool block_mins() const { return type == DType::kQ4_1 || type == DType::kQ5_1; }  // per-block fp16 mins
+  constexpr bool five_bit() const { return type == DType::kQ5_0 || type == DType::kQ5_1 || type == DType::kQ5_K; }
+  constexpr size_t quad_bytes() const { return 4 * group_rows; }  // 4 columns of G rows: one vector
+  constexpr size_t unit_blocks() const { return super_blocks() ? kSuperBlockBlocks : 2; }
+  constexpr size_t header_bytes() const {
     if (super_blocks()) return (type == DType::kIQ4_XS ? 12 : 20) * group_rows;
     return (block_mins() ? 8 : 4) * group_rows;
   }
-  size_t quant_bytes() const {  // one block of a group
+  constexpr size_t quant_bytes() const {  // one block of a group
     return (type == DType::kQ8_0 ? 8 : type == DType::kQ6_K ? 6 : five_bit() ? 5 : 4) * quad_bytes();
   }
-  size_t blocks() const { return cols / kBlock; }
-  size_t groups() const { return (rows + group_rows - 1) / group_rows; }
-  size_t unit_bytes() const { return header_bytes() + unit_blocks() * quant_bytes(); }
-  size_t group_bytes() const {
+  constexpr size_t blocks() const { return cols / kBlock; }
+  constexpr size_t groups() const { return (rows + group_rows - 1) / group_rows; }
+  constexpr size_t unit_bytes() const { return header_bytes() + unit_blocks() * quant_bytes(); }
+  constexpr size_t group_bytes() const {
     return (blocks() + unit_blocks() - 1) / unit_blocks() * header_bytes() + blocks() * quant_bytes();
   }
-  size_t bytes() const { return groups() * group_bytes(); }
+  constexpr size_t bytes() const { return groups() * group_bytes(); }
   // Offsets inside a group: the header of block b's unit, and block b's quads (or pairs).
-  size_t unit_offset(size_t b) const { return b / unit_blocks() * unit_bytes(); }
-  size_t block_offset(size_t b) const { return unit_offset(b) + header_bytes() + b % unit_blocks() * quant_bytes(); }
+  constexpr size_t unit_offset(size_t b) const { return b / unit_blocks() * unit_bytes(); }
+  constexpr size_t block_offset(size_t b) const {
+    return unit_offset(b) + header_bytes() + b % unit_blocks() * quant_bytes();
+  }
   // 32-value types: block b's G fp16 scales, and its G fp16 mins (Q4_1, Q5_1).
-  size_t scales_offset(size_t b) const { return unit_offset(b) + b % 2 * 2 * group_rows; }
-  size_t mins_offset(size_t b) const { return unit_offset(b) + (4 + b % 2 * 2) * group_rows; }
+  constexpr size_t scales_offset(size_t b) const { return unit_offset(b) + b % 2 * 2 * group_rows; }
+  constexpr size_t mins_offset(size_t b) const { return unit_offset(b) + (4 + b % 2 * 2) * group_rows; }
   // Super-blocks, inside a unit's header: the G fp16 dmin (Q4_K, Q5_K), the G bytes of scales of block j (Q4_K, Q5_K,
   // IQ4_XS: 0..7) or of 16-column group j (Q6_K, 0..15), and of mins of block j (Q4_K, Q5_K).
-  size_t k_dmin_offset() const { return 2 * group_rows; }
-  size_t k_scales_offset(size_t j) const { return (4 + j) * group_rows; }
-  size_t k_mins_offset(size_t j) const { return (12 + j) * group_rows; }
+  constexpr size_t k_dmin_offset() const { return 2 * group_rows; }
+  constexpr size_t k_scales_offset(size_t j) const { return (4 + j) * group_rows; }
+  constexpr size_t k_mins_offset(size_t j) const { return (12 + j) * group_rows; }
 };
 
 // Whether `type` has a packed layout (is_block_quantized but Q2_K and Q3_K).
