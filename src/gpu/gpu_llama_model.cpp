@@ -132,12 +132,6 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
 }
 
 Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
-  if (kv_dtype_quantized(spec.dtype.k) && spec.key_scale_axis == KvScaleAxis::kPerChannel) {
-    return Status::unimplemented(
-        fmt::format("{} keys with per-channel scales on --device vulkan (the default for quantized keys; "
-                    "--kv-key-scales token runs, per-channel keys come with issue 42)",
-                    kv_dtype_name(spec.dtype.k)));
-  }
   if (window > 0) return Status::unimplemented(fmt::format("a window of {} on --device vulkan (issue 42)", window));
   if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
   if (spec.rotate_keys) return Status::unimplemented("--kv-rotate-keys on --device vulkan (issue 42)");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gpu/key_groups.h"
 #include "tensor/ops.h"
 
 namespace kvs {
@@ -69,6 +70,12 @@ GpuBuffer& GpuLlamaRunner::pool(const KvStorage& storage, size_t layer, bool key
   return *buffer;
 }
 
+GpuBuffer& GpuLlamaRunner::key_tails(const KvStorage& storage) const {
+  GpuBuffer* buffer = model_.allocator().buffer_at(storage.key_tail_rows(0, 0, 0).data);
+  KVS_ASSERT(buffer != nullptr, "the key tails are not in device memory (the engine's KV allocator)");
+  return *buffer;
+}
+
 void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = model_.config();
   const size_t n = batch.tokens.size(), m = batch.logits_for.size(), half = inv_freq_.size();
@@ -130,6 +137,26 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     upload(gb.slots, slots);
     upload(gb.tables, tables);
     upload(gb.tokens, token_info);
+    const KvTensorFormat& keys = kv[g].format().k;
+    gb.num_seals = 0;
+    if (keys.scale_axis == KvScaleAxis::kPerChannel) {  // where each key row goes, and each sequence's filling group
+      const KeyGroupPlan plan = plan_key_groups(keys, group.kv_slots, a.key_tails);
+      std::vector<uint32_t> sequence_tails(2 * std::max<size_t>(a.sequences.size(), 1), kNoKeyTail);
+      for (size_t s = 0; s < a.sequences.size(); ++s) {
+        const SequenceAttention& seq = a.sequences[s];
+        if (const size_t rows = keys.tail_rows(seq.num_cached); rows > 0) {
+          const BlockId block = seq.blocks[seq.num_cached / keys.rows];
+          KVS_ASSERT(block.value < a.key_tails.size() && a.key_tails[block.value] != kNoKeyTail,
+                     "the filling key group of {} rows in block {} has no key tail", rows, block.value);
+          sequence_tails[2 * s] = a.key_tails[block.value];
+          sequence_tails[2 * s + 1] = seq.num_cached - static_cast<uint32_t>(rows);
+        }
+      }
+      upload(gb.tail_of_token, plan.tail_of_token);
+      upload(gb.seals, plan.seals);
+      upload(gb.sequence_tails, sequence_tails);
+      gb.num_seals = static_cast<uint32_t>(plan.num_seals());
+    }
   }
   size_t scores = 0;
   for (const GroupBuffers& gb : groups_) scores = std::max<size_t>(scores, size_t{gb.max_slots} * n * c.num_heads);
@@ -172,7 +199,14 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     GroupBuffers& gb = groups_[g];
     GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
     const uint32_t block = static_cast<uint32_t>(storage.block_size());
-    check(ops_->kv_write(format.k, k, keys, *gb.slots, tokens, c.num_kv_heads), "writing K");
+    GpuOps::KeyTails tails{.tail_of_token = gb.tail_of_token.get(),
+                           .seals = gb.seals.get(),
+                           .num_seals = gb.num_seals,
+                           .sequence_tails = gb.sequence_tails.get(),
+                           .layer = static_cast<uint32_t>(at),
+                           .num_layers = static_cast<uint32_t>(format.num_layers)};
+    if (format.has_key_tails()) tails.tails = storage.num_key_tails() > 0 ? &key_tails(storage) : gb.tables.get();
+    check(ops_->kv_write(format.k, k, keys, *gb.slots, tokens, c.num_kv_heads, &tails), "writing K");
     check(ops_->kv_write(*format.v, v, values, *gb.slots, tokens, c.num_kv_heads), "writing V");
     const GpuOps::AttentionShape shape{.heads = static_cast<uint32_t>(c.num_heads),
                                        .kv_heads = static_cast<uint32_t>(c.num_kv_heads),
@@ -183,7 +217,7 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
                                        .max_slots = gb.max_slots,
                                        .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
     check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
-                                shape),
+                                shape, &tails),
           "in attention");
     matvec(w.wo, att, proj, n);
     check(ops_->add(x, proj, tokens * dim), "adding to the residual");

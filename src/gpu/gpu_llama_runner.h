@@ -36,9 +36,12 @@ class GpuLlamaRunner final : public ModelRunner {
   std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)
   std::unique_ptr<GpuBuffer> x_, xb_, q_, k_, v_, att_, proj_, gate_, up_, scores_, final_, normed_, logits_;
   std::unique_ptr<GpuBuffer> ids_, cos_, sin_, wanted_;
+  // The device buffer of `storage`'s key tails (keys per channel).
+  GpuBuffer& key_tails(const KvStorage& storage) const;
   struct GroupBuffers {
     std::unique_ptr<GpuBuffer> slots, tables, tokens;
-    uint32_t max_blocks = 0, max_slots = 0;
+    std::unique_ptr<GpuBuffer> tail_of_token, seals, sequence_tails;  // keys per channel (gpu/key_groups.h)
+    uint32_t max_blocks = 0, max_slots = 0, num_seals = 0;
   };
   std::vector<GroupBuffers> groups_;
   std::vector<float> inv_freq_;

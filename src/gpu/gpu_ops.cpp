@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "gpu/key_groups.h"
 #include "gpu/shaders.h"
 
 namespace kvs {
@@ -32,16 +33,20 @@ uint32_t element_code(KvDType element) {
   return 0;
 }
 
+// The most rows a per-channel key group has (kv/kv_format.cpp's; key_seal.comp keeps a group's nibbles).
+constexpr size_t kMaxChannelGroupRows = 16;
+
 // What the KV shaders do not read yet, by name; ok for the rest.
 Status check_kv_format(const KvTensorFormat& f) {
-  if (f.scale_axis == KvScaleAxis::kPerChannel) {
-    return Status::unimplemented(fmt::format(
-        "{} keys with per-channel scales on the GPU (the default for quantized keys; --kv-key-scales token runs, "
-        "per-channel keys come with issue 42)",
-        kv_dtype_name(f.element)));
+  if (f.scale_axis == KvScaleAxis::kPerChannel && (f.group_size > kMaxChannelGroupRows || f.width % 2 != 0)) {
+    return Status::invalid_argument(
+        fmt::format("{} keys per channel in groups of {} rows of {}: the GPU seals groups "
+                    "of at most {} rows of an even width",
+                    kv_dtype_name(f.element), f.group_size, f.width, kMaxChannelGroupRows));
   }
   if (f.rotated) return Status::unimplemented("rotated keys (--kv-rotate-keys) on the GPU (issue 42)");
-  if (kv_dtype_quantized(f.element) && (f.group_size == 0 || f.width % f.group_size != 0)) {
+  if (kv_dtype_quantized(f.element) && f.scale_axis == KvScaleAxis::kPerToken &&
+      (f.group_size == 0 || f.width % f.group_size != 0)) {
     return Status::invalid_argument(
         fmt::format("{} rows of {} in groups of {}", kv_dtype_name(f.element), f.width, f.group_size));
   }
@@ -76,6 +81,11 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::kv_write(), 3, 7, {kElementwise, element_code(element)}, ops->kv_write_[element]));
+  }
+  KVS_RETURN_IF_ERROR(make(context, shaders::key_tail_write(), 4, 7, {kElementwise}, ops->key_tail_write_));
+  for (KvDType element : {KvDType::kInt8, KvDType::kInt4}) {
+    KVS_RETURN_IF_ERROR(
+        make(context, shaders::key_seal(), 4, 8, {kElementwise, element_code(element)}, ops->key_seal_[element]));
   }
   return ops;  // matvec_ and get_rows_ fill on first use of each weight type
 }
@@ -186,7 +196,7 @@ Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint
 namespace kvs {
 
 Status GpuOps::kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots,
-                        uint32_t tokens, uint32_t kv_heads) {
+                        uint32_t tokens, uint32_t kv_heads, const KeyTails* tails) {
   KVS_RETURN_IF_ERROR(check_kv_format(format));
   const uint32_t width = static_cast<uint32_t>(format.width), block_size = static_cast<uint32_t>(format.rows);
   if (rows.bytes() < size_t{tokens} * kv_heads * width * sizeof(float) || slots.bytes() < tokens * sizeof(uint32_t) ||
@@ -194,6 +204,8 @@ Status GpuOps::kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer
     return Status::invalid_argument(fmt::format("KV write of {} tokens of {} x {}: buffers of {} and {} bytes", tokens,
                                                 kv_heads, width, rows.bytes(), slots.bytes()));
   }
+  if (format.scale_axis == KvScaleAxis::kPerChannel)
+    return write_key_groups(format, rows, pool, slots, tokens, kv_heads, tails);
   GpuBuffer* const buffers[] = {&rows, &pool, &slots};
   const bool quantized = kv_dtype_quantized(format.element);
   const uint32_t push[] = {tokens,
@@ -208,10 +220,49 @@ Status GpuOps::kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer
   return dispatch("kv_write", *kv_write_.at(format.element), buffers, push, groups_for(invocations));
 }
 
+Status GpuOps::write_key_groups(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots,
+                                uint32_t tokens, uint32_t kv_heads, const KeyTails* tails) {
+  if (tails == nullptr || tails->tails == nullptr || tails->tail_of_token == nullptr || tails->seals == nullptr ||
+      tails->tail_of_token->bytes() < tokens * sizeof(uint32_t) ||
+      tails->seals->bytes() < size_t{tails->num_seals} * KeyGroupPlan::kSealWords * sizeof(uint32_t)) {
+    return Status::invalid_argument(
+        fmt::format("a write of {} keys per channel needs their key tails, the tail of "
+                    "each of {} tokens and {} seals",
+                    kv_dtype_name(format.element), tokens, tails ? tails->num_seals : 0));
+  }
+  const uint32_t width = static_cast<uint32_t>(format.width), group = static_cast<uint32_t>(format.group_size);
+  // The groups the step completes first: they read the rows earlier steps left in the tails, which the rows staged
+  // next may overwrite (a block whose group completes and whose next group begins to fill in the same step).
+  if (tails->num_seals > 0) {
+    GpuBuffer* const sealed[] = {&rows, &pool, tails->tails, tails->seals};
+    const uint32_t seal_push[] = {tails->num_seals,
+                                  kv_heads,
+                                  width,
+                                  group,
+                                  static_cast<uint32_t>(format.head_block_bytes()),
+                                  static_cast<uint32_t>(format.data_bytes()),
+                                  tails->layer,
+                                  tails->num_layers};
+    const size_t columns = format.element == KvDType::kInt8 ? width : width / 2;
+    KVS_RETURN_IF_ERROR(dispatch("key_seal", *key_seal_.at(format.element), sealed, seal_push,
+                                 groups_for(size_t{tails->num_seals} * kv_heads * columns)));
+  }
+  GpuBuffer* const staged[] = {&rows, tails->tails, &slots, tails->tail_of_token};
+  const uint32_t stage_push[] = {tokens,       kv_heads,         width, static_cast<uint32_t>(format.rows), group,
+                                 tails->layer, tails->num_layers};
+  return dispatch("key_tail_write", *key_tail_write_, staged, stage_push,
+                  groups_for(size_t{tokens} * kv_heads * width));
+}
+
 Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& value, GpuBuffer& q, GpuBuffer& keys,
                                GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
-                               GpuBuffer& out, uint32_t tokens, const AttentionShape& shape) {
+                               GpuBuffer& out, uint32_t tokens, const AttentionShape& shape, const KeyTails* tails) {
   for (const KvTensorFormat* f : {&key, &value}) KVS_RETURN_IF_ERROR(check_kv_format(*f));
+  const bool per_channel = key.scale_axis == KvScaleAxis::kPerChannel;
+  if (per_channel && (tails == nullptr || tails->tails == nullptr || tails->sequence_tails == nullptr)) {
+    return Status::invalid_argument(
+        fmt::format("attention over {} keys per channel needs their key tails", kv_dtype_name(key.element)));
+  }
   if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.block_size == 0 ||
       scratch.bytes() < size_t{tokens} * shape.heads * shape.max_slots * sizeof(float) ||
       out.bytes() < size_t{tokens} * shape.heads * shape.value_width * sizeof(float) ||
@@ -220,16 +271,28 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
         "paged attention of {} tokens, {} heads over {} KV heads, {} slots a token: scratch {} and out {} bytes",
         tokens, shape.heads, shape.kv_heads, shape.max_slots, scratch.bytes(), out.bytes()));
   }
-  std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element}];
+  std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element, per_channel}];
   if (!pipeline) {
-    KVS_RETURN_IF_ERROR(make(context_, shaders::paged_attention(), 7, 14,
-                             {kAttentionWorkgroup, element_code(key.element), element_code(value.element)}, pipeline));
+    KVS_RETURN_IF_ERROR(
+        make(context_, shaders::paged_attention(), 9, 16,
+             {kAttentionWorkgroup, element_code(key.element), element_code(value.element), per_channel ? 1u : 0u},
+             pipeline));
   }
-  GpuBuffer* const buffers[] = {&q, &keys, &values, &tables, &token_info, &scratch, &out};
+  // Without tails, bindings 7 and 8 name a buffer the shader never reads.
+  GpuBuffer* const buffers[] = {&q,
+                                &keys,
+                                &values,
+                                &tables,
+                                &token_info,
+                                &scratch,
+                                &out,
+                                per_channel ? tails->sequence_tails : &tables,
+                                per_channel ? tails->tails : &tables};
   struct {
     uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
     float scale;
     uint32_t k_group, k_head_block_bytes, k_data_bytes, v_group, v_head_block_bytes, v_data_bytes;
+    uint32_t layer, num_layers;
   } push{shape.heads,
          shape.kv_heads,
          shape.head_dim,
@@ -243,7 +306,9 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
          static_cast<uint32_t>(key.data_bytes()),
          static_cast<uint32_t>(value.group_size),
          static_cast<uint32_t>(value.head_block_bytes()),
-         static_cast<uint32_t>(value.data_bytes())};
+         static_cast<uint32_t>(value.data_bytes()),
+         per_channel ? tails->layer : 0u,
+         per_channel ? tails->num_layers : 1u};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string_view>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "core/kv_dtype.h"
@@ -54,11 +55,24 @@ class GpuOps {
   Status get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols,
                   uint32_t first_row = 0, uint32_t rows = 0xffffffffu);
 
+  // Keys quantized per channel (kv/kv_format.h): a KV storage's key tails on the device and what a step does with
+  // them (gpu/key_groups.h). The tails, [tail][layer][kv_head][group][width] fp16, are KvStorage's own region.
+  struct KeyTails {
+    GpuBuffer* tails = nullptr;
+    GpuBuffer* tail_of_token = nullptr;  // kv_write: KeyGroupPlan::tail_of_token
+    GpuBuffer* seals = nullptr;          // kv_write: KeyGroupPlan::seals
+    uint32_t num_seals = 0;
+    GpuBuffer* sequence_tails = nullptr;  // paged_attention: [sequence] (tail or 0xffffffff, first slot it holds)
+    uint32_t layer = 0, num_layers = 1;
+  };
+
   // One layer's K (or V) rows [tokens][kv_heads][format.width] stored at slots[t] of `pool` in `format`, the host's
-  // KvStorage layout (kv/kv_format.h; blocks of format.rows slots): f32, f16, bf16 (round to nearest even) or int8 and
-  // int4 per token (the CPU's pairs and q) (shaders/kv_write.comp). Per-channel and rotated keys are refused by name.
+  // KvStorage layout (kv/kv_format.h; blocks of format.rows slots): f32, f16, bf16 (round to nearest even), int8 and
+  // int4 per token (the CPU's pairs and q) (shaders/kv_write.comp), or keys in int8 and int4 per channel, whose rows
+  // wait in the key tails and are quantized group by group as the CPU's are (`tails` required: key_tail_write.comp,
+  // then key_seal.comp). Rotated keys are refused by name.
   Status kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
-                  uint32_t kv_heads);
+                  uint32_t kv_heads, const KeyTails* tails = nullptr);
 
   struct AttentionShape {
     uint32_t heads = 0, kv_heads = 0, head_dim = 0, value_width = 0, block_size = 0;
@@ -68,10 +82,11 @@ class GpuOps {
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
   // its sequence's block table (shaders/paged_attention.comp). token_info: (sequence, visible slots) per token.
-  // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width).
+  // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width). Keys per
+  // channel need `tails` (tails, sequence_tails, layer, num_layers): a sequence's filling group is read from its tail.
   Status paged_attention(const KvTensorFormat& key, const KvTensorFormat& value, GpuBuffer& q, GpuBuffer& keys,
                          GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
-                         GpuBuffer& out, uint32_t tokens, const AttentionShape& shape);
+                         GpuBuffer& out, uint32_t tokens, const AttentionShape& shape, const KeyTails* tails = nullptr);
 
  private:
   explicit GpuOps(VulkanContext& context) : context_(context) {}
@@ -81,6 +96,9 @@ class GpuOps {
   // profile: appended to the open step, or submitted alone and waited for when none is open.
   Status dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
                   uint32_t groups_x, uint32_t groups_y = 1);
+  // kv_write of keys per channel: the rows of filling groups into their tails, then the groups the step completes.
+  Status write_key_groups(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots,
+                          uint32_t tokens, uint32_t kv_heads, const KeyTails* tails);
   static uint32_t groups_for(size_t n) { return static_cast<uint32_t>((n + kElementwise - 1) / kElementwise); }
 
   std::unique_ptr<GpuRecorder> recorder_;
@@ -89,7 +107,10 @@ class GpuOps {
   // lavapipe), too many to build eagerly for 15 types.
   std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
-  std::map<std::pair<KvDType, KvDType>, std::unique_ptr<ComputePipeline>> attention_;  // built on first use
+  std::unique_ptr<ComputePipeline> key_tail_write_;
+  std::map<KvDType, std::unique_ptr<ComputePipeline>> key_seal_;  // int8, int4
+  // Per (key, value, keys per channel), built on first use.
+  std::map<std::tuple<KvDType, KvDType, bool>, std::unique_ptr<ComputePipeline>> attention_;
   // The pipeline in `cache` for weight type `type` of `spirv` (built now if not yet), or kUnimplemented naming a
   // type the shaders do not read; `op` names the operation in the message.
   Expected<ComputePipeline*> weight_pipeline(std::map<DType, std::unique_ptr<ComputePipeline>>& cache, DType type,

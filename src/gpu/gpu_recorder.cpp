@@ -6,7 +6,7 @@ namespace kvs {
 namespace {
 
 constexpr uint32_t kSetsPerPool = 256;
-constexpr uint32_t kBindingsPerSet = 8;  // the most any shader has (paged attention: 7)
+constexpr uint32_t kBindingsPerSet = 9;  // the most any shader has (paged attention: 9)
 constexpr uint32_t kFirstQueryCapacity = 4096;
 
 // Every write of the earlier dispatches and copies, visible to `to_access` at `to_stage`.

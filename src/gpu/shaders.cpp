@@ -28,6 +28,12 @@ constexpr uint32_t kGetRows[] = {
 constexpr uint32_t kKvWrite[] = {
 #include "kv_write.spv.inc"
 };
+constexpr uint32_t kKeyTailWrite[] = {
+#include "key_tail_write.spv.inc"
+};
+constexpr uint32_t kKeySeal[] = {
+#include "key_seal.spv.inc"
+};
 constexpr uint32_t kPagedAttention[] = {
 #include "paged_attention.spv.inc"
 };
@@ -39,6 +45,8 @@ std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
 std::span<const uint32_t> paged_attention() { return kPagedAttention; }
 std::span<const uint32_t> kv_write() { return kKvWrite; }
+std::span<const uint32_t> key_tail_write() { return kKeyTailWrite; }
+std::span<const uint32_t> key_seal() { return kKeySeal; }
 std::span<const uint32_t> get_rows() { return kGetRows; }
 std::span<const uint32_t> add() { return kAdd; }
 std::span<const uint32_t> swiglu() { return kSwiglu; }

@@ -42,21 +42,25 @@ TEST(DevicesCli, ListsTheCpuAndEachVulkanDeviceAsLinesAndJson) {
 
 // --device vulkan on the commands that run a model: the story `run` generates and the perplexity of held-out text
 // are the CPU's, with an f32 cache (perplexity within 1e-4 relative: the bound; measured equal to 1e-8 in the
-// mean NLL) and with int8 and int4 K/V per token. Quantized, where the two sides' fp32 K/V straddle a quantization
-// boundary a value is stored a step apart: a few elements, against the quantization of every element, which moves
-// the perplexity from the f32 cache's by Q; a quarter of Q is the bound (measured over these 3 chunks: int8 GPU
-// 0.999810 of the CPU's, 0.16 Q; the CPU's own scalar and AVX-512 paths differ by 0.08 Q; int4 2e-6 relative).
+// mean NLL) and with int8 and int4 K/V, keys per token and per channel (the default). Quantized, where the two sides'
+// fp32 K/V straddle a quantization boundary a value is stored a step apart: a few elements, against the quantization of
+// every element, which moves the perplexity from the f32 cache's by Q; a quarter of Q is the bound (measured over these
+// 3 chunks: int8 GPU 0.999810 of the CPU's, 0.16 Q; the CPU's own scalar and AVX-512 paths differ by 0.08 Q; int4 2e-6
+// relative).
 TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
   test::TempDir dir("cli_device_vulkan");
   const auto listing = run_kvserve({"devices", "--json"}, dir);
   ASSERT_EQ(listing.exit_code, 0) << listing.err;
   const nlohmann::json d = nlohmann::json::parse(listing.out);
   if (d.contains("vulkan_error") || d["vulkan"].empty()) GTEST_SKIP() << "no Vulkan device";
-  const std::vector<std::vector<std::string>> kv_flags{
-      {}, {"--kv-dtype", "int8", "--kv-key-scales", "token"}, {"--kv-dtype", "int4", "--kv-key-scales", "token"}};
+  const std::vector<std::vector<std::string>> kv_flags{{},
+                                                       {"--kv-dtype", "int8", "--kv-key-scales", "token"},
+                                                       {"--kv-dtype", "int4", "--kv-key-scales", "token"},
+                                                       {"--kv-dtype", "int8"},
+                                                       {"--kv-dtype", "int4"}};
   double f32_perplexity = 0.0;  // the CPU's, with an f32 cache
   for (const std::vector<std::string>& kv : kv_flags) {
-    const std::string what = kv.empty() ? "f32 K/V" : kv[1] + " K/V";
+    const std::string what = kv.empty() ? "f32 K/V" : kv[1] + (kv.size() > 2 ? " K/V per token" : " K/V");
     std::string story[2];
     double perplexity[2];
     for (int gpu = 0; gpu < 2; ++gpu) {
@@ -84,9 +88,10 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
     const double quantization = std::fabs(perplexity[0] - f32_perplexity);
     EXPECT_NEAR(perplexity[1], perplexity[0], std::max(1e-4 * perplexity[0], 0.25 * quantization)) << what;
   }
-  const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-dtype", "int8"}, dir);
+  const auto refused =
+      run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-dtype", "int8", "--kv-rotate-keys"}, dir);
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.err.find("int8 keys with per-channel scales on --device vulkan"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--kv-rotate-keys on --device vulkan"), std::string::npos) << refused.err;
   const auto bad = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "opencl"}, dir);
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }

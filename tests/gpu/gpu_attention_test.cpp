@@ -3,7 +3,8 @@
 // between device, host tier and disk byte for byte), and paged attention over a mixed batch (a decode token over
 // scattered blocks, a prefill chunk, a context with a hole; GQA; block sizes 1, 4 and 16; f32, f16 and bf16 K/V)
 // equals BatchAttention, the CPU's fp32 path; over int8 and int4 K/V per token, read in place, it equals attention
-// in double over the values the CPU reads back (kv_element), within the same bound.
+// in double over the values the CPU reads back (kv_element), within the same bound. Keys per channel, step after
+// step: the pool's bytes and the key tails' rows are the host's, and attention over both within the bound.
 //
 // Attention's bound, from the arithmetic (u = 2^-24): a score is an fp32 dot product of head_dim terms summed in
 // another order on either side, off by E <= 2 head_dim u scale sum_i |q_i k_i|; the softmax turns a score error E into
@@ -12,13 +13,16 @@
 // 2 (slots + 2) u) sum_s p_s |v_s| + 1e-7, each factor computed from the data in double.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 
 #include "attention/batch_attention.h"
 #include "attention/write_kv.h"
 #include "core/half.h"
+#include "gpu/key_groups.h"
 #include "gpu_test_fixture.h"
 #include "tensor/kv_quant.h"
 
@@ -30,17 +34,52 @@ constexpr uint32_t kHole = 0xffffffffu;
 
 class GpuAttentionTest : public test::GpuTest {
  protected:
+  // Paged attention on the device, the output [tokens][heads][value_width]: queries q [tokens][heads][head_dim] of the
+  // tokens of sequences with block tables `tables` (kNullBlock: a hole), token t of sequence sequence_of_token[t]
+  // seeing visible[t] slots, over the pools `keys` and `values` (the device layout) of `format`.
+  std::vector<float> attend(const KvFormat& format, uint32_t heads, std::span<const float> q, GpuBuffer& keys,
+                            GpuBuffer& values, const std::vector<std::vector<BlockId>>& tables,
+                            std::span<const uint32_t> sequence_of_token, std::span<const uint32_t> visible,
+                            const GpuOps::KeyTails* tails = nullptr) {
+    const uint32_t n = static_cast<uint32_t>(visible.size()), head_dim = static_cast<uint32_t>(format.k.width);
+    const uint32_t value_width = static_cast<uint32_t>(format.v->width);
+    uint32_t max_blocks = 1;
+    for (const auto& t : tables) max_blocks = std::max<uint32_t>(max_blocks, t.size());
+    std::vector<uint32_t> table_words(tables.size() * max_blocks, kHole), token_info;
+    for (size_t s = 0; s < tables.size(); ++s)
+      for (size_t b = 0; b < tables[s].size(); ++b)
+        table_words[s * max_blocks + b] = tables[s][b] == kNullBlock ? kHole : tables[s][b].value;
+    for (uint32_t t = 0; t < n; ++t) token_info.insert(token_info.end(), {sequence_of_token[t], visible[t]});
+    auto qb = device_buffer(std::vector<float>(q.begin(), q.end()));
+    auto tb = device_buffer(table_words), ib = device_buffer(token_info);
+    const uint32_t max_slots = *std::max_element(visible.begin(), visible.end());
+    auto scratch = device_buffer(std::vector<float>(n * heads * max_slots));
+    auto out = device_buffer(std::vector<float>(n * heads * value_width, NAN));
+    const GpuOps::AttentionShape shape{.heads = heads,
+                                       .kv_heads = static_cast<uint32_t>(format.num_heads),
+                                       .head_dim = head_dim,
+                                       .value_width = value_width,
+                                       .block_size = static_cast<uint32_t>(format.k.rows),
+                                       .max_blocks = max_blocks,
+                                       .max_slots = max_slots,
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
+    const Status s =
+        ops_->paged_attention(format.k, *format.v, *qb, keys, values, *tb, *ib, *scratch, *out, n, shape, tails);
+    EXPECT_TRUE(s) << s.message();
+    return download(*out, n * heads * value_width);
+  }
+
   std::mt19937 rng_{21};
 };
 
-// Layer 0's K (or V) pool of `kv` as one buffer, [block][kv_head] head-blocks back to back: the device layout.
-std::vector<std::byte> pool_bytes(const KvStorage& kv, bool keys) {
+// A layer's K (or V) pool of `kv` as one buffer, [block][kv_head] head-blocks back to back: the device layout.
+std::vector<std::byte> pool_bytes(const KvStorage& kv, bool keys, size_t layer = 0) {
   const KvTensorFormat& f = keys ? kv.format().k : *kv.format().v;
   std::vector<std::byte> out;
   for (size_t b = 0; b < kv.num_blocks(); ++b) {
     for (size_t h = 0; h < kv.spec().num_kv_heads; ++h) {
-      const KvRows rows =
-          keys ? kv.keys(0, BlockId{static_cast<uint32_t>(b)}, h) : kv.values(0, BlockId{static_cast<uint32_t>(b)}, h);
+      const BlockId block{static_cast<uint32_t>(b)};
+      const KvRows rows = keys ? kv.keys(layer, block, h) : kv.values(layer, block, h);
       const auto* p = static_cast<const std::byte*>(rows.data);
       out.insert(out.end(), p, p + f.head_block_bytes());
     }
@@ -52,6 +91,71 @@ std::vector<std::byte> pool_bytes(const KvStorage& kv, bool keys) {
 float element_at(const KvStorage& kv, bool keys, uint32_t block, size_t g, size_t r, size_t i) {
   const KvRows rows = keys ? kv.keys(0, BlockId{block}, g) : kv.values(0, BlockId{block}, g);
   return kv_element(rows, keys ? kv.format().k.width : kv.format().v->width, r, i);
+}
+
+// One attention call's output `got` [tokens][heads][value_width] against attention in double over the values the
+// reference reads (element(sequence, keys, KV head, slot, i); slots that are not readable are holes), or against the
+// CPU's fp32 output `want` where given, within the bound at the top of this file.
+// The scale is 1 / sqrt(head_dim), as attend() gives it.
+struct AttentionCheck {
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0, value_width = 0;  // of the format: set by expect_within_bound
+  std::span<const uint32_t> sequence_of_token, visible;
+  std::span<const float> q, got, want;
+  std::function<bool(uint32_t, uint32_t)> readable;
+  std::function<double(uint32_t, bool, uint32_t, uint32_t, uint32_t)> element;
+};
+
+void expect_within_bound(const KvFormat& format, uint32_t heads, AttentionCheck c, const std::string& what) {
+  c.heads = heads;
+  c.kv_heads = static_cast<uint32_t>(format.num_heads);
+  c.head_dim = static_cast<uint32_t>(format.k.width);
+  c.value_width = static_cast<uint32_t>(format.v->width);
+  const double scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // the fp32 scale the device gets
+  for (uint32_t t = 0; t < c.visible.size(); ++t) {
+    const uint32_t seq = c.sequence_of_token[t];
+    for (uint32_t h = 0; h < c.heads; ++h) {
+      const uint32_t g = h / (c.heads / c.kv_heads);
+      // The reference's probabilities in double, and the bound's terms.
+      std::vector<double> s(c.visible[t], -INFINITY);
+      double top = -INFINITY, error = 0.0;
+      for (uint32_t slot = 0; slot < c.visible[t]; ++slot) {
+        if (!c.readable(seq, slot)) continue;
+        double dot = 0.0, magnitude = 0.0;
+        for (uint32_t i = 0; i < c.head_dim; ++i) {
+          const double term = double(c.q[(t * c.heads + h) * c.head_dim + i]) * c.element(seq, true, g, slot, i);
+          dot += term;
+          magnitude += std::fabs(term);
+        }
+        s[slot] = scale * dot;
+        top = std::max(top, s[slot]);
+        error = std::max(error, 2.0 * c.head_dim * kU * scale * magnitude);
+      }
+      double sum = 0.0, spread = 0.0;
+      for (double& x : s) {
+        if (x == -INFINITY) {
+          x = 0.0;
+          continue;
+        }
+        spread = std::max(spread, top - x);
+        sum += (x = std::exp(x - top));
+      }
+      const double exp_error = (3 + 2 * spread) * 0x1p-23 + 2e-7;
+      const double factor = std::expm1(2 * error) + 2 * exp_error + 2.0 * (c.visible[t] + 2) * kU;
+      for (uint32_t d = 0; d < c.value_width; ++d) {
+        double weight = 0.0, exact = 0.0;
+        for (uint32_t slot = 0; slot < c.visible[t]; ++slot) {
+          if (s[slot] == 0.0) continue;
+          const double value = c.element(seq, false, g, slot, d);
+          weight += s[slot] / sum * std::fabs(value);
+          exact += s[slot] / sum * value;
+        }
+        const size_t i = (t * c.heads + h) * c.value_width + d;
+        const double reference = c.want.empty() ? exact : c.want[i];
+        ASSERT_LE(std::fabs(c.got[i] - reference), factor * weight + 1e-7)
+            << what << " token " << t << " head " << h << " element " << d;
+      }
+    }
+  }
 }
 
 TEST_F(GpuAttentionTest, KvWriteStoresTheHostsBytes) {
@@ -105,13 +209,152 @@ TEST_F(GpuAttentionTest, KvWriteStoresTheHostsBytes) {
         }
       }
   }
-  // Per-channel and rotated keys are refused by name.
+  // Rotated keys are refused by name; keys per channel without their tails too.
   auto any = device_buffer(std::vector<std::byte>(64));
-  const KvCacheSpec per_channel{
-      .num_layers = 1, .num_kv_heads = 1, .head_dim = 32, .dtype = {KvDType::kInt8, KvDType::kInt8}, .block_size = 16};
-  const Status refused = ops_->kv_write(kv_format(per_channel).k, *any, *any, *any, 1, 1);
-  EXPECT_EQ(refused.code(), ErrorCode::kUnimplemented);
-  EXPECT_NE(refused.message().find("per-channel"), std::string::npos) << refused.message();
+  KvCacheSpec per_channel{
+      .num_layers = 1, .num_kv_heads = 1, .head_dim = 16, .dtype = {KvDType::kInt8, KvDType::kInt8}, .block_size = 1};
+  const Status no_tails = ops_->kv_write(kv_format(per_channel).k, *any, *any, *any, 1, 1);
+  EXPECT_EQ(no_tails.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(no_tails.message().find("key tails"), std::string::npos) << no_tails.message();
+  per_channel.rotate_keys = true;
+  const Status rotated = ops_->kv_write(kv_format(per_channel).k, *any, *any, *any, 1, 1);
+  EXPECT_EQ(rotated.code(), ErrorCode::kUnimplemented);
+  EXPECT_NE(rotated.message().find("rotate"), std::string::npos) << rotated.message();
+}
+
+// Keys quantized per channel, step after step as an engine writes them: two sequences of layer 1 (of 2) over
+// shuffled blocks, prefill chunks that complete groups, leave one filling or both, and decode tokens that complete
+// one. After every step the device's pool holds the host's bytes (every group completed so far, quantized from the
+// same fp16 rows into the same pairs and q), each filling group's rows in its key tail are the host's, and paged
+// attention reading both equals attention in double over the values the host reads back, within the bound above.
+TEST_F(GpuAttentionTest, KeysPerChannelWaitInTailsAndSealAsTheCpus) {
+  const uint32_t kv_heads = 2, heads = 4, value_width = 16, layer = 1;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (KvDType type : {KvDType::kInt8, KvDType::kInt4}) {
+    for (uint32_t head_dim : {64u, 40u}) {          // int4: chunks of 32, and of 32 and 8
+      for (uint32_t block_size : {4u, 16u, 32u}) {  // groups of 4, 16 and 16 rows (two a block)
+        const KvCacheSpec spec{.num_layers = 2,
+                               .num_kv_heads = kv_heads,
+                               .head_dim = head_dim,
+                               .v_head_dim = value_width,
+                               .dtype = {type, KvDType::kF32},
+                               .key_scale_axis = KvScaleAxis::kPerChannel,
+                               .block_size = block_size};
+        const uint32_t num_blocks = 96 / block_size + 8;
+        KvStorage kv(spec, num_blocks, num_blocks);  // tail b for block b, given when a group of it fills
+        const KvFormat& format = kv.format();
+        const std::string what = fmt::format("{} width {} block size {}", kv_dtype_name(type), head_dim, block_size);
+        std::vector<uint32_t> free(num_blocks);
+        std::iota(free.begin(), free.end(), 0u);
+        std::shuffle(free.begin(), free.end(), rng_);
+        std::vector<uint32_t> key_tails(num_blocks, kNoKeyTail);
+        std::vector<std::vector<BlockId>> tables(2);
+        std::vector<uint32_t> cached(2, 0);
+        auto pool = device_buffer(std::vector<std::byte>(pool_bytes(kv, true, layer).size()));
+        auto tails = device_buffer(std::vector<std::byte>(num_blocks * format.key_tail_bytes()));
+        // Tokens per sequence and step: prefill chunks of 37 and 16, 3 decode steps, chunks of 20 and 5, 2 more steps.
+        const std::vector<std::array<uint32_t, 2>> steps{{37, 16}, {1, 1}, {1, 1}, {1, 1}, {20, 5}, {1, 1}, {1, 1}};
+        for (size_t step = 0; step < steps.size(); ++step) {
+          std::vector<KvSlot> slots;
+          std::vector<uint32_t> sequence_of_token, visible;
+          for (uint32_t s = 0; s < 2; ++s) {
+            for (uint32_t i = 0; i < steps[step][s]; ++i) {
+              const uint32_t slot = cached[s] + i;
+              if (slot / block_size == tables[s].size()) {
+                tables[s].push_back(BlockId{free.back()});
+                free.pop_back();
+              }
+              slots.push_back(KvSlot{size_t{tables[s][slot / block_size].value} * block_size + slot % block_size});
+              sequence_of_token.push_back(s);
+              visible.push_back(slot + 1);
+            }
+          }
+          // A block whose group fills after the step gets its tail, as the KV manager gives one.
+          for (uint32_t s = 0; s < 2; ++s) {
+            const uint32_t end = cached[s] + steps[step][s];
+            if (format.k.tail_rows(end) > 0) {
+              const uint32_t block = tables[s][end / block_size].value;
+              key_tails[block] = block;
+            }
+          }
+          const uint32_t n = static_cast<uint32_t>(slots.size());
+          std::vector<float> k(n * kv_heads * head_dim), v(n * kv_heads * value_width);
+          for (size_t i = 0; i < k.size(); ++i) k[i] = (i % head_dim) % 9 == 0 ? 20.0f * normal(rng_) : normal(rng_);
+          for (float& x : v) x = normal(rng_);
+          // The host, run by run.
+          for (const KvWriteRun& run : kv_write_runs(slots, block_size)) {
+            const KvSlot first = slots[run.first];
+            write_kv_run(kv, layer, first, run.count,
+                         std::span(k).subspan(run.first * kv_heads * head_dim, run.count * kv_heads * head_dim),
+                         std::span(v).subspan(run.first * kv_heads * value_width, run.count * kv_heads * value_width),
+                         key_tails[first.value / block_size]);
+          }
+          for (uint32_t s = 0; s < 2; ++s) cached[s] += steps[step][s];
+          // The device.
+          const KeyGroupPlan plan = plan_key_groups(format.k, slots, key_tails);
+          std::vector<uint32_t> slot_words, sequence_tails;
+          for (KvSlot slot : slots) slot_words.push_back(static_cast<uint32_t>(slot.value));
+          for (uint32_t s = 0; s < 2; ++s) {
+            const uint32_t rows = static_cast<uint32_t>(format.k.tail_rows(cached[s]));
+            sequence_tails.push_back(rows > 0 ? key_tails[tables[s][cached[s] / block_size].value] : kNoKeyTail);
+            sequence_tails.push_back(cached[s] - rows);
+          }
+          auto rows = device_buffer(k), slot_buffer = device_buffer(slot_words);
+          auto tail_of_token = device_buffer(plan.tail_of_token), seals = device_buffer(plan.seals);
+          auto sequence_tail_buffer = device_buffer(sequence_tails);
+          const GpuOps::KeyTails key_tail_step{.tails = tails.get(),
+                                               .tail_of_token = tail_of_token.get(),
+                                               .seals = seals.get(),
+                                               .num_seals = static_cast<uint32_t>(plan.num_seals()),
+                                               .sequence_tails = sequence_tail_buffer.get(),
+                                               .layer = layer,
+                                               .num_layers = 2};
+          ASSERT_TRUE(ops_->kv_write(format.k, *rows, *pool, *slot_buffer, n, kv_heads, &key_tail_step)) << what;
+          const std::vector<std::byte> want = pool_bytes(kv, true, layer);
+          std::vector<std::byte> got(want.size());
+          ASSERT_TRUE(pool->download(got));
+          ASSERT_TRUE(got == want) << what << " step " << step;
+          std::vector<uint16_t> device_tails(tails->bytes() / 2);
+          ASSERT_TRUE(tails->download(std::as_writable_bytes(std::span(device_tails))));
+          for (uint32_t s = 0; s < 2; ++s) {
+            const uint32_t tail = sequence_tails[2 * s], tail_rows = cached[s] - sequence_tails[2 * s + 1];
+            if (tail == kNoKeyTail) continue;
+            for (uint32_t h = 0; h < kv_heads; ++h) {
+              const auto* host = static_cast<const uint16_t*>(kv.key_tail_rows(tail, layer, h).data);
+              const size_t at = ((size_t{tail} * 2 + layer) * kv_heads + h) * format.k.group_size * head_dim;
+              ASSERT_TRUE(std::equal(host, host + tail_rows * head_dim, device_tails.begin() + at))
+                  << what << " step " << step << " sequence " << s << " head " << h;
+            }
+          }
+
+          // Attention over both, the values as f32 rows of layer 1's V pool.
+          std::vector<float> q(n * heads * head_dim);
+          for (float& x : q) x = normal(rng_);
+          auto values = device_buffer(pool_bytes(kv, false, layer));
+          const std::vector<float> result =
+              attend(format, heads, q, *pool, *values, tables, sequence_of_token, visible, &key_tail_step);
+          const AttentionCheck check{
+              .sequence_of_token = sequence_of_token,
+              .visible = visible,
+              .q = q,
+              .got = result,
+              .want = {},  // against the reference in double
+              .readable = [](uint32_t, uint32_t) { return true; },
+              .element = [&](uint32_t seq, bool keys, uint32_t g, uint32_t slot, uint32_t i) -> double {
+                const BlockId block = tables[seq][slot / block_size];
+                const uint32_t tail = sequence_tails[2 * seq], tail_first = sequence_tails[2 * seq + 1];
+                if (!keys) return kv_element(kv.values(layer, block, g), value_width, slot % block_size, i);
+                if (tail != kNoKeyTail && slot >= tail_first) {
+                  const auto* rows = static_cast<const uint16_t*>(kv.key_tail_rows(tail, layer, g).data);
+                  return fp16_to_fp32(rows[(slot - tail_first) * head_dim + i]);
+                }
+                return kv_element(kv.keys(layer, block, g), head_dim, slot % block_size, i);
+              }};
+          expect_within_bound(format, heads, check, what + fmt::format(" step {}", step));
+        }
+      }
+    }
+  }
 }
 
 TEST_F(GpuAttentionTest, PagedAttentionEqualsTheCpuWithinItsBound) {
@@ -163,85 +406,23 @@ TEST_F(GpuAttentionTest, PagedAttentionEqualsTheCpuWithinItsBound) {
       cpu.run(kv, 0, {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible}, q,
               want);
 
-      // The device's copy: pools, block tables [sequence][max_blocks] with holes, (sequence, visible) per token.
-      uint32_t max_blocks = 0;
-      for (const auto& t : tables) max_blocks = std::max<uint32_t>(max_blocks, t.size());
-      std::vector<uint32_t> table_words(3 * max_blocks, kHole), token_info;
-      for (size_t s = 0; s < 3; ++s)
-        for (size_t b = 0; b < tables[s].size(); ++b)
-          table_words[s * max_blocks + b] = tables[s][b] == kNullBlock ? kHole : tables[s][b].value;
-      for (uint32_t t = 0; t < n; ++t) token_info.insert(token_info.end(), {sequence_of_token[t], visible[t]});
-      const std::vector<std::byte> key_pool = pool_bytes(kv, true), value_pool = pool_bytes(kv, false);
-      auto qb = device_buffer(q), kb = device_buffer(key_pool), vb = device_buffer(value_pool);
-      auto tb = device_buffer(table_words), ib = device_buffer(token_info);
-      const uint32_t max_slots = 150;
-      auto scratch = device_buffer(std::vector<float>(n * heads * max_slots));
-      auto out = device_buffer(std::vector<float>(want.size(), NAN));
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      const GpuOps::AttentionShape gpu_shape{.heads = heads,
-                                             .kv_heads = kv_heads,
-                                             .head_dim = head_dim,
-                                             .value_width = value_width,
-                                             .block_size = block_size,
-                                             .max_blocks = max_blocks,
-                                             .max_slots = max_slots,
-                                             .scale = scale};
-      ASSERT_TRUE(
-          ops_->paged_attention(kv.format().k, *kv.format().v, *qb, *kb, *vb, *tb, *ib, *scratch, *out, n, gpu_shape));
-      std::vector<float> got(want.size());
-      ASSERT_TRUE(out->download(std::as_writable_bytes(std::span(got))));
-
-      for (uint32_t t = 0; t < n; ++t) {
-        const auto& table = tables[sequence_of_token[t]];
-        for (uint32_t h = 0; h < heads; ++h) {
-          const uint32_t g = h / (heads / kv_heads);
-          // The reference's probabilities in double, and the bound's terms.
-          std::vector<double> s(visible[t], -INFINITY);
-          double top = -INFINITY, error = 0.0;
-          for (uint32_t slot = 0; slot < visible[t]; ++slot) {
-            const BlockId block = table[slot / block_size];
-            if (block == kNullBlock) continue;
-            double dot = 0.0, magnitude = 0.0;
-            for (uint32_t i = 0; i < head_dim; ++i) {
-              const double term = double(q[(t * heads + h) * head_dim + i]) *
-                                  element_at(kv, true, block.value, g, slot % block_size, i);
-              dot += term;
-              magnitude += std::fabs(term);
-            }
-            s[slot] = scale * dot;
-            top = std::max(top, s[slot]);
-            error = std::max(error, 2.0 * head_dim * kU * scale * magnitude);
-          }
-          double sum = 0.0, spread = 0.0;
-          for (double& x : s) {
-            if (x == -INFINITY) {
-              x = 0.0;
-              continue;
-            }
-            spread = std::max(spread, top - x);
-            sum += (x = std::exp(x - top));
-          }
-          const double exp_error = (3 + 2 * spread) * 0x1p-23 + 2e-7;
-          const double factor = std::expm1(2 * error) + 2 * exp_error + 2.0 * (visible[t] + 2) * kU;
-          for (uint32_t d = 0; d < value_width; ++d) {
-            double weight = 0.0, exact = 0.0;
-            for (uint32_t slot = 0; slot < visible[t]; ++slot) {
-              if (s[slot] == 0.0) continue;
-              const BlockId block = table[slot / block_size];
-              const double value = element_at(kv, false, block.value, g, slot % block_size, d);
-              weight += s[slot] / sum * std::fabs(value);
-              exact += s[slot] / sum * value;
-            }
-            // Quantized K/V: against attention in double over the values read back (BatchAttention's quantized
-            // kernels have bounds of their own); the others against the CPU's fp32 path.
-            const size_t i = (t * heads + h) * value_width + d;
-            const double reference = quantized ? exact : want[i];
-            ASSERT_LE(std::fabs(got[i] - reference), factor * weight + 1e-7)
-                << kv_dtype_name(type) << " block size " << block_size << " token " << t << " head " << h << " element "
-                << d;
-          }
-        }
-      }
+      // The device's copy of the pools; block tables with holes.
+      auto kb = device_buffer(pool_bytes(kv, true)), vb = device_buffer(pool_bytes(kv, false));
+      const std::vector<float> got = attend(kv.format(), heads, q, *kb, *vb, tables, sequence_of_token, visible);
+      // Quantized K/V: against attention in double over the values read back (BatchAttention's quantized kernels
+      // have bounds of their own); the others against the CPU's fp32 path.
+      const AttentionCheck check{
+          .sequence_of_token = sequence_of_token,
+          .visible = visible,
+          .q = q,
+          .got = got,
+          .want = quantized ? std::span<const float>() : std::span<const float>(want),
+          .readable = [&](uint32_t seq, uint32_t slot) { return tables[seq][slot / block_size] != kNullBlock; },
+          .element =
+              [&](uint32_t seq, bool keys, uint32_t g, uint32_t slot, uint32_t i) {
+                return element_at(kv, keys, tables[seq][slot / block_size].value, g, slot % block_size, i);
+              }};
+      expect_within_bound(kv.format(), heads, check, fmt::format("{} block size {}", kv_dtype_name(type), block_size));
     }
   }
 }

@@ -2,8 +2,8 @@
 // and against the CPU path: stories260K's greedy ids of every reference prompt exactly and its logits within 1e-4 at
 // the checkpoints (the CPU's golden bound: both are fp32 sums in other orders); the engine's features on the GPU
 // giving the CPU's outputs (mixed prefill and decode of several requests, prefix-cache hits, block sizes 1, 16 and
-// 256, f16 and bf16 K/V; int8 and int4 K/V per token); a Qwen2-shaped file (biases, NeoX RoPE, GQA); Q8_0 weights; and
-// what the GPU refuses.
+// 256, f16 and bf16 K/V; int8 and int4 K/V, keys per token and per channel); a Qwen2-shaped file (biases, NeoX RoPE,
+// GQA); Q8_0 weights; and what the GPU refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,64 +104,89 @@ TEST_F(GpuForward, Stories4MGivesTheReferenceGreedyIdsAndLogitsOnBothDevices) {
   EXPECT_GE(cases, 3u);
 }
 
+// Largest |a - b| over the positions whose logits both traces hold: a cache of another element type holds another
+// number of blocks and keys per channel another prefix, so their requests may be scheduled and cached differently.
+float worst_common_difference(const test::EngineTrace& a, const test::EngineTrace& b) {
+  float worst = 0.0f;
+  for (const auto& [position, row] : a.logits) {
+    const auto it = b.logits.find(position);
+    if (it == b.logits.end()) continue;
+    for (size_t i = 0; i < row.size(); ++i) worst = std::max(worst, std::fabs(row[i] - it->second[i]));
+  }
+  return worst;
+}
+
 // The engine's features on the GPU: each request's logits those of the CPU path within the golden bound, its tokens
 // the same; a batch of three requests of mixed lengths (prefill chunks beside decode tokens), then a repeat of the
 // first prompt that hits the prefix cache.
 TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
-  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
-    // Quantized K/V (keys per token, as the GPU runs them) in blocks of 16 only: the layouts are the float types'.
-    for (size_t block_size : kv_dtype_quantized(dtype) ? std::vector<size_t>{16} : std::vector<size_t>{1, 16, 256}) {
-      const EngineConfig config{
-          .max_batch_tokens = 24,
-          .max_seqs = 3,
-          .kv = {.block_size = block_size, .dtype = {dtype, dtype}, .key_scales = KvScaleAxis::kPerToken}};
-      const std::string what = fmt::format("{} blocks of {}", kv_dtype_name(dtype), block_size);
-      std::vector<test::EngineTrace> runs[3];
-      std::vector<size_t> cached[3];
-      // The CPU, the GPU, and for 16-bit K/V the CPU over an f32 cache (what the element type's rounding does).
-      for (int side = 0; side < (dtype == KvDType::kF32 ? 2 : 3); ++side) {
-        const Model& model = side == 1 ? *gpu_ : static_cast<const Model&>(*host_);
-        EngineConfig side_config = config;
-        if (side == 2) side_config.kv.dtype = KvDType::kF32;
-        test::EngineSession session(model, *tokenizer_, pool_, side_config);
-        const std::vector<std::vector<TokenId>> prompts{test::varied_prompt(40, 1), test::varied_prompt(7, 2),
-                                                        test::varied_prompt(70, 3)};
-        // Three at once: add all, step until done.
-        std::vector<test::EngineTrace> traces(3);
-        for (size_t r = 0; r < 3; ++r) {
-          RequestParams p = test::greedy_request(prompts[r], 12);
-          p.on_logits = [&traces, r](size_t position, std::span<const float> logits) {
-            traces[r].logits[position].assign(logits.begin(), logits.end());
-          };
-          ASSERT_TRUE(session.engine().add_request(std::move(p), [&traces, r](const RequestOutput& out) {
-            traces[r].tokens.insert(traces[r].tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
-          }));
-        }
-        while (session.engine().step()) {
-        }
-        // The first prompt again: its blocks are in the prefix cache.
-        test::EngineTrace again = session.run(test::greedy_request(prompts[0], 12));
-        cached[side].push_back(again.result.cached_tokens);
-        traces.push_back(std::move(again));
-        session.check();
-        runs[side] = std::move(traces);
+  struct Case {
+    KvDType dtype;
+    KvScaleAxis keys;
+    size_t block_size;
+  };
+  std::vector<Case> cases;
+  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16})
+    for (size_t block_size : {1, 16, 256}) cases.push_back({dtype, KvScaleAxis::kPerToken, block_size});
+  // Quantized K/V in blocks of 16 (the layouts are the float types'), keys per token and per channel (the default:
+  // groups of 16 rows, prefill chunks of 24 tokens completing them and leaving them filling, decode completing them,
+  // and the prefix hit's partial block copied with its key tail; GpuAttentionTest holds smaller groups to the
+  // host's bytes).
+  for (KvDType dtype : {KvDType::kInt8, KvDType::kInt4}) {
+    cases.push_back({dtype, KvScaleAxis::kPerToken, 16});
+    cases.push_back({dtype, KvScaleAxis::kPerChannel, 16});
+  }
+  for (const auto& [dtype, keys, block_size] : cases) {
+    const EngineConfig config{.max_batch_tokens = 24,
+                              .max_seqs = 3,
+                              .kv = {.block_size = block_size, .dtype = {dtype, dtype}, .key_scales = keys}};
+    const std::string what = fmt::format("{} (keys per {}) blocks of {}", kv_dtype_name(dtype),
+                                         keys == KvScaleAxis::kPerChannel ? "channel" : "token", block_size);
+    std::vector<test::EngineTrace> runs[3];
+    std::vector<size_t> cached[3];
+    // The CPU, the GPU, and for 16-bit K/V the CPU over an f32 cache (what the element type's rounding does).
+    for (int side = 0; side < (dtype == KvDType::kF32 ? 2 : 3); ++side) {
+      const Model& model = side == 1 ? *gpu_ : static_cast<const Model&>(*host_);
+      EngineConfig side_config = config;
+      if (side == 2) side_config.kv.dtype = KvDType::kF32;
+      test::EngineSession session(model, *tokenizer_, pool_, side_config);
+      const std::vector<std::vector<TokenId>> prompts{test::varied_prompt(40, 1), test::varied_prompt(7, 2),
+                                                      test::varied_prompt(70, 3)};
+      // Three at once: add all, step until done.
+      std::vector<test::EngineTrace> traces(3);
+      for (size_t r = 0; r < 3; ++r) {
+        RequestParams p = test::greedy_request(prompts[r], 12);
+        p.on_logits = [&traces, r](size_t position, std::span<const float> logits) {
+          traces[r].logits[position].assign(logits.begin(), logits.end());
+        };
+        ASSERT_TRUE(session.engine().add_request(std::move(p), [&traces, r](const RequestOutput& out) {
+          traces[r].tokens.insert(traces[r].tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+        }));
       }
-      ASSERT_EQ(runs[0].size(), runs[1].size());
-      for (size_t r = 0; r < runs[0].size(); ++r) {
-        EXPECT_EQ(runs[1][r].tokens, runs[0][r].tokens) << what << " request " << r;
-        // 16-bit and quantized K/V: where the two sides' fp32 K or V straddle a rounding boundary of the element type
-        // (or a group's range, a quantization step), it is stored one step apart (f16 2^-11, bf16 2^-8 relative; int8
-        // and int4 a step of their group): a few elements, against the rounding of every element that separates the
-        // cache from an f32 one. A quarter of that is the bound (measured: f16 2.6-7.3%, bf16 up to 9.4%, int8 up to
-        // 0.6%, int4 up to 0.02% of it; f32 within 1.7e-5 of the CPU).
-        const float rounding = dtype == KvDType::kF32 ? 0.0f : test::worst_logit_difference(runs[0][r], runs[2][r]);
-        const float difference = test::worst_logit_difference(runs[1][r], runs[0][r]);
-        EXPECT_LE(difference, std::max(kGoldenBound, 0.25f * rounding)) << what << " request " << r;
+      while (session.engine().step()) {
       }
-      EXPECT_EQ(cached[1], cached[0]) << what;
-      EXPECT_GT(cached[1][0], 0u) << what << ": the repeat must hit the prefix cache";
+      // The first prompt again: its blocks are in the prefix cache.
+      test::EngineTrace again = session.run(test::greedy_request(prompts[0], 12));
+      cached[side].push_back(again.result.cached_tokens);
+      traces.push_back(std::move(again));
+      session.check();
+      runs[side] = std::move(traces);
     }
+    ASSERT_EQ(runs[0].size(), runs[1].size());
+    for (size_t r = 0; r < runs[0].size(); ++r) {
+      EXPECT_EQ(runs[1][r].tokens, runs[0][r].tokens) << what << " request " << r;
+      // 16-bit and quantized K/V: where the two sides' fp32 K or V straddle a rounding boundary of the element type
+      // (or a group's range, a quantization step), it is stored one step apart (f16 2^-11, bf16 2^-8 relative; int8
+      // and int4 a step of their group): a few elements, against the rounding of every element that separates the
+      // cache from an f32 one. A quarter of that is the bound (measured: f16 2.6-7.3%, bf16 up to 9.4%, int8 up to
+      // 0.6%, int4 up to 0.02% of it; f32 within 1.7e-5 of the CPU).
+      const float rounding = dtype == KvDType::kF32 ? 0.0f : worst_common_difference(runs[0][r], runs[2][r]);
+      const float difference = test::worst_logit_difference(runs[1][r], runs[0][r]);
+      EXPECT_LE(difference, std::max(kGoldenBound, 0.25f * rounding)) << what << " request " << r;
+    }
+    EXPECT_EQ(cached[1], cached[0]) << what;
+    EXPECT_GT(cached[1][0], 0u) << what << ": the repeat must hit the prefix cache";
   }
 }
 
@@ -231,8 +256,8 @@ TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
     auto engine = Engine::create(*gpu_, *tokenizer_, pool_, config);
     return engine ? std::string() : engine.status().message();
   };
-  EXPECT_NE(refusal({.kv = {.dtype = {KvDType::kInt8, KvDType::kInt8}}})
-                .find("int8 keys with per-channel scales on --device vulkan"),
+  EXPECT_NE(refusal({.kv = {.dtype = {KvDType::kInt8, KvDType::kInt8}, .rotate_keys = true}})
+                .find("--kv-rotate-keys on --device vulkan"),
             std::string::npos);
   EXPECT_NE(refusal({.kv = {.window = 8}}).find("window of 8"), std::string::npos);
   test::TempDir dir("gpu_forward_refusals");

@@ -4,7 +4,10 @@
 // a pass over the slots with the workgroup's lanes side by side; scores go through `scratch` [tokens][heads][max
 // slots]. K and V in the pool layout of kv_write.comp, each in its element (specialization constants 1 and 2:
 // 0 f32, 1 f16, 2 bf16, 3 int8, 4 int4 per token: read in place, min + scale * q as tensor/kv_quant.cpp's
-// kv_element). GQA: query head h reads KV head h / (heads / kv_heads).
+// kv_element). Keys quantized per channel (specialization constant 3): a (scale, min) pair per channel and group of
+// k_group rows, and a sequence's filling group read in fp16 from its key tail (seq_tails: per sequence the tail,
+// 0xffffffff for none, and the first slot it holds; tails [tail][layer][kv_head][k_group][head_dim] as
+// key_tail_write.comp stores them). GQA: query head h reads KV head h / (heads / kv_heads).
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -16,6 +19,7 @@
 layout(local_size_x_id = 0) in;  // <= 512
 layout(constant_id = 1) const uint kKey = 0;
 layout(constant_id = 2) const uint kValue = 0;
+layout(constant_id = 3) const uint kKeyPerChannel = 0;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer KF32 { float k_f32[]; };
@@ -28,6 +32,8 @@ layout(std430, binding = 3) readonly buffer Tables { uint tables[]; };  // [sequ
 layout(std430, binding = 4) readonly buffer Tokens { uvec2 token_info[]; };  // (sequence, visible slots)
 layout(std430, binding = 5) coherent buffer Scratch { float scratch[]; };
 layout(std430, binding = 6) writeonly buffer Out { float out_rows[]; };
+layout(std430, binding = 7) readonly buffer SeqTails { uvec2 seq_tails[]; };  // [sequence] (tail, first slot)
+layout(std430, binding = 8) readonly buffer Tails { uint16_t tails[]; };
 layout(push_constant) uniform Push {
   uint heads;
   uint kv_heads;
@@ -40,6 +46,7 @@ layout(push_constant) uniform Push {
   // Quantized K and V (per token): elements a (scale, min) pair covers, bytes of a head-block, bytes of its rows.
   uint k_group, k_head_block_bytes, k_data_bytes;
   uint v_group, v_head_block_bytes, v_data_bytes;
+  uint layer, num_layers;  // of the key tails
 } push;
 
 const uint kHole = 0xffffffffu;
@@ -55,8 +62,11 @@ float widen(uint16_t bits, uint element) {
 struct QuantizedAt {
   uint byte, shift, scale;
 };
-QuantizedAt quantized_at(uint element, uint base, uint data_bytes, uint width, uint group, uint r, uint i) {
-  const uint groups = width / group, scale = (base + data_bytes) / 2u + r * 2u * groups + i / group;
+// per_channel: the scale of channel i of row r's group of `group` rows.
+QuantizedAt quantized_at(uint element, uint base, uint data_bytes, uint width, uint group, uint r, uint i,
+                         bool per_channel) {
+  const uint groups = width / group;
+  const uint scale = (base + data_bytes) / 2u + (per_channel ? r / group * 2u * width + i : r * 2u * groups + i / group);
   if (element == 3u) return QuantizedAt(base + r * width + i, 0u, scale);
   const uint c = i / 32u, j = i % 32u, half_n = min(32u, width - c * 32u) / 2u;
   return QuantizedAt(base + r * (width / 2u) + c * 16u + (j < half_n ? j : j - half_n), j < half_n ? 0u : 4u, scale);
@@ -69,10 +79,10 @@ float key_at(uint block, uint g, uint r, uint i) {
     return kKey == 0u ? k_f32[at] : widen(k_16[at], kKey);
   }
   const QuantizedAt a = quantized_at(kKey, (block * push.kv_heads + g) * push.k_head_block_bytes, push.k_data_bytes,
-                                     push.head_dim, push.k_group, r, i);
+                                     push.head_dim, push.k_group, r, i, kKeyPerChannel != 0u);
   const uint q = (uint(k_8[a.byte]) >> a.shift) & (kKey == 3u ? 0xffu : 0x0fu);
-  return unpackHalf2x16(uint(k_16[a.scale + push.head_dim / push.k_group])).x +
-         unpackHalf2x16(uint(k_16[a.scale])).x * float(q);
+  const uint set = kKeyPerChannel != 0u ? push.head_dim : push.head_dim / push.k_group;  // scales, then as many mins
+  return unpackHalf2x16(uint(k_16[a.scale + set])).x + unpackHalf2x16(uint(k_16[a.scale])).x * float(q);
 }
 float value_at(uint block, uint g, uint r, uint i) {
   if (kValue < 3u) {
@@ -80,7 +90,7 @@ float value_at(uint block, uint g, uint r, uint i) {
     return kValue == 0u ? v_f32[at] : widen(v_16[at], kValue);
   }
   const QuantizedAt a = quantized_at(kValue, (block * push.kv_heads + g) * push.v_head_block_bytes,
-                                     push.v_data_bytes, push.value_width, push.v_group, r, i);
+                                     push.v_data_bytes, push.value_width, push.v_group, r, i, false);
   const uint q = (uint(v_8[a.byte]) >> a.shift) & (kValue == 3u ? 0xffu : 0x0fu);
   return unpackHalf2x16(uint(v_16[a.scale + push.value_width / push.v_group])).x +
          unpackHalf2x16(uint(v_16[a.scale])).x * float(q);
@@ -103,11 +113,20 @@ void main() {
   const uint qb = (t * push.heads + head) * push.head_dim, sb = (t * push.heads + head) * push.max_slots;
   // Slot s's row of KV head g (of width w) in the pool, or kHole.
   const float minus_inf = -1.0 / 0.0;
+  // Keys per channel: slots from tail_first on are the filling group's, in its key tail.
+  const uint tail = kKeyPerChannel != 0u ? seq_tails[seq].x : 0xffffffffu;
+  const uint tail_first = kKeyPerChannel != 0u ? seq_tails[seq].y : 0u;
+  const uint tail_rows = ((tail * push.num_layers + push.layer) * push.kv_heads + g) * push.k_group;
   float top = minus_inf;
   for (uint s = lane; s < visible; s += gl_WorkGroupSize.x) {
     const uint block = tables[seq * push.max_blocks + s / push.block_size];
     float score = minus_inf;
-    if (block != kHole) {
+    if (tail != 0xffffffffu && s >= tail_first) {
+      const uint row = (tail_rows + s - tail_first) * push.head_dim;
+      float dot = 0.0;
+      for (uint i = 0; i < push.head_dim; ++i) dot += q[qb + i] * unpackHalf2x16(uint(tails[row + i])).x;
+      score = push.scale * dot;
+    } else if (block != kHole) {
       float dot = 0.0;
       for (uint i = 0; i < push.head_dim; ++i) dot += q[qb + i] * key_at(block, g, s % push.block_size, i);
       score = push.scale * dot;
