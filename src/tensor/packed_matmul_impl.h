@@ -76,9 +76,22 @@ struct PackedKernel : PackedQuads<S, kType> {
     }
   };
 
-  // The offsets inside a group are constants of the type and G (the layout's rows and columns do not enter them):
-  // computed from op's layout at run time they cost the decode loop a division and the type's branches per block.
+  // The offsets inside a group, from the type and G alone (the layout's rows and columns do not enter them): taken
+  // from op's layout at run time they cost the decode loop a division and the type's branches per block, and in a
+  // function this large GCC did not inline even PackedLayout's constexpr ones (a call, with a vzeroupper, every other
+  // block). The same offsets as PackedLayout's, which the kernels' tests hold them to (the bits of every type).
   static constexpr PackedLayout kShape{.type = kType, .group_rows = G};
+  static constexpr size_t kUnitBlocks = kShape.unit_blocks(), kUnitBytes = kShape.unit_bytes();
+  static constexpr size_t kHeaderBytes = kShape.header_bytes(), kBlockBytes = kShape.quant_bytes();
+  static KVS_ALWAYS_INLINE size_t unit_offset(size_t b) { return b / kUnitBlocks * kUnitBytes; }
+  static KVS_ALWAYS_INLINE size_t block_offset(size_t b) {
+    return unit_offset(b) + kHeaderBytes + b % kUnitBlocks * kBlockBytes;
+  }
+  static KVS_ALWAYS_INLINE size_t scales_offset(size_t b) { return unit_offset(b) + b % 2 * 2 * G; }
+  static KVS_ALWAYS_INLINE size_t mins_offset(size_t b) { return unit_offset(b) + (4 + b % 2 * 2) * G; }
+  static KVS_ALWAYS_INLINE size_t k_scales_offset(size_t j) { return (4 + j) * G; }
+  static KVS_ALWAYS_INLINE size_t k_mins_offset(size_t j) { return (12 + j) * G; }
+  static constexpr size_t kDminOffset = 2 * G;
 
   const MatmulOperands& op;
   PackedLayout layout;
@@ -147,17 +160,17 @@ struct PackedKernel : PackedQuads<S, kType> {
   KVS_ALWAYS_INLINE void block(const std::byte* const (&groups)[R], const Tokens<T>& x, size_t b, size_t prefetch,
                                V (&acc)[R][T]) const {
     const std::byte* blk[R];
-    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + kShape.block_offset(b);
+    for (size_t i = 0; i < R; ++i) blk[i] = groups[i] + block_offset(b);
     if (prefetch) {
       for (size_t i = 0; i < R; ++i) {
-        prefetch_l2(blk[i], kShape.quant_bytes(), prefetch);
-        if (b % 2 == 0) prefetch_l2(groups[i] + kShape.unit_offset(b), kShape.header_bytes(), prefetch);
+        prefetch_l2(blk[i], kBlockBytes, prefetch);
+        if (b % 2 == 0) prefetch_l2(groups[i] + unit_offset(b), kHeaderBytes, prefetch);
       }
     }
     I dot[R][T];
     block_dots<R, T>(blk, x, b, dot);
     V dw[R];
-    for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + kShape.scales_offset(b));
+    for (size_t i = 0; i < R; ++i) dw[i] = S::scales(groups[i] + scales_offset(b));
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const V da = S::set1_ps(x.scale[t][b]);
@@ -166,7 +179,7 @@ struct PackedKernel : PackedQuads<S, kType> {
     }
     if constexpr (kBlockMins) {
       V mw[R];
-      for (size_t i = 0; i < R; ++i) mw[i] = S::scales(groups[i] + kShape.mins_offset(b));
+      for (size_t i = 0; i < R; ++i) mw[i] = S::scales(groups[i] + mins_offset(b));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const V dsum = S::set1_ps(x.scale[t][b] * static_cast<float>(-x.offset[t][b] / 128));
@@ -182,16 +195,16 @@ struct PackedKernel : PackedQuads<S, kType> {
   KVS_ALWAYS_INLINE void unit_headers(const std::byte* const (&groups)[R], size_t b0, size_t prefetch,
                                       const std::byte* (&header)[R]) const {
     for (size_t i = 0; i < R; ++i) {
-      header[i] = groups[i] + kShape.unit_offset(b0);
-      if (prefetch) prefetch_l2(header[i], kShape.header_bytes(), prefetch);
+      header[i] = groups[i] + unit_offset(b0);
+      if (prefetch) prefetch_l2(header[i], kHeaderBytes, prefetch);
     }
   }
   template <size_t R>
   KVS_ALWAYS_INLINE void block_quants(const std::byte* const (&groups)[R], size_t b, size_t prefetch,
                                       const std::byte* (&blk)[R]) const {
     for (size_t i = 0; i < R; ++i) {
-      blk[i] = groups[i] + kShape.block_offset(b);
-      if (prefetch) prefetch_l2(blk[i], kShape.quant_bytes(), prefetch);
+      blk[i] = groups[i] + block_offset(b);
+      if (prefetch) prefetch_l2(blk[i], kBlockBytes, prefetch);
     }
   }
 
@@ -239,7 +252,7 @@ struct PackedKernel : PackedQuads<S, kType> {
           }
         }
         V sc[R];
-        for (size_t i = 0; i < R; ++i) sc[i] = S::sbytes_ps(header[i] + kShape.k_scales_offset(2 * j + h));
+        for (size_t i = 0; i < R; ++i) sc[i] = S::sbytes_ps(header[i] + k_scales_offset(2 * j + h));
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           const V da = S::set1_ps(x.scale[t][b]);
@@ -276,8 +289,7 @@ struct PackedKernel : PackedQuads<S, kType> {
       block_dots<R, T>(blk, x, b, dot);
       V sc[R];
       for (size_t i = 0; i < R; ++i) {
-        sc[i] = kIq4Xs ? S::sbytes_ps(header[i] + kShape.k_scales_offset(j))
-                       : S::bytes_ps(header[i] + kShape.k_scales_offset(j));
+        sc[i] = kIq4Xs ? S::sbytes_ps(header[i] + k_scales_offset(j)) : S::bytes_ps(header[i] + k_scales_offset(j));
       }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
@@ -303,8 +315,8 @@ struct PackedKernel : PackedQuads<S, kType> {
 #pragma GCC unroll 2
     for (size_t i = 0; i < R; ++i) {
       V m[kSuperBlockBlocks];
-      for (size_t j = 0; j < kSuperBlockBlocks; ++j) m[j] = S::bytes_ps(header[i] + kShape.k_mins_offset(j));
-      const V d = S::scales(header[i]), dmin = S::scales(header[i] + kShape.k_dmin_offset());
+      for (size_t j = 0; j < kSuperBlockBlocks; ++j) m[j] = S::bytes_ps(header[i] + k_mins_offset(j));
+      const V d = S::scales(header[i]), dmin = S::scales(header[i] + kDminOffset);
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         V mb = S::zero_ps();
