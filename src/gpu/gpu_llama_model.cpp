@@ -134,7 +134,6 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
 Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
   if (window > 0) return Status::unimplemented(fmt::format("a window of {} on --device vulkan (issue 42)", window));
   if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
-  if (spec.rotate_keys) return Status::unimplemented("--kv-rotate-keys on --device vulkan (issue 42)");
   return Status::ok();
 }
 

@@ -199,6 +199,10 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     GroupBuffers& gb = groups_[g];
     GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
     const uint32_t block = static_cast<uint32_t>(storage.block_size());
+    if (format.k.rotated) {  // keys stored as H k and attended by H q (the CPU's write path and attention)
+      check(ops_->hadamard(k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd), "rotating keys");
+      check(ops_->hadamard(q, tokens * static_cast<uint32_t>(c.num_heads), hd), "rotating queries");
+    }
     GpuOps::KeyTails tails{.tail_of_token = gb.tail_of_token.get(),
                            .seals = gb.seals.get(),
                            .num_seals = gb.num_seals,

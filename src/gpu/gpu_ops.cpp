@@ -1,6 +1,8 @@
 #include "gpu/gpu_ops.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <initializer_list>
 #include <vector>
 
@@ -44,7 +46,10 @@ Status check_kv_format(const KvTensorFormat& f) {
                     "of at most {} rows of an even width",
                     kv_dtype_name(f.element), f.group_size, f.width, kMaxChannelGroupRows));
   }
-  if (f.rotated) return Status::unimplemented("rotated keys (--kv-rotate-keys) on the GPU (issue 42)");
+  if (f.rotated && !std::has_single_bit(f.width)) {
+    return Status::invalid_argument(
+        fmt::format("rotated keys of width {}: a Hadamard transform's order is a power of two", f.width));
+  }
   if (kv_dtype_quantized(f.element) && f.scale_axis == KvScaleAxis::kPerToken &&
       (f.group_size == 0 || f.width % f.group_size != 0)) {
     return Status::invalid_argument(
@@ -78,6 +83,7 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
   KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
   KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 2, {kElementwise}, ops->add_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::hadamard(), 1, 3, {kElementwise}, ops->hadamard_));
   for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::kv_write(), 3, 7, {kElementwise, element_code(element)}, ops->kv_write_[element]));
@@ -194,6 +200,19 @@ Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint
 }  // namespace kvs
 
 namespace kvs {
+
+Status GpuOps::hadamard(GpuBuffer& x, uint32_t rows, uint32_t width) {
+  if (!std::has_single_bit(width) || x.bytes() < size_t{rows} * width * sizeof(float)) {
+    return Status::invalid_argument(
+        fmt::format("a Hadamard transform of {} rows of {} (a power of two) in {} bytes", rows, width, x.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&x};
+  struct {
+    uint32_t rows, width;
+    float norm;
+  } push{rows, width, 1.0f / std::sqrt(static_cast<float>(width))};  // hadamard_transform's fp32 norm
+  return dispatch("hadamard", *hadamard_, buffers, &push, groups_for(rows));
+}
 
 Status GpuOps::kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots,
                         uint32_t tokens, uint32_t kv_heads, const KeyTails* tails) {

@@ -43,6 +43,9 @@ class GpuOps {
   // pairs (2i, 2i + 1), or (i, i + half) when neox.
   Status rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
               uint32_t half, bool neox);
+  // x = H x in place over `rows` rows of `width` (a power of two), H the normalized Hadamard transform, bit for bit
+  // the CPU's hadamard_transform (shaders/hadamard.comp): rotated keys are written and attended in that form.
+  Status hadamard(GpuBuffer& x, uint32_t rows, uint32_t width);
   // gate = silu(gate) * up over n values (shaders/swiglu.comp).
   Status swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n);
   // x[i] += y[i % period] over n values (shaders/add.comp): the residual add (period 0: n), or a bias of `period`
@@ -69,8 +72,8 @@ class GpuOps {
   // One layer's K (or V) rows [tokens][kv_heads][format.width] stored at slots[t] of `pool` in `format`, the host's
   // KvStorage layout (kv/kv_format.h; blocks of format.rows slots): f32, f16, bf16 (round to nearest even), int8 and
   // int4 per token (the CPU's pairs and q) (shaders/kv_write.comp), or keys in int8 and int4 per channel, whose rows
-  // wait in the key tails and are quantized group by group as the CPU's are (`tails` required: key_tail_write.comp,
-  // then key_seal.comp). Rotated keys are refused by name.
+  // wait in the key tails and are quantized group by group as the CPU's are (`tails` required: key_seal.comp, then
+  // key_tail_write.comp). Rows come in their stored form: H k for rotated keys (hadamard()).
   Status kv_write(const KvTensorFormat& format, GpuBuffer& rows, GpuBuffer& pool, GpuBuffer& slots, uint32_t tokens,
                   uint32_t kv_heads, const KeyTails* tails = nullptr);
 
@@ -82,8 +85,9 @@ class GpuOps {
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
   // its sequence's block table (shaders/paged_attention.comp). token_info: (sequence, visible slots) per token.
-  // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width). Keys per
-  // channel need `tails` (tails, sequence_tails, layer, num_layers): a sequence's filling group is read from its tail.
+  // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width); rotated
+  // keys are attended by rotated queries (hadamard()). Keys per channel need `tails` (tails, sequence_tails, layer,
+  // num_layers): a sequence's filling group is read from its tail.
   Status paged_attention(const KvTensorFormat& key, const KvTensorFormat& value, GpuBuffer& q, GpuBuffer& keys,
                          GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
                          GpuBuffer& out, uint32_t tokens, const AttentionShape& shape, const KeyTails* tails = nullptr);
@@ -102,7 +106,7 @@ class GpuOps {
   static uint32_t groups_for(size_t n) { return static_cast<uint32_t>((n + kElementwise - 1) / kElementwise); }
 
   std::unique_ptr<GpuRecorder> recorder_;
-  std::unique_ptr<ComputePipeline> rmsnorm_, rope_, rope_neox_, swiglu_, add_;
+  std::unique_ptr<ComputePipeline> rmsnorm_, rope_, rope_neox_, swiglu_, add_, hadamard_;
   // Per weight type (specialization 1), built on first use: each is a shader compile on the driver (an LLVM one on
   // lavapipe), too many to build eagerly for 15 types.
   std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;

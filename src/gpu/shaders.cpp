@@ -34,6 +34,9 @@ constexpr uint32_t kKeyTailWrite[] = {
 constexpr uint32_t kKeySeal[] = {
 #include "key_seal.spv.inc"
 };
+constexpr uint32_t kHadamard[] = {
+#include "hadamard.spv.inc"
+};
 constexpr uint32_t kPagedAttention[] = {
 #include "paged_attention.spv.inc"
 };
@@ -47,6 +50,7 @@ std::span<const uint32_t> paged_attention() { return kPagedAttention; }
 std::span<const uint32_t> kv_write() { return kKvWrite; }
 std::span<const uint32_t> key_tail_write() { return kKeyTailWrite; }
 std::span<const uint32_t> key_seal() { return kKeySeal; }
+std::span<const uint32_t> hadamard() { return kHadamard; }
 std::span<const uint32_t> get_rows() { return kGetRows; }
 std::span<const uint32_t> add() { return kAdd; }
 std::span<const uint32_t> swiglu() { return kSwiglu; }

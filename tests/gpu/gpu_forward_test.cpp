@@ -2,8 +2,8 @@
 // and against the CPU path: stories260K's greedy ids of every reference prompt exactly and its logits within 1e-4 at
 // the checkpoints (the CPU's golden bound: both are fp32 sums in other orders); the engine's features on the GPU
 // giving the CPU's outputs (mixed prefill and decode of several requests, prefix-cache hits, block sizes 1, 16 and
-// 256, f16 and bf16 K/V; int8 and int4 K/V, keys per token and per channel); a Qwen2-shaped file (biases, NeoX RoPE,
-// GQA); Q8_0 weights; and what the GPU refuses.
+// 256, f16 and bf16 K/V; int8 and int4 K/V, keys per token and per channel, plain or rotated); a Qwen2-shaped file
+// (biases, NeoX RoPE, GQA); Q8_0 weights; and what the GPU refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,6 +125,7 @@ TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
     KvDType dtype;
     KvScaleAxis keys;
     size_t block_size;
+    bool rotated = false;
   };
   std::vector<Case> cases;
   for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16})
@@ -137,12 +138,17 @@ TEST_F(GpuForward, EngineFeaturesGiveTheCpusOutputs) {
     cases.push_back({dtype, KvScaleAxis::kPerToken, 16});
     cases.push_back({dtype, KvScaleAxis::kPerChannel, 16});
   }
-  for (const auto& [dtype, keys, block_size] : cases) {
-    const EngineConfig config{.max_batch_tokens = 24,
-                              .max_seqs = 3,
-                              .kv = {.block_size = block_size, .dtype = {dtype, dtype}, .key_scales = keys}};
-    const std::string what = fmt::format("{} (keys per {}) blocks of {}", kv_dtype_name(dtype),
-                                         keys == KvScaleAxis::kPerChannel ? "channel" : "token", block_size);
+  // Rotated keys (stored as H k, attended by H q), per channel and per token.
+  cases.push_back({KvDType::kInt8, KvScaleAxis::kPerChannel, 16, true});
+  cases.push_back({KvDType::kInt4, KvScaleAxis::kPerToken, 16, true});
+  for (const auto& [dtype, keys, block_size, rotated] : cases) {
+    const EngineConfig config{
+        .max_batch_tokens = 24,
+        .max_seqs = 3,
+        .kv = {.block_size = block_size, .dtype = {dtype, dtype}, .key_scales = keys, .rotate_keys = rotated}};
+    const std::string what =
+        fmt::format("{} (keys per {}{}) blocks of {}", kv_dtype_name(dtype),
+                    keys == KvScaleAxis::kPerChannel ? "channel" : "token", rotated ? ", rotated" : "", block_size);
     std::vector<test::EngineTrace> runs[3];
     std::vector<size_t> cached[3];
     // The CPU, the GPU, and for 16-bit K/V the CPU over an f32 cache (what the element type's rounding does).
@@ -256,8 +262,7 @@ TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
     auto engine = Engine::create(*gpu_, *tokenizer_, pool_, config);
     return engine ? std::string() : engine.status().message();
   };
-  EXPECT_NE(refusal({.kv = {.dtype = {KvDType::kInt8, KvDType::kInt8}, .rotate_keys = true}})
-                .find("--kv-rotate-keys on --device vulkan"),
+  EXPECT_NE(refusal({.kv = {.policy = {.kind = KvPolicyKind::kSinks, .budget = 64}}}).find("eviction policies"),
             std::string::npos);
   EXPECT_NE(refusal({.kv = {.window = 8}}).find("window of 8"), std::string::npos);
   test::TempDir dir("gpu_forward_refusals");

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "gpu_test_fixture.h"
 #include "tensor/convert.h"
+#include "tensor/kv_quant.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
 
@@ -151,6 +152,28 @@ TEST_F(GpuOpsTest, RopeEqualsTheCpuInBothConventions) {
       }
     }
   }
+}
+
+// The Hadamard transform of rotated keys and queries: the same butterflies and the same fp32 norm, each operation
+// correctly rounded on both sides, so the bits are the CPU's (rows of 1 to 256, values spread over 2^-20..2^20).
+TEST_F(GpuOpsTest, HadamardEqualsTheCpuBitForBit) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (uint32_t width : {1u, 16u, 64u, 128u, 256u}) {
+    const uint32_t rows = 7;
+    std::vector<float> x(rows * width);
+    for (float& v : x) v = std::ldexp(normal(rng_), exponent(rng_));
+    std::vector<float> want = x;
+    for (uint32_t r = 0; r < rows; ++r) hadamard_transform(&want[r * width], width);
+    auto xb = device_buffer(std::as_bytes(std::span(x)));
+    ASSERT_TRUE(ops_->hadamard(*xb, rows, width));
+    const std::vector<float> got = download(*xb, x.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "width " << width << " element " << i;
+  }
+  auto any = device_buffer(std::vector<std::byte>(64));
+  EXPECT_EQ(ops_->hadamard(*any, 1, 12).code(), ErrorCode::kInvalidArgument);  // not a power of two
 }
 
 // SwiGLU: Vulkan's exp is within 3 + 2 |x| ulp, its division 2.5 ulp; the CPU's exp within 2e-7 relative:
