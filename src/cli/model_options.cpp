@@ -30,7 +30,7 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       .add_option("--device", options.device,
                   "Where the model runs: cpu, or vulkan[:N] (Vulkan device N of `kvserve devices`; the Llama family "
                   "with every weight type and f32/f16/bf16/int8/int4 K/V, keys per channel or per token, plain or "
-                  "rotated, so far: docs/GPU.md)")
+                  "rotated, and sliding windows, so far: docs/GPU.md)")
       ->capture_default_str();
   command.add_flag("--profile", options.profile,
                    "With --device vulkan: time every shader on the device (timestamps) and print the time per shader "

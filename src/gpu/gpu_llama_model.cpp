@@ -68,12 +68,6 @@ Status check_supported(const DecoderModel& model) {
         "embedding scaling, logit soft-capping, experts or a custom attention scale on "
         "--device vulkan");
   }
-  for (size_t l = 0; l < c.num_layers; ++l) {
-    if (c.window_of(l) > 0) {
-      return Status::unimplemented(fmt::format(
-          "layer {}'s sliding window of {} on --device vulkan (windows come with issue 42)", l, c.window_of(l)));
-    }
-  }
   if (2 * c.rope_frequencies().size() != c.head_dim) {
     return Status::unimplemented(fmt::format("RoPE over {} of a head's {} dimensions on --device vulkan",
                                              2 * c.rope_frequencies().size(), c.head_dim));
@@ -132,7 +126,6 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
 }
 
 Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
-  if (window > 0) return Status::unimplemented(fmt::format("a window of {} on --device vulkan (issue 42)", window));
   if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
   return Status::ok();
 }

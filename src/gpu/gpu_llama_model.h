@@ -41,8 +41,8 @@ class GpuLlamaModel final : public Model {
   // Slot copies on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
   std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
                                                std::unique_ptr<KvExecutor> host) const override;
-  // f32, f16, bf16 K/V and int8/int4 per token, without windows, eviction, per-channel or rotated keys (issue 42
-  // brings the rest).
+  // Every KV element type and key grouping, rotated or not, with windows (the model's or --kv-window); eviction
+  // policies are refused by name (issue 42).
   Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const override;
 
   VulkanContext& context() const { return *context_; }

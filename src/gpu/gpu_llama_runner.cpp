@@ -114,11 +114,11 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     const KvGroupBatch& group = batch.kv[g];
     const AttentionBatch& a = group.attention;
     GroupBuffers& gb = groups_[g];
-    std::vector<uint32_t> slots(n), token_info(2 * n);
+    std::vector<uint32_t> slots(n), token_info(4 * n);
     gb.max_blocks = 1;
     gb.max_slots = 1;
     for (const SequenceAttention& s : a.sequences) {
-      KVS_ASSERT(s.window == 0 && !s.slot_mass, "a sequence's window or slot mass on the GPU (issue 42)");
+      KVS_ASSERT(!s.slot_mass, "a sequence's slot mass (H2O) on the GPU (issue 42)");
       gb.max_blocks = std::max<uint32_t>(gb.max_blocks, s.blocks.size());
     }
     std::vector<uint32_t> tables(a.sequences.size() * gb.max_blocks, kHole);
@@ -130,8 +130,9 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     }
     for (size_t t = 0; t < n; ++t) {
       slots[t] = static_cast<uint32_t>(group.kv_slots[t].value);
-      token_info[2 * t] = a.sequence_of_token[t];
-      token_info[2 * t + 1] = a.visible_slots[t];
+      token_info[4 * t] = a.sequence_of_token[t];
+      token_info[4 * t + 1] = a.visible_slots[t];
+      token_info[4 * t + 2] = a.sequences[a.sequence_of_token[t]].window;
       gb.max_slots = std::max(gb.max_slots, a.visible_slots[t]);
     }
     upload(gb.slots, slots);
@@ -181,7 +182,6 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
   const uint32_t dim = static_cast<uint32_t>(c.dim), hd = static_cast<uint32_t>(c.head_dim);
   for (size_t l = 0; l < c.num_layers; ++l) {
     const GpuLayerWeights& w = model_.layers()[l];
-    KVS_ASSERT(batch.layers->attention_window[l] == 0, "layer {}'s window on the GPU (issue 42)", l);
     check(ops_->rmsnorm(x, *w.attn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
     matvec(w.wq, xb, q, n);
     matvec(w.wk, xb, k, n);
@@ -219,7 +219,8 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
                                        .block_size = block,
                                        .max_blocks = gb.max_blocks,
                                        .max_slots = gb.max_slots,
-                                       .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
+                                       .window = batch.layers->attention_window[l]};
     check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
                                 shape, &tails),
           "in attention");

@@ -285,7 +285,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
   if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.block_size == 0 ||
       scratch.bytes() < size_t{tokens} * shape.heads * shape.max_slots * sizeof(float) ||
       out.bytes() < size_t{tokens} * shape.heads * shape.value_width * sizeof(float) ||
-      token_info.bytes() < size_t{tokens} * 2 * sizeof(uint32_t)) {
+      token_info.bytes() < size_t{tokens} * 4 * sizeof(uint32_t)) {
     return Status::invalid_argument(fmt::format(
         "paged attention of {} tokens, {} heads over {} KV heads, {} slots a token: scratch {} and out {} bytes",
         tokens, shape.heads, shape.kv_heads, shape.max_slots, scratch.bytes(), out.bytes()));
@@ -293,7 +293,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
   std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element, per_channel}];
   if (!pipeline) {
     KVS_RETURN_IF_ERROR(
-        make(context_, shaders::paged_attention(), 9, 16,
+        make(context_, shaders::paged_attention(), 9, 17,
              {kAttentionWorkgroup, element_code(key.element), element_code(value.element), per_channel ? 1u : 0u},
              pipeline));
   }
@@ -311,7 +311,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
     uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
     float scale;
     uint32_t k_group, k_head_block_bytes, k_data_bytes, v_group, v_head_block_bytes, v_data_bytes;
-    uint32_t layer, num_layers;
+    uint32_t layer, num_layers, window;
   } push{shape.heads,
          shape.kv_heads,
          shape.head_dim,
@@ -327,7 +327,8 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
          static_cast<uint32_t>(value.head_block_bytes()),
          static_cast<uint32_t>(value.data_bytes()),
          per_channel ? tails->layer : 0u,
-         per_channel ? tails->num_layers : 1u};
+         per_channel ? tails->num_layers : 1u,
+         shape.window};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 

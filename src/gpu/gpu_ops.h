@@ -82,9 +82,11 @@ class GpuOps {
     uint32_t max_blocks = 0;  // columns of the block-table buffer: [sequence][max_blocks], 0xffffffff a hole
     uint32_t max_slots = 0;   // columns of the scratch: [tokens][heads][max_slots] floats, >= every visible count
     float scale = 1.0f;
+    uint32_t window = 0;  // the layer's sliding window (0: none): a token sees its last `window` visible slots
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
-  // its sequence's block table (shaders/paged_attention.comp). token_info: (sequence, visible slots) per token.
+  // its sequence's block table (shaders/paged_attention.comp). token_info: per token 4 words, its sequence, its visible
+  // slots, its sequence's own window (0: none; the narrower of it and shape.window applies) and 0.
   // key and value: the pools' formats (as kv_write takes them; their widths are head_dim and value_width); rotated
   // keys are attended by rotated queries (hadamard()). Keys per channel need `tails` (tails, sequence_tails, layer,
   // num_layers): a sequence's filling group is read from its tail.

@@ -88,9 +88,10 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
     const double quantization = std::fabs(perplexity[0] - f32_perplexity);
     EXPECT_NEAR(perplexity[1], perplexity[0], std::max(1e-4 * perplexity[0], 0.25 * quantization)) << what;
   }
-  const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-window", "8"}, dir);
+  const auto refused = run_kvserve(
+      {"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-policy", "sinks", "--kv-budget", "64"}, dir);
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.err.find("a window of 8 on --device vulkan"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("eviction policies (--kv-policy) on --device vulkan"), std::string::npos) << refused.err;
   const auto bad = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "opencl"}, dir);
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }

@@ -1,7 +1,8 @@
 // The KV write and paged attention shaders against the CPU's: the bytes the KV write stores are the host KvStorage's
 // (the same layout and the same rounding, and for int8 and int4 per token the same scales, mins and q: blocks move
 // between device, host tier and disk byte for byte), and paged attention over a mixed batch (a decode token over
-// scattered blocks, a prefill chunk, a context with a hole; GQA; block sizes 1, 4 and 16; f32, f16 and bf16 K/V)
+// scattered blocks, a prefill chunk, a context with a hole; GQA; block sizes 1, 4 and 16; f32, f16 and bf16 K/V;
+// without and with sliding windows, the layer's and a sequence's own)
 // equals BatchAttention, the CPU's fp32 path; over int8 and int4 K/V per token, read in place, it equals attention
 // in double over the values the CPU reads back (kv_element), within the same bound. Keys per channel, step after
 // step: the pool's bytes and the key tails' rows are the host's, and attention over both within the bound.
@@ -40,7 +41,8 @@ class GpuAttentionTest : public test::GpuTest {
   std::vector<float> attend(const KvFormat& format, uint32_t heads, std::span<const float> q, GpuBuffer& keys,
                             GpuBuffer& values, const std::vector<std::vector<BlockId>>& tables,
                             std::span<const uint32_t> sequence_of_token, std::span<const uint32_t> visible,
-                            const GpuOps::KeyTails* tails = nullptr) {
+                            const GpuOps::KeyTails* tails = nullptr, uint32_t window = 0,
+                            std::span<const uint32_t> sequence_windows = {}) {
     const uint32_t n = static_cast<uint32_t>(visible.size()), head_dim = static_cast<uint32_t>(format.k.width);
     const uint32_t value_width = static_cast<uint32_t>(format.v->width);
     uint32_t max_blocks = 1;
@@ -49,7 +51,10 @@ class GpuAttentionTest : public test::GpuTest {
     for (size_t s = 0; s < tables.size(); ++s)
       for (size_t b = 0; b < tables[s].size(); ++b)
         table_words[s * max_blocks + b] = tables[s][b] == kNullBlock ? kHole : tables[s][b].value;
-    for (uint32_t t = 0; t < n; ++t) token_info.insert(token_info.end(), {sequence_of_token[t], visible[t]});
+    for (uint32_t t = 0; t < n; ++t) {
+      const uint32_t s = sequence_of_token[t];
+      token_info.insert(token_info.end(), {s, visible[t], sequence_windows.empty() ? 0 : sequence_windows[s], 0});
+    }
     auto qb = device_buffer(std::vector<float>(q.begin(), q.end()));
     auto tb = device_buffer(table_words), ib = device_buffer(token_info);
     const uint32_t max_slots = *std::max_element(visible.begin(), visible.end());
@@ -62,7 +67,8 @@ class GpuAttentionTest : public test::GpuTest {
                                        .block_size = static_cast<uint32_t>(format.k.rows),
                                        .max_blocks = max_blocks,
                                        .max_slots = max_slots,
-                                       .scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
+                                       .window = window};
     const Status s =
         ops_->paged_attention(format.k, *format.v, *qb, keys, values, *tb, *ib, *scratch, *out, n, shape, tails);
     EXPECT_TRUE(s) << s.message();
@@ -100,6 +106,7 @@ float element_at(const KvStorage& kv, bool keys, uint32_t block, size_t g, size_
 struct AttentionCheck {
   uint32_t heads = 0, kv_heads = 0, head_dim = 0, value_width = 0;  // of the format: set by expect_within_bound
   std::span<const uint32_t> sequence_of_token, visible;
+  std::span<const uint32_t> first = {};  // per token its first visible slot (a window), empty: 0
   std::span<const float> q, got, want;
   std::function<bool(uint32_t, uint32_t)> readable;
   std::function<double(uint32_t, bool, uint32_t, uint32_t, uint32_t)> element;
@@ -118,7 +125,8 @@ void expect_within_bound(const KvFormat& format, uint32_t heads, AttentionCheck 
       // The reference's probabilities in double, and the bound's terms.
       std::vector<double> s(c.visible[t], -INFINITY);
       double top = -INFINITY, error = 0.0;
-      for (uint32_t slot = 0; slot < c.visible[t]; ++slot) {
+      const uint32_t first = c.first.empty() ? 0 : c.first[t];
+      for (uint32_t slot = first; slot < c.visible[t]; ++slot) {
         if (!c.readable(seq, slot)) continue;
         double dot = 0.0, magnitude = 0.0;
         for (uint32_t i = 0; i < c.head_dim; ++i) {
@@ -140,7 +148,7 @@ void expect_within_bound(const KvFormat& format, uint32_t heads, AttentionCheck 
         sum += (x = std::exp(x - top));
       }
       const double exp_error = (3 + 2 * spread) * 0x1p-23 + 2e-7;
-      const double factor = std::expm1(2 * error) + 2 * exp_error + 2.0 * (c.visible[t] + 2) * kU;
+      const double factor = std::expm1(2 * error) + 2 * exp_error + 2.0 * (c.visible[t] - first + 2) * kU;
       for (uint32_t d = 0; d < c.value_width; ++d) {
         double weight = 0.0, exact = 0.0;
         for (uint32_t slot = 0; slot < c.visible[t]; ++slot) {
@@ -403,27 +411,40 @@ TEST_F(GpuAttentionTest, PagedAttentionEqualsTheCpuWithinItsBound) {
           .num_heads = heads, .num_kv_heads = kv_heads, .head_dim = head_dim, .v_head_dim = value_width};
       ThreadPool pool(2);
       BatchAttention cpu(pool, shape);
-      std::vector<float> want(n * heads * value_width);
-      cpu.run(kv, 0, {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible}, q,
-              want);
+      // Without a window, then a window of 6 over every sequence, narrowed to 4 by the prefill chunk's own.
+      for (uint32_t window : {0u, 6u}) {
+        const std::vector<uint32_t> sequence_windows{0, window > 0 ? 4u : 0u, 0};
+        std::vector<uint32_t> first(n);
+        for (size_t s = 0; s < 3; ++s) sequences[s].window = sequence_windows[s];
+        for (uint32_t t = 0; t < n; ++t) {
+          const size_t w = narrower_window(window, sequence_windows[sequence_of_token[t]]);
+          first[t] = w > 0 && visible[t] > w ? visible[t] - static_cast<uint32_t>(w) : 0;
+        }
+        std::vector<float> want(n * heads * value_width);
+        cpu.run(kv, 0, {.sequences = sequences, .sequence_of_token = sequence_of_token, .visible_slots = visible}, q,
+                want, window);
 
-      // The device's copy of the pools; block tables with holes.
-      auto kb = device_buffer(pool_bytes(kv, true)), vb = device_buffer(pool_bytes(kv, false));
-      const std::vector<float> got = attend(kv.format(), heads, q, *kb, *vb, tables, sequence_of_token, visible);
-      // Quantized K/V: against attention in double over the values read back (BatchAttention's quantized kernels
-      // have bounds of their own); the others against the CPU's fp32 path.
-      const AttentionCheck check{
-          .sequence_of_token = sequence_of_token,
-          .visible = visible,
-          .q = q,
-          .got = got,
-          .want = quantized ? std::span<const float>() : std::span<const float>(want),
-          .readable = [&](uint32_t seq, uint32_t slot) { return tables[seq][slot / block_size] != kNullBlock; },
-          .element =
-              [&](uint32_t seq, bool keys, uint32_t g, uint32_t slot, uint32_t i) {
-                return element_at(kv, keys, tables[seq][slot / block_size].value, g, slot % block_size, i);
-              }};
-      expect_within_bound(kv.format(), heads, check, fmt::format("{} block size {}", kv_dtype_name(type), block_size));
+        // The device's copy of the pools; block tables with holes.
+        auto kb = device_buffer(pool_bytes(kv, true)), vb = device_buffer(pool_bytes(kv, false));
+        const std::vector<float> got = attend(kv.format(), heads, q, *kb, *vb, tables, sequence_of_token, visible,
+                                              nullptr, window, sequence_windows);
+        // Quantized K/V: against attention in double over the values read back (BatchAttention's quantized kernels
+        // have bounds of their own); the others against the CPU's fp32 path.
+        const AttentionCheck check{
+            .sequence_of_token = sequence_of_token,
+            .visible = visible,
+            .first = first,
+            .q = q,
+            .got = got,
+            .want = quantized ? std::span<const float>() : std::span<const float>(want),
+            .readable = [&](uint32_t seq, uint32_t slot) { return tables[seq][slot / block_size] != kNullBlock; },
+            .element =
+                [&](uint32_t seq, bool keys, uint32_t g, uint32_t slot, uint32_t i) {
+                  return element_at(kv, keys, tables[seq][slot / block_size].value, g, slot % block_size, i);
+                }};
+        expect_within_bound(kv.format(), heads, check,
+                            fmt::format("{} block size {} window {}", kv_dtype_name(type), block_size, window));
+      }
     }
   }
 }

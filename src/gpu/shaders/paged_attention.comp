@@ -1,5 +1,5 @@
 // Paged attention, the reference form (speed is a later issue's): one workgroup a (token, query head) over the
-// token's visible slots of its sequence, read through the block table (the host's SequenceAttention contract: a
+// token's visible slots of its sequence (the last `window` of them under a sliding window), read through the block table (the host's SequenceAttention contract: a
 // hole, 0xffffffff, is skipped; slots past `visible` are not read). Scores, then the softmax, then the values, each
 // a pass over the slots with the workgroup's lanes side by side; scores go through `scratch` [tokens][heads][max
 // slots]. K and V in the pool layout of kv_write.comp, each in its element (specialization constants 1 and 2:
@@ -29,7 +29,8 @@ layout(std430, binding = 2) readonly buffer VF32 { float v_f32[]; };
 layout(std430, binding = 2) readonly buffer V16 { uint16_t v_16[]; };
 layout(std430, binding = 2) readonly buffer V8 { uint8_t v_8[]; };
 layout(std430, binding = 3) readonly buffer Tables { uint tables[]; };  // [sequence][max_blocks]
-layout(std430, binding = 4) readonly buffer Tokens { uvec2 token_info[]; };  // (sequence, visible slots)
+// Per token: its sequence, its visible slots, its sequence's own window (0: none), unused.
+layout(std430, binding = 4) readonly buffer Tokens { uvec4 token_info[]; };
 layout(std430, binding = 5) coherent buffer Scratch { float scratch[]; };
 layout(std430, binding = 6) writeonly buffer Out { float out_rows[]; };
 layout(std430, binding = 7) readonly buffer SeqTails { uvec2 seq_tails[]; };  // [sequence] (tail, first slot)
@@ -47,6 +48,7 @@ layout(push_constant) uniform Push {
   uint k_group, k_head_block_bytes, k_data_bytes;
   uint v_group, v_head_block_bytes, v_data_bytes;
   uint layer, num_layers;  // of the key tails
+  uint window;             // the layer's sliding window, 0: none
 } push;
 
 const uint kHole = 0xffffffffu;
@@ -110,6 +112,13 @@ float workgroup_reduce(float x, bool is_max) {
 void main() {
   const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
   const uint g = head / (push.heads / push.kv_heads), seq = token_info[t].x, visible = token_info[t].y;
+  // A window: the token sees its last w visible slots only, w the narrower of the layer's and its sequence's window
+  // (BatchAttention's first_slot); the slots before them are not read (their blocks may be gone: holes).
+  const uint sequence_window = token_info[t].z;
+  const uint w = push.window == 0u ? sequence_window
+                 : sequence_window == 0u ? push.window
+                                         : min(push.window, sequence_window);
+  const uint first = w > 0u && visible > w ? visible - w : 0u;
   const uint qb = (t * push.heads + head) * push.head_dim, sb = (t * push.heads + head) * push.max_slots;
   // Slot s's row of KV head g (of width w) in the pool, or kHole.
   const float minus_inf = -1.0 / 0.0;
@@ -118,7 +127,7 @@ void main() {
   const uint tail_first = kKeyPerChannel != 0u ? seq_tails[seq].y : 0u;
   const uint tail_rows = ((tail * push.num_layers + push.layer) * push.kv_heads + g) * push.k_group;
   float top = minus_inf;
-  for (uint s = lane; s < visible; s += gl_WorkGroupSize.x) {
+  for (uint s = first + lane; s < visible; s += gl_WorkGroupSize.x) {
     const uint block = tables[seq * push.max_blocks + s / push.block_size];
     float score = minus_inf;
     if (tail != 0xffffffffu && s >= tail_first) {
@@ -136,7 +145,7 @@ void main() {
   }
   top = workgroup_reduce(top, true);
   float sum = 0.0;
-  for (uint s = lane; s < visible; s += gl_WorkGroupSize.x) {
+  for (uint s = first + lane; s < visible; s += gl_WorkGroupSize.x) {
     const float p = exp(scratch[sb + s] - top);  // a hole's -inf gives 0
     scratch[sb + s] = p;
     sum += p;
@@ -147,7 +156,7 @@ void main() {
   const uint ob = (t * push.heads + head) * push.value_width;
   for (uint d = lane; d < push.value_width; d += gl_WorkGroupSize.x) {
     float acc = 0.0;
-    for (uint s = 0; s < visible; ++s) {
+    for (uint s = first; s < visible; ++s) {
       const float p = scratch[sb + s];
       if (p == 0.0) continue;  // a hole (never read) or a probability that underflowed
       const uint block = tables[seq * push.max_blocks + s / push.block_size];
