@@ -3,7 +3,8 @@
 // the checkpoints (the CPU's golden bound: both are fp32 sums in other orders); the engine's features on the GPU
 // giving the CPU's outputs (mixed prefill and decode of several requests, prefix-cache hits, block sizes 1, 16 and
 // 256, f16 and bf16 K/V; int8 and int4 K/V, keys per token and per channel, plain or rotated; a sliding window); a
-// Qwen2-shaped file (biases, NeoX RoPE, GQA); Q8_0 weights; and what the GPU refuses.
+// Qwen2-shaped file (biases, NeoX RoPE, GQA); a Mistral-shaped one (its own window); Q8_0 weights; and what the GPU
+// refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -240,13 +241,16 @@ TEST_F(GpuForward, ParallelSamplesAndPreemptionGiveTheCpusTokens) {
   }
 }
 
-// A Qwen2-shaped file (Q/K/V biases, NeoX RoPE, 4 query heads a KV head) in F32, and a Llama-shaped one in Q8_0: the
-// GPU reads Q8_0 rows with fp32 activations where the CPU quantizes activations to int8 (~0.6% a projection, the
-// bound of tests/engine/kquant_model_test: 0.25 on the logits), so the Q8_0 case is held to that bound.
-TEST_F(GpuForward, Qwen2ShapeAndQ8_0WeightsEqualTheCpu) {
+// A Qwen2-shaped file (Q/K/V biases, NeoX RoPE, 4 query heads a KV head) in F32, a Mistral-shaped one (MQA, the
+// file's own sliding window of 16: 46 tokens run past it, the blocks before it let go) in F32, and a Llama-shaped one
+// in Q8_0: the GPU reads Q8_0 rows with fp32 activations where the CPU quantizes activations to int8 (~0.6% a
+// projection, the bound of tests/engine/kquant_model_test: 0.25 on the logits), so the Q8_0 case is held to that bound.
+TEST_F(GpuForward, Qwen2MistralShapesAndQ8_0WeightsEqualTheCpu) {
   test::TempDir dir("gpu_forward_synth");
-  for (const auto& [preset, type, bound] : std::vector<std::tuple<const char*, DType, float>>{
-           {"tiny-qwen2", DType::kF32, kGoldenBound}, {"tiny-llama3", DType::kQ8_0, 0.25f}}) {
+  for (const auto& [preset, type, bound] :
+       std::vector<std::tuple<const char*, DType, float>>{{"tiny-qwen2", DType::kF32, kGoldenBound},
+                                                          {"tiny-mistral", DType::kF32, kGoldenBound},
+                                                          {"tiny-llama3", DType::kQ8_0, 0.25f}}) {
     SynthSpec spec = *synth_preset(preset);
     spec.type = type;
     const std::string path = dir.file(std::string(preset) + ".gguf");
@@ -257,6 +261,9 @@ TEST_F(GpuForward, Qwen2ShapeAndQ8_0WeightsEqualTheCpu) {
     const test::EngineTrace cpu = trace(*host_, config, prompt, 16), gpu = trace(*gpu_, config, prompt, 16);
     const float worst = test::worst_logit_difference(gpu, cpu);
     EXPECT_LE(worst, bound) << preset;
+    if (std::string_view(preset) == "tiny-mistral") {
+      EXPECT_GT(host_->config().window_of(0), 0u) << "the file must carry a window";
+    }
     if (type == DType::kF32) {
       EXPECT_EQ(gpu.tokens, cpu.tokens) << preset;
     }
