@@ -67,9 +67,11 @@ void run_gpu_bench(const GpuBenchOptions& o) {
     if (!run) throw CommandError(run.status().message());
     if (r > 0) prefill_best = std::max(prefill_best, prefill_tokens / run->prefill_seconds);
   }
+  // What a decode step reads of the weights: every matrix and the classifier, not the embedding (one row a token),
+  // unless the classifier is the embedding (uploaded once).
   const WeightView& embedding = loaded.model->weights().token_embedding;
-  const double matrix_bytes =
-      static_cast<double>(report->weight_bytes) - static_cast<double>(embedding.rows * embedding.row_bytes());
+  const double matrix_bytes = static_cast<double>(report->weight_bytes) -
+                              (c.tied_output ? 0.0 : static_cast<double>(embedding.rows * embedding.row_bytes()));
   const KvCacheSpec spec = engine_kv_spec(model, config);
   const double kv_per_token = static_cast<double>(kv_bytes_per_block(spec).total()) / spec.block_size;
   std::vector<DecodeRow> rows;

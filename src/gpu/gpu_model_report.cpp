@@ -2,27 +2,27 @@
 #include <algorithm>
 
 #include "core/byte_size.h"
-#include "gpu/gpu_llama_model.h"
+#include "gpu/gpu_decoder_model.h"
 #include "gpu/stream_probe.h"
 #include "kv/kv_sizing.h"
 
 namespace kvs {
 namespace {
 
-constexpr double kHeadroom = 1.5;      // the runner grows a step buffer by half again (gpu_llama_runner.cpp)
+constexpr double kHeadroom = 1.5;      // the runner grows a step buffer by half again (gpu_decoder_runner.cpp)
 constexpr double kUtilization = 0.90;  // of the free memory, what the pool takes by default (vLLM's default too)
 
-const GpuLlamaModel* on_gpu(const Model& model) { return dynamic_cast<const GpuLlamaModel*>(&model); }
+const GpuDecoderModel* on_gpu(const Model& model) { return dynamic_cast<const GpuDecoderModel*>(&model); }
 
 }  // namespace
 
 Expected<GpuMemoryReport> gpu_memory_report(const Model& model, const KvCacheSpec& spec, size_t max_batch_tokens) {
-  const GpuLlamaModel* gpu = on_gpu(model);
+  const GpuDecoderModel* gpu = on_gpu(model);
   if (gpu == nullptr) return Status::invalid_argument("gpu_memory_report: the model does not run on the GPU");
   const ModelConfig& c = gpu->config();
   const VulkanContext& context = gpu->context();
   const double n = static_cast<double>(std::max<size_t>(1, max_batch_tokens));
-  // The runner's step buffers (gpu_llama_runner.cpp): activations, the attention scratch of every visible slot,
+  // The runner's step buffers (gpu_decoder_runner.cpp): activations, the attention scratch of every visible slot,
   // the gathered rows and the logits (at most one per token).
   const double activations = n * (3.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + 2.0 * c.ffn_dim) +
                              n * c.num_heads * static_cast<double>(c.context_length) + n * (2.0 * c.dim + c.vocab_size);
@@ -44,7 +44,7 @@ Expected<GpuMemoryReport> gpu_memory_report(const Model& model, const KvCacheSpe
 }
 
 std::string gpu_memory_line(const Model& model, const GpuMemoryReport& r, size_t kv_blocks, size_t block_size) {
-  const GpuLlamaModel* gpu = on_gpu(model);
+  const GpuDecoderModel* gpu = on_gpu(model);
   if (gpu == nullptr) return {};
   const VulkanKvAllocator::Usage kv = gpu->allocator().usage();
   const size_t tokens = kv_blocks * block_size, context = gpu->config().context_length;
@@ -65,7 +65,7 @@ std::string gpu_memory_line(const Model& model, const GpuMemoryReport& r, size_t
 }
 
 Expected<GpuBandwidth> gpu_stream_bandwidth(const Model& model, uint64_t bytes, size_t reps) {
-  const GpuLlamaModel* gpu = on_gpu(model);
+  const GpuDecoderModel* gpu = on_gpu(model);
   if (gpu == nullptr) return Status::invalid_argument("gpu_stream_bandwidth: the model does not run on the GPU");
   VulkanContext& context = gpu->context();
   bytes = std::min<uint64_t>({bytes, context.info().max_storage_buffer_range, context.device_memory_available() / 4});
@@ -93,7 +93,7 @@ Expected<GpuBandwidth> gpu_stream_bandwidth(const Model& model, uint64_t bytes, 
 }
 
 std::vector<GpuKernelTime> gpu_profile(const Model& model, uint64_t* steps) {
-  const GpuLlamaModel* gpu = on_gpu(model);
+  const GpuDecoderModel* gpu = on_gpu(model);
   GpuProfile* profile = gpu != nullptr ? gpu->profile() : nullptr;
   if (steps != nullptr) *steps = profile != nullptr ? profile->steps() : 0;
   return profile != nullptr ? profile->kinds() : std::vector<GpuKernelTime>{};

@@ -81,7 +81,9 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   KVS_RETURN_IF_ERROR(make(context, shaders::rmsnorm(), 3, 2, {kNormWorkgroup}, ops->rmsnorm_));
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 0}, ops->rope_));
   KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
-  KVS_RETURN_IF_ERROR(make(context, shaders::swiglu(), 2, 1, {kElementwise}, ops->swiglu_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::glu(), 2, 1, {kElementwise, 0}, ops->swiglu_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::glu(), 2, 1, {kElementwise, 1}, ops->geglu_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::scale(), 1, 2, {kElementwise}, ops->scale_));
   KVS_RETURN_IF_ERROR(make(context, shaders::add(), 2, 2, {kElementwise}, ops->add_));
   KVS_RETURN_IF_ERROR(make(context, shaders::hadamard(), 1, 3, {kElementwise}, ops->hadamard_));
   for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
@@ -131,13 +133,29 @@ Status GpuOps::rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t token
   return dispatch("rope", neox ? *rope_neox_ : *rope_, buffers, push, groups_for(size_t{tokens} * heads * half));
 }
 
-Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
+Status GpuOps::gated(const char* kind, ComputePipeline& pipeline, GpuBuffer& gate, GpuBuffer& up, uint32_t n) {
   if (gate.bytes() < n * sizeof(float) || up.bytes() < n * sizeof(float)) {
     return Status::invalid_argument(
-        fmt::format("swiglu of {} values over {} and {} bytes", n, gate.bytes(), up.bytes()));
+        fmt::format("{} of {} values over {} and {} bytes", kind, n, gate.bytes(), up.bytes()));
   }
   GpuBuffer* const buffers[] = {&gate, &up};
-  return dispatch("swiglu", *swiglu_, buffers, &n, groups_for(n));
+  return dispatch(kind, pipeline, buffers, &n, groups_for(n));
+}
+
+Status GpuOps::swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) { return gated("swiglu", *swiglu_, gate, up, n); }
+
+Status GpuOps::geglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n) { return gated("geglu", *geglu_, gate, up, n); }
+
+Status GpuOps::scale(GpuBuffer& x, uint32_t n, float factor) {
+  if (x.bytes() < n * sizeof(float)) {
+    return Status::invalid_argument(fmt::format("scale of {} values over {} bytes", n, x.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&x};
+  struct {
+    uint32_t n;
+    float factor;
+  } push{n, factor};
+  return dispatch("scale", *scale_, buffers, &push, groups_for(n));
 }
 
 Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period) {

@@ -30,7 +30,8 @@ class GpuOps {
   Status end_step() { return recorder_->submit(); }
   GpuRecorder& recorder() { return *recorder_; }
 
-  // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `cols` (shaders/rmsnorm.comp).
+  // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `cols` (shaders/rmsnorm.comp); y may be x (each
+  // value is written after its row's sum, by the invocation that read it): Gemma's norm of each query and key head.
   Status rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps);
   // y[t][r] = sum_c W[r][c] x[t][c]: W [rows][cols] in `type`, x [tokens][cols], y [tokens][rows]
   // (shaders/matvec.comp). Every type the CPU loads (F32, F16, BF16 and the block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
@@ -46,8 +47,12 @@ class GpuOps {
   // x = H x in place over `rows` rows of `width` (a power of two), H the normalized Hadamard transform, bit for bit
   // the CPU's hadamard_transform (shaders/hadamard.comp): rotated keys are written and attended in that form.
   Status hadamard(GpuBuffer& x, uint32_t rows, uint32_t width);
-  // gate = silu(gate) * up over n values (shaders/swiglu.comp).
+  // gate = silu(gate) * up over n values (shaders/glu.comp).
   Status swiglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n);
+  // gate = gelu(gate) * up over n values, GELU in the tanh form of the CPU's geglu (shaders/glu.comp).
+  Status geglu(GpuBuffer& gate, GpuBuffer& up, uint32_t n);
+  // x *= factor over n values (shaders/scale.comp): Gemma's embedding scale.
+  Status scale(GpuBuffer& x, uint32_t n, float factor);
   // x[i] += y[i % period] over n values (shaders/add.comp): the residual add (period 0: n), or a bias of `period`
   // values added to every row.
   Status add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period = 0);
@@ -108,7 +113,9 @@ class GpuOps {
   static uint32_t groups_for(size_t n) { return static_cast<uint32_t>((n + kElementwise - 1) / kElementwise); }
 
   std::unique_ptr<GpuRecorder> recorder_;
-  std::unique_ptr<ComputePipeline> rmsnorm_, rope_, rope_neox_, swiglu_, add_, hadamard_;
+  std::unique_ptr<ComputePipeline> rmsnorm_, rope_, rope_neox_, swiglu_, geglu_, scale_, add_, hadamard_;
+  // gate = act(gate) * up by `pipeline` (swiglu_ or geglu_), named `kind`.
+  Status gated(const char* kind, ComputePipeline& pipeline, GpuBuffer& gate, GpuBuffer& up, uint32_t n);
   // Per weight type (specialization 1), built on first use: each is a shader compile on the driver (an LLVM one on
   // lavapipe), too many to build eagerly for 15 types.
   std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;

@@ -16,8 +16,11 @@ constexpr uint32_t kMatvec[] = {
 constexpr uint32_t kRope[] = {
 #include "rope.spv.inc"
 };
-constexpr uint32_t kSwiglu[] = {
-#include "swiglu.spv.inc"
+constexpr uint32_t kGlu[] = {
+#include "glu.spv.inc"
+};
+constexpr uint32_t kScale[] = {
+#include "scale.spv.inc"
 };
 constexpr uint32_t kAdd[] = {
 #include "add.spv.inc"
@@ -53,7 +56,8 @@ std::span<const uint32_t> key_seal() { return kKeySeal; }
 std::span<const uint32_t> hadamard() { return kHadamard; }
 std::span<const uint32_t> get_rows() { return kGetRows; }
 std::span<const uint32_t> add() { return kAdd; }
-std::span<const uint32_t> swiglu() { return kSwiglu; }
+std::span<const uint32_t> glu() { return kGlu; }
+std::span<const uint32_t> scale() { return kScale; }
 std::span<const uint32_t> rope() { return kRope; }
 
 }  // namespace kvs::shaders

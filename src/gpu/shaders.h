@@ -10,7 +10,8 @@ std::span<const uint32_t> stream_sum();       // shaders/stream_sum.comp
 std::span<const uint32_t> rmsnorm();          // shaders/rmsnorm.comp
 std::span<const uint32_t> matvec();           // shaders/matvec.comp
 std::span<const uint32_t> rope();             // shaders/rope.comp
-std::span<const uint32_t> swiglu();           // shaders/swiglu.comp
+std::span<const uint32_t> glu();              // shaders/glu.comp
+std::span<const uint32_t> scale();            // shaders/scale.comp
 std::span<const uint32_t> add();              // shaders/add.comp
 std::span<const uint32_t> get_rows();         // shaders/get_rows.comp
 std::span<const uint32_t> kv_write();         // shaders/kv_write.comp

@@ -47,17 +47,12 @@ TEST(DevicesCli, ListsTheCpuAndEachVulkanDeviceAsLinesAndJson) {
 // every element, which moves the perplexity from the f32 cache's by Q; a quarter of Q is the bound (measured over these
 // 3 chunks: int8 GPU 0.999810 of the CPU's, 0.16 Q; the CPU's own scalar and AVX-512 paths differ by 0.08 Q; int4 2e-6
 // relative).
-TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
-  test::TempDir dir("cli_device_vulkan");
-  const auto listing = run_kvserve({"devices", "--json"}, dir);
-  ASSERT_EQ(listing.exit_code, 0) << listing.err;
-  const nlohmann::json d = nlohmann::json::parse(listing.out);
-  if (d.contains("vulkan_error") || d["vulkan"].empty()) GTEST_SKIP() << "no Vulkan device";
-  const std::vector<std::vector<std::string>> kv_flags{{},
-                                                       {"--kv-dtype", "int8", "--kv-key-scales", "token"},
-                                                       {"--kv-dtype", "int4", "--kv-key-scales", "token"},
-                                                       {"--kv-dtype", "int8"},
-                                                       {"--kv-dtype", "int4"}};
+// For the model `model_args` names, each of `kv_flags`: `run`'s greedy story on the GPU is the CPU's, and perplexity
+// over 3 chunks of `chunk` tokens is the CPU's within 1e-4 of it, or within a quarter of what the K/V format itself
+// moves the CPU's perplexity (from an f32 cache, the first of kv_flags).
+void expect_devices_agree(const std::vector<std::string>& model_args,
+                          const std::vector<std::vector<std::string>>& kv_flags, const std::string& chunk,
+                          const test::TempDir& dir) {
   double f32_perplexity = 0.0;  // the CPU's, with an f32 cache
   for (const std::vector<std::string>& kv : kv_flags) {
     const std::string what = kv.empty() ? "f32 K/V" : kv[1] + (kv.size() > 2 ? " K/V per token" : " K/V");
@@ -66,17 +61,19 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
     for (int gpu = 0; gpu < 2; ++gpu) {
       const std::string device = gpu ? "vulkan" : "cpu";
       std::vector<std::string> run_args{"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--device", device};
-      run_args.insert(run_args.end(), kv.begin(), kv.end());
+      std::vector<std::string> ppl_args{"perplexity", "-f",       test::shared_path("eval/tinystories_valid_head.txt"),
+                                        "--chunk",    chunk,      "--chunks",
+                                        "3",          "--device", device};
+      for (std::vector<std::string>* args : {&run_args, &ppl_args}) {
+        args->insert(args->end(), model_args.begin(), model_args.end());
+        args->insert(args->end(), kv.begin(), kv.end());
+      }
       const auto run = run_kvserve(run_args, dir);
       ASSERT_EQ(run.exit_code, 0) << run.err;
       story[gpu] = run.out;
       if (gpu) {
         EXPECT_NE(run.err.find("on vulkan"), std::string::npos) << run.err;
       }
-      std::vector<std::string> ppl_args{"perplexity", "-f",       test::shared_path("eval/tinystories_valid_head.txt"),
-                                        "--chunk",    "128",      "--chunks",
-                                        "3",          "--device", device};
-      ppl_args.insert(ppl_args.end(), kv.begin(), kv.end());
       const auto ppl = run_kvserve(ppl_args, dir);
       ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
       const size_t at = ppl.out.rfind("perplexity ");
@@ -88,6 +85,28 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
     const double quantization = std::fabs(perplexity[0] - f32_perplexity);
     EXPECT_NEAR(perplexity[1], perplexity[0], std::max(1e-4 * perplexity[0], 0.25 * quantization)) << what;
   }
+}
+
+// stories260K with every K/V format, and a Gemma-3-shaped file (tiny-gemma3 with a window of 40 tokens, 256-token
+// chunks past it: GeGLU, the head norms, two RoPE bases, the window pools).
+TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
+  test::TempDir dir("cli_device_vulkan");
+  const auto listing = run_kvserve({"devices", "--json"}, dir);
+  ASSERT_EQ(listing.exit_code, 0) << listing.err;
+  const nlohmann::json d = nlohmann::json::parse(listing.out);
+  if (d.contains("vulkan_error") || d["vulkan"].empty()) GTEST_SKIP() << "no Vulkan device";
+  expect_devices_agree({},
+                       {{},
+                        {"--kv-dtype", "int8", "--kv-key-scales", "token"},
+                        {"--kv-dtype", "int4", "--kv-key-scales", "token"},
+                        {"--kv-dtype", "int8"},
+                        {"--kv-dtype", "int4"}},
+                       "128", dir);
+  const std::string gemma = dir.file("gemma3.gguf");
+  const auto synth =
+      run_kvserve({"synth", "--preset", "tiny-gemma3", "--ctx", "1024", "--sliding-window", "40", "-o", gemma}, dir);
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  expect_devices_agree({"-m", gemma}, {{}, {"--kv-dtype", "int8"}}, "256", dir);
   const auto refused = run_kvserve(
       {"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-policy", "sinks", "--kv-budget", "64"}, dir);
   EXPECT_NE(refused.exit_code, 0);

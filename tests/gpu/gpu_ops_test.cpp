@@ -177,8 +177,8 @@ TEST_F(GpuOpsTest, HadamardEqualsTheCpuBitForBit) {
 }
 
 // SwiGLU: Vulkan's exp is within 3 + 2 |x| ulp, its division 2.5 ulp; the CPU's exp within 2e-7 relative:
-// |d| <= |y| ((6 + 2 |g|) 2^-23 + 2e-7).
-TEST_F(GpuOpsTest, SwigluAndTheResidualAddEqualTheCpu) {
+// |d| <= |y| ((6 + 2 |g|) 2^-23 + 2e-7). GeGLU, the embedding scale and the residual add likewise.
+TEST_F(GpuOpsTest, GatedUnitsScaleAndTheResidualAddEqualTheCpu) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (uint32_t n : {1u, 1000u}) {
     std::vector<float> gate(n), up(n);
@@ -193,7 +193,25 @@ TEST_F(GpuOpsTest, SwigluAndTheResidualAddEqualTheCpu) {
       ASSERT_LE(std::fabs(got[i] - want[i]), std::fabs(want[i]) * ((6 + 2 * std::fabs(gate[i])) * 0x1p-23 + 2e-7))
           << "gate " << gate[i] << " up " << up[i];
     }
-    // x += y is one fp32 addition on either side: the same bits.
+    // GeGLU: u = g (a + b g^2) is 3 roundings either side (|du| <= 3 |u| 2^-24 each), the exp of each is within
+    // (3 + 2 |u|) ulp (Vulkan) or 2e-7 (the CPU) of e^u, and an error in e moves g / (1 + e) by at most e's relative
+    // error; the division and product add 3 ulp: |d| <= |y| ((6 + 5 |u|) 2^-23 + 2e-7).
+    std::vector<float> want_gelu = gate;
+    geglu(want_gelu, up);
+    auto gelu = device_buffer(std::as_bytes(std::span(gate)));
+    ASSERT_TRUE(ops_->geglu(*gelu, *ub, n));
+    const std::vector<float> got_gelu = download(*gelu, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const float g = gate[i], u = std::fabs(g * (-1.5957691f - 0.0713548f * g * g));
+      ASSERT_LE(std::fabs(got_gelu[i] - want_gelu[i]), std::fabs(want_gelu[i]) * ((6 + 5 * u) * 0x1p-23 + 2e-7))
+          << "gate " << g << " up " << up[i];
+    }
+    // x *= factor and x += y are one fp32 operation on either side: the same bits.
+    std::vector<float> scaled = gate;
+    for (float& v : scaled) v *= std::sqrt(640.0f);
+    auto sb = device_buffer(std::as_bytes(std::span(gate)));
+    ASSERT_TRUE(ops_->scale(*sb, n, std::sqrt(640.0f)));
+    EXPECT_EQ(download(*sb, n), scaled);
     std::vector<float> sum = gate;
     for (uint32_t i = 0; i < n; ++i) sum[i] += up[i];
     auto xb = device_buffer(std::as_bytes(std::span(gate)));

@@ -1,4 +1,4 @@
-#include "gpu/gpu_llama_runner.h"
+#include "gpu/gpu_decoder_runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,22 +14,24 @@ constexpr uint32_t kHole = 0xffffffffu;
 
 }  // namespace
 
-GpuLlamaRunner::GpuLlamaRunner(const GpuLlamaModel& model)
-    : model_(model), inv_freq_(model.config().rope_frequencies()) {
+GpuDecoderRunner::GpuDecoderRunner(const GpuDecoderModel& model)
+    : model_(model),
+      inv_freq_(model.config().rope_frequencies()),
+      local_inv_freq_(model.config().is_gemma3() ? model.config().rope_frequencies(true) : std::vector<float>()) {
   auto ops = GpuOps::create(model.context());
   check(ops ? Status::ok() : ops.status(), "creating the GPU pipelines");
   ops_ = std::move(*ops);
   if (GpuProfile* profile = model.profile()) check(ops_->recorder().set_profile(profile), "turning on --profile");
 }
 
-void GpuLlamaRunner::check(const Status& s, const char* what) {
+void GpuDecoderRunner::check(const Status& s, const char* what) {
   if (s) return;
   // The step is dropped (nothing of it was submitted, or it failed on the device): the engine ends its requests.
   if (ops_) ops_->recorder().abandon();
   throw DeviceFault(fmt::format("the GPU forward failed {}: {}", what, s.message()));
 }
 
-GpuBuffer& GpuLlamaRunner::ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes, GpuMemory memory) {
+GpuBuffer& GpuDecoderRunner::ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes, GpuMemory memory) {
   bytes = std::max<size_t>(bytes, 16);
   const uint64_t range = model_.context().info().max_storage_buffer_range;
   if (bytes > range) {  // a binding spans at most `range` bytes: a larger buffer would be read past its end
@@ -49,20 +51,20 @@ GpuBuffer& GpuLlamaRunner::ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes
 }
 
 template <class T>
-GpuBuffer& GpuLlamaRunner::upload(std::unique_ptr<GpuBuffer>& slot, const std::vector<T>& values) {
+GpuBuffer& GpuDecoderRunner::upload(std::unique_ptr<GpuBuffer>& slot, const std::vector<T>& values) {
   GpuBuffer& b = ensure(slot, values.size() * sizeof(T), GpuMemory::kHostVisible);
   if (!values.empty()) std::memcpy(b.mapped().data(), values.data(), values.size() * sizeof(T));
   return b;
 }
 
-void GpuLlamaRunner::matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n) {
+void GpuDecoderRunner::matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n) {
   for (const GpuMatrixPart& part : w.parts) {
     check(ops_->matvec(w.type, *part.buffer, x, y, part.rows, w.cols, static_cast<uint32_t>(n), w.rows, part.first_row),
           "in a matrix product");
   }
 }
 
-GpuBuffer& GpuLlamaRunner::pool(const KvStorage& storage, size_t layer, bool keys) const {
+GpuBuffer& GpuDecoderRunner::pool(const KvStorage& storage, size_t layer, bool keys) const {
   const KvRows rows = keys ? storage.keys(layer, BlockId{0}, 0) : storage.values(layer, BlockId{0}, 0);
   GpuBuffer* buffer = model_.allocator().buffer_at(rows.data);
   KVS_ASSERT(buffer != nullptr, "layer {}'s {} pool is not in device memory (the engine's KV allocator)", layer,
@@ -70,13 +72,13 @@ GpuBuffer& GpuLlamaRunner::pool(const KvStorage& storage, size_t layer, bool key
   return *buffer;
 }
 
-GpuBuffer& GpuLlamaRunner::key_tails(const KvStorage& storage) const {
+GpuBuffer& GpuDecoderRunner::key_tails(const KvStorage& storage) const {
   GpuBuffer* buffer = model_.allocator().buffer_at(storage.key_tail_rows(0, 0, 0).data);
   KVS_ASSERT(buffer != nullptr, "the key tails are not in device memory (the engine's KV allocator)");
   return *buffer;
 }
 
-void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
+void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = model_.config();
   const size_t n = batch.tokens.size(), m = batch.logits_for.size(), half = inv_freq_.size();
   if (n == 0) return;
@@ -96,18 +98,18 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
   GpuBuffer& gate = ensure(gate_, n * c.ffn_dim * 4, kDevice);
   GpuBuffer& up = ensure(up_, n * c.ffn_dim * 4, kDevice);
 
-  // Per step: token ids, the RoPE angles of each position (the host's tables, as the CPU forward computes them).
+  // Per step: token ids, the RoPE angles of each position (the host's tables, as the CPU forward computes them; Gemma
+  // 3's window layers have tables of their own).
   std::vector<uint32_t> ids(n);
-  std::vector<float> cos(n * half), sin(n * half);
   for (size_t t = 0; t < n; ++t) {
     KVS_ASSERT(batch.tokens[t] >= 0 && static_cast<size_t>(batch.tokens[t]) < c.vocab_size,
                "token id {} outside vocabulary of {}", batch.tokens[t], c.vocab_size);
     ids[t] = static_cast<uint32_t>(batch.tokens[t]);
-    rope_cos_sin(batch.positions[t], inv_freq_, {&cos[t * half], half}, {&sin[t * half], half});
   }
   GpuBuffer& id_buffer = upload(ids_, ids);
-  GpuBuffer& cos_buffer = upload(cos_, cos);
-  GpuBuffer& sin_buffer = upload(sin_, sin);
+  RopeBuffers& global_rope = upload_rope(global_rope_, inv_freq_, batch.positions);
+  RopeBuffers& local_rope =
+      local_inv_freq_.empty() ? global_rope : upload_rope(local_rope_, local_inv_freq_, batch.positions);
   // Per layer group: each token's slot, each sequence's block table (holes marked), each token's (sequence, visible).
   groups_.resize(kv.size());
   for (size_t g = 0; g < kv.size(); ++g) {
@@ -178,8 +180,11 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     check(ops_->get_rows(embedding.type, *part.buffer, id_buffer, x, tokens, embedding.cols, part.first_row, part.rows),
           "in the embedding");
   }
-  const bool neox = c.rope_style == RopeStyle::kNeox;
   const uint32_t dim = static_cast<uint32_t>(c.dim), hd = static_cast<uint32_t>(c.head_dim);
+  if (c.embedding_scale != 1.0f) check(ops_->scale(x, tokens * dim, c.embedding_scale), "scaling the embedding");
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  // The CPU's Gemma scales q by attention_scale x sqrt(head_dim) and divides scores by sqrt(head_dim): one factor here.
+  const float attention_scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   for (size_t l = 0; l < c.num_layers; ++l) {
     const GpuLayerWeights& w = model_.layers()[l];
     check(ops_->rmsnorm(x, *w.attn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
@@ -191,8 +196,16 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
       check(ops_->add(k, *w.bk, tokens * c.kv_dim(), c.kv_dim()), "adding the K bias");
       check(ops_->add(v, *w.bv, tokens * c.kv_dim(), c.kv_dim()), "adding the V bias");
     }
-    check(ops_->rope(q, cos_buffer, sin_buffer, tokens, c.num_heads, hd, half, neox), "in RoPE");
-    check(ops_->rope(k, cos_buffer, sin_buffer, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
+    if (w.q_norm) {  // Gemma: each query and key head normed in place
+      check(ops_->rmsnorm(q, *w.q_norm, q, tokens * static_cast<uint32_t>(c.num_heads), hd, c.rms_eps),
+            "in the query norm");
+      check(ops_->rmsnorm(k, *w.k_norm, k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd, c.rms_eps),
+            "in the key norm");
+    }
+    // Gemma 3's window layers turn by their own base (the model's window, whatever the KV layout, as on the CPU).
+    RopeBuffers& rope = c.window_of(l) > 0 ? local_rope : global_rope;
+    check(ops_->rope(q, *rope.cos, *rope.sin, tokens, c.num_heads, hd, half, neox), "in RoPE");
+    check(ops_->rope(k, *rope.cos, *rope.sin, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
     const size_t g = batch.layers->group_of[l], at = batch.layers->index_in_group[l];
     KvStorage& storage = kv[g];
     const KvFormat& format = storage.format();
@@ -219,19 +232,23 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
                                        .block_size = block,
                                        .max_blocks = gb.max_blocks,
                                        .max_slots = gb.max_slots,
-                                       .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
+                                       .scale = attention_scale,
                                        .window = batch.layers->attention_window[l]};
     check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
                                 shape, &tails),
           "in attention");
     matvec(w.wo, att, proj, n);
-    check(ops_->add(x, proj, tokens * dim), "adding to the residual");
+    add_to_residual(x, proj, w.post_attention_norm.get(), xb, tokens);
     check(ops_->rmsnorm(x, *w.ffn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
     matvec(w.w_gate, xb, gate, n);
     matvec(w.w_up, xb, up, n);
-    check(ops_->swiglu(gate, up, tokens * c.ffn_dim), "in SwiGLU");
+    if (c.is_gemma3()) {
+      check(ops_->geglu(gate, up, tokens * c.ffn_dim), "in GeGLU");
+    } else {
+      check(ops_->swiglu(gate, up, tokens * c.ffn_dim), "in SwiGLU");
+    }
     matvec(w.w_down, gate, proj, n);
-    check(ops_->add(x, proj, tokens * dim), "adding to the residual");
+    add_to_residual(x, proj, w.post_ffw_norm.get(), xb, tokens);
   }
   if (m > 0) {
     check(ops_->get_rows(DType::kF32, x, wanted_buffer, rows, static_cast<uint32_t>(m), dim), "gathering rows");
@@ -239,7 +256,29 @@ void GpuLlamaRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv,
     matvec(model_.output(), normed, out, m);
   }
   check(ops_->end_step(), "running the step");
-  if (m > 0) check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+  if (m == 0) return;
+  check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+  if (const float cap = c.final_logit_softcap; cap > 0.0f) {  // Gemma 2's soft cap, if a file asks for it: as the CPU
+    for (float& logit : logits.first(m * c.vocab_size)) logit = cap * std::tanh(logit / cap);
+  }
+}
+
+GpuDecoderRunner::RopeBuffers& GpuDecoderRunner::upload_rope(RopeBuffers& to, std::span<const float> inv_freq,
+                                                             std::span<const uint32_t> positions) {
+  const size_t n = positions.size(), half = inv_freq.size();
+  std::vector<float> cos(n * half), sin(n * half);
+  for (size_t t = 0; t < n; ++t) rope_cos_sin(positions[t], inv_freq, {&cos[t * half], half}, {&sin[t * half], half});
+  upload(to.cos, cos);
+  upload(to.sin, sin);
+  return to;
+}
+
+void GpuDecoderRunner::add_to_residual(GpuBuffer& x, GpuBuffer& y, GpuBuffer* norm, GpuBuffer& scratch,
+                                       uint32_t tokens) {
+  const ModelConfig& c = model_.config();
+  const uint32_t dim = static_cast<uint32_t>(c.dim);
+  if (norm) check(ops_->rmsnorm(y, *norm, scratch, tokens, dim, c.rms_eps), "in a post-norm");
+  check(ops_->add(x, norm ? scratch : y, tokens * dim), "adding to the residual");
 }
 
 }  // namespace kvs

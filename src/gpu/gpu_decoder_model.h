@@ -1,5 +1,5 @@
 // The Llama family on a Vulkan device (gpu_model.h's make_gpu_model): the weights on the device in their file's
-// types, one runner per engine (gpu_llama_runner.h) recording the forward pass with GpuOps.
+// types, one runner per engine (gpu_decoder_runner.h) recording the forward pass with GpuOps.
 #pragma once
 
 #include <memory>
@@ -26,12 +26,14 @@ struct GpuMatrix {
 struct GpuLayerWeights {
   GpuMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   std::unique_ptr<GpuBuffer> attn_norm, ffn_norm, bq, bk, bv;  // biases: null without (qkv_bias false)
+  // Gemma 3 only (null otherwise): the norms of each query and key head, and of the attention and FFN outputs.
+  std::unique_ptr<GpuBuffer> q_norm, k_norm, post_attention_norm, post_ffw_norm;
 };
 
-class GpuLlamaModel final : public Model {
+class GpuDecoderModel final : public Model {
  public:
-  static Expected<std::unique_ptr<GpuLlamaModel>> create(const DecoderModel& model, size_t device,
-                                                         GpuModelOptions options);
+  static Expected<std::unique_ptr<GpuDecoderModel>> create(const DecoderModel& model, size_t device,
+                                                           GpuModelOptions options);
 
   const ModelConfig& config() const override { return host_.config(); }
   KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override { return host_.kv_spec(dtype, block_size); }
@@ -50,7 +52,8 @@ class GpuLlamaModel final : public Model {
   const VulkanKvAllocator& allocator() const { return *allocator_; }
   const std::vector<GpuLayerWeights>& layers() const { return layers_; }
   const GpuMatrix& embedding() const { return embedding_; }
-  const GpuMatrix& output() const { return output_; }
+  // The classifier: the embedding itself when the file ties them (uploaded once).
+  const GpuMatrix& output() const { return config().tied_output ? embedding_ : output_; }
   GpuBuffer& output_norm() const { return *output_norm_; }
   size_t device_index() const { return device_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -58,7 +61,7 @@ class GpuLlamaModel final : public Model {
   GpuProfile* profile() const { return options_.profile ? &profile_ : nullptr; }
 
  private:
-  GpuLlamaModel(const DecoderModel& host, size_t device, GpuModelOptions options)
+  GpuDecoderModel(const DecoderModel& host, size_t device, GpuModelOptions options)
       : host_(host), device_(device), options_(options) {}
   Expected<GpuMatrix> upload_matrix(const WeightView& view, const std::string& what);
   Expected<std::unique_ptr<GpuBuffer>> upload_vector(std::span<const float> values);
@@ -72,7 +75,7 @@ class GpuLlamaModel final : public Model {
   std::unique_ptr<GpuOps> ops_;
   std::unique_ptr<VulkanKvAllocator> allocator_;
   std::vector<GpuLayerWeights> layers_;
-  GpuMatrix embedding_, output_;
+  GpuMatrix embedding_, output_;  // output_ empty when tied
   std::unique_ptr<GpuBuffer> output_norm_;
 };
 

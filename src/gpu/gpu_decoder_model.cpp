@@ -1,8 +1,8 @@
-#include "gpu/gpu_llama_model.h"
+#include "gpu/gpu_decoder_model.h"
 
 #include <algorithm>
 
-#include "gpu/gpu_llama_runner.h"
+#include "gpu/gpu_decoder_runner.h"
 #include "gpu/vulkan_kv_executor.h"
 
 namespace kvs {
@@ -19,7 +19,7 @@ Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<co
 }  // namespace
 
 // `view` on the device in its file's type, or why not (named `what`).
-Expected<GpuMatrix> GpuLlamaModel::upload_matrix(const WeightView& view, const std::string& what) {
+Expected<GpuMatrix> GpuDecoderModel::upload_matrix(const WeightView& view, const std::string& what) {
   VulkanContext& context = *context_;
   if (view.layout != WeightLayout::kRows) {
     return Status::invalid_argument(
@@ -48,7 +48,7 @@ Expected<GpuMatrix> GpuLlamaModel::upload_matrix(const WeightView& view, const s
   return m;
 }
 
-Expected<std::unique_ptr<GpuBuffer>> GpuLlamaModel::upload_vector(std::span<const float> values) {
+Expected<std::unique_ptr<GpuBuffer>> GpuDecoderModel::upload_vector(std::span<const float> values) {
   weight_bytes_ += values.size_bytes();
   return upload(*context_, std::as_bytes(values));
 }
@@ -58,16 +58,12 @@ namespace {
 // What the GPU forward does not compute yet, named; ok when it computes `c`.
 Status check_supported(const DecoderModel& model) {
   const ModelConfig& c = model.config();
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
+  if (c.architecture != "llama" && c.architecture != "qwen2" && !c.is_gemma3()) {
     return Status::unimplemented(fmt::format(
-        "architecture '{}' on --device vulkan: the GPU runs the Llama family (llama, qwen2) so far", c.architecture));
+        "architecture '{}' on --device vulkan: the GPU runs llama, qwen2 and gemma3 so far", c.architecture));
   }
   if (model.tensor_parallel_size() > 1) return Status::unimplemented("--tp with --device vulkan");
-  if (c.embedding_scale != 1.0f || c.final_logit_softcap > 0.0f || c.moe.num_experts > 0 || c.attention_scale != 0.0f) {
-    return Status::unimplemented(
-        "embedding scaling, logit soft-capping, experts or a custom attention scale on "
-        "--device vulkan");
-  }
+  if (c.moe.num_experts > 0) return Status::unimplemented("a mixture of experts on --device vulkan");
   if (2 * c.rope_frequencies().size() != c.head_dim) {
     return Status::unimplemented(fmt::format("RoPE over {} of a head's {} dimensions on --device vulkan",
                                              2 * c.rope_frequencies().size(), c.head_dim));
@@ -77,10 +73,10 @@ Status check_supported(const DecoderModel& model) {
 
 }  // namespace
 
-Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderModel& host, size_t device,
-                                                               GpuModelOptions options) {
+Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const DecoderModel& host, size_t device,
+                                                                   GpuModelOptions options) {
   KVS_RETURN_IF_ERROR(check_supported(host));
-  std::unique_ptr<GpuLlamaModel> model(new GpuLlamaModel(host, device, options));
+  std::unique_ptr<GpuDecoderModel> model(new GpuDecoderModel(host, device, options));
   auto context = VulkanContext::create(device);
   if (!context) return context.status();
   model->context_ = std::move(*context);
@@ -94,9 +90,11 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
   auto embedding = model->upload_matrix(w.token_embedding, "token_embd");
   if (!embedding) return embedding.status();
   model->embedding_ = std::move(*embedding);
-  auto output = model->upload_matrix(w.output, "output");
-  if (!output) return output.status();
-  model->output_ = std::move(*output);
+  if (!c.tied_output) {
+    auto output = model->upload_matrix(w.output, "output");
+    if (!output) return output.status();
+    model->output_ = std::move(*output);
+  }
   auto output_norm = model->upload_vector(w.output_norm);
   if (!output_norm) return output_norm.status();
   model->output_norm_ = std::move(*output_norm);
@@ -113,7 +111,15 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
       *matrices[i].first = std::move(*m);
     }
     const std::pair<std::unique_ptr<GpuBuffer>*, const std::vector<float>*> vectors[] = {
-        {&g.attn_norm, &lw.attn_norm}, {&g.ffn_norm, &lw.ffn_norm}, {&g.bq, &lw.bq}, {&g.bk, &lw.bk}, {&g.bv, &lw.bv}};
+        {&g.attn_norm, &lw.attn_norm},
+        {&g.ffn_norm, &lw.ffn_norm},
+        {&g.bq, &lw.bq},
+        {&g.bk, &lw.bk},
+        {&g.bv, &lw.bv},
+        {&g.q_norm, &lw.q_norm},
+        {&g.k_norm, &lw.k_norm},
+        {&g.post_attention_norm, &lw.post_attention_norm},
+        {&g.post_ffw_norm, &lw.post_ffw_norm}};
     for (const auto& [to, from] : vectors) {
       if (from->empty()) continue;
       auto b = model->upload_vector(*from);
@@ -125,22 +131,22 @@ Expected<std::unique_ptr<GpuLlamaModel>> GpuLlamaModel::create(const DecoderMode
   return model;
 }
 
-Status GpuLlamaModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
+Status GpuDecoderModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
   if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
   return Status::ok();
 }
 
-std::unique_ptr<KvExecutor> GpuLlamaModel::make_kv_executor(std::span<KvStorage> storages,
-                                                            std::unique_ptr<KvExecutor> host) const {
+std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorage> storages,
+                                                              std::unique_ptr<KvExecutor> host) const {
   return std::make_unique<VulkanKvExecutor>(*context_, *allocator_, storages, std::move(host));
 }
 
-std::unique_ptr<ModelRunner> GpuLlamaModel::make_runner(ThreadPool&, MlaForm) const {
-  return std::make_unique<GpuLlamaRunner>(*this);
+std::unique_ptr<ModelRunner> GpuDecoderModel::make_runner(ThreadPool&, MlaForm) const {
+  return std::make_unique<GpuDecoderRunner>(*this);
 }
 
 Expected<std::unique_ptr<Model>> make_gpu_model(const DecoderModel& model, size_t device, GpuModelOptions options) {
-  auto gpu = GpuLlamaModel::create(model, device, options);
+  auto gpu = GpuDecoderModel::create(model, device, options);
   if (!gpu) return gpu.status();
   return std::unique_ptr<Model>(std::move(*gpu));
 }

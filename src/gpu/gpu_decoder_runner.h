@@ -1,0 +1,59 @@
+// One engine's forward pass of the Llama family and Gemma 3 on the GPU (the CPU's LlamaForward and Gemma3Forward, op
+// for op): embedding rows (scaled by sqrt(dim) for Gemma), per layer RMSNorm, Q/K/V (+ biases; Gemma: an RMSNorm of
+// each query and key head), RoPE by the host's angle tables (Gemma's window layers by their own), the KV write into the
+// engine's KvStorage (whose pools live in the device's mapped memory: VulkanKvAllocator), paged attention over the
+// batch's block tables, the output projection (Gemma: normed) and the residual, RMSNorm, SwiGLU (Gemma: GeGLU), the
+// down projection (Gemma: normed) and the residual; then the final norm of the rows whose logits are wanted, the output
+// matrix, and the logits copied back. Per step the host uploads only metadata (token ids, angles, slots, block tables,
+// visible slots). Each operation is its own submission for now (speed is issue 44's).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gpu/gpu_decoder_model.h"
+
+namespace kvs {
+
+class GpuDecoderRunner final : public ModelRunner {
+ public:
+  explicit GpuDecoderRunner(const GpuDecoderModel& model);
+  void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
+
+ private:
+  // A buffer of at least `bytes` in `slot` (reallocated when smaller): device-local, or host-visible when mapped.
+  GpuBuffer& ensure(std::unique_ptr<GpuBuffer>& slot, size_t bytes, GpuMemory memory);
+  // Copies `values` into the host-visible buffer `slot`, grown as needed.
+  template <class T>
+  GpuBuffer& upload(std::unique_ptr<GpuBuffer>& slot, const std::vector<T>& values);
+  // y = W x for n rows of x.
+  void matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n);
+  // The device buffer of layer `layer`'s K (keys) or V pool in `storage`.
+  GpuBuffer& pool(const KvStorage& storage, size_t layer, bool keys) const;
+  // Throws DeviceFault naming `what` and the status when it is an error, the step's recording dropped.
+  void check(const Status& s, const char* what);
+
+  const GpuDecoderModel& model_;
+  std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)
+  std::unique_ptr<GpuBuffer> x_, xb_, q_, k_, v_, att_, proj_, gate_, up_, scores_, final_, normed_, logits_;
+  std::unique_ptr<GpuBuffer> ids_, wanted_;
+  struct RopeBuffers {
+    std::unique_ptr<GpuBuffer> cos, sin;  // [tokens][half]
+  };
+  RopeBuffers global_rope_, local_rope_;  // local: Gemma 3's window layers
+  // The angles of `positions` by `inv_freq` into `to`'s host-visible buffers.
+  RopeBuffers& upload_rope(RopeBuffers& to, std::span<const float> inv_freq, std::span<const uint32_t> positions);
+  // x += y, or x += rmsnorm(y) by `norm` (Gemma's post-norms) through `scratch`, over `tokens` rows of dim.
+  void add_to_residual(GpuBuffer& x, GpuBuffer& y, GpuBuffer* norm, GpuBuffer& scratch, uint32_t tokens);
+  // The device buffer of `storage`'s key tails (keys per channel).
+  GpuBuffer& key_tails(const KvStorage& storage) const;
+  struct GroupBuffers {
+    std::unique_ptr<GpuBuffer> slots, tables, tokens;
+    std::unique_ptr<GpuBuffer> tail_of_token, seals, sequence_tails;  // keys per channel (gpu/key_groups.h)
+    uint32_t max_blocks = 0, max_slots = 0, num_seals = 0;
+  };
+  std::vector<GroupBuffers> groups_;
+  std::vector<float> inv_freq_, local_inv_freq_;  // local_: Gemma 3's window layers (empty otherwise)
+};
+
+}  // namespace kvs
