@@ -131,11 +131,6 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
   return model;
 }
 
-Status GpuDecoderModel::supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const {
-  if (evicts) return Status::unimplemented("eviction policies (--kv-policy) on --device vulkan (issue 42)");
-  return Status::ok();
-}
-
 std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorage> storages,
                                                               std::unique_ptr<KvExecutor> host) const {
   return std::make_unique<VulkanKvExecutor>(*context_, *allocator_, storages, std::move(host));

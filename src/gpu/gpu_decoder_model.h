@@ -43,9 +43,6 @@ class GpuDecoderModel final : public Model {
   // Slot copies on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
   std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
                                                std::unique_ptr<KvExecutor> host) const override;
-  // Every KV element type and key grouping, rotated or not, with windows (the model's or --kv-window); eviction
-  // policies are refused by name (issue 42).
-  Status supports_kv(const KvCacheSpec& spec, size_t window, bool evicts) const override;
 
   VulkanContext& context() const { return *context_; }
   GpuOps& ops() const { return *ops_; }

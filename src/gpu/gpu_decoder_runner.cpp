@@ -119,10 +119,7 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
     std::vector<uint32_t> slots(n), token_info(4 * n);
     gb.max_blocks = 1;
     gb.max_slots = 1;
-    for (const SequenceAttention& s : a.sequences) {
-      KVS_ASSERT(!s.slot_mass, "a sequence's slot mass (H2O) on the GPU (issue 42)");
-      gb.max_blocks = std::max<uint32_t>(gb.max_blocks, s.blocks.size());
-    }
+    for (const SequenceAttention& s : a.sequences) gb.max_blocks = std::max<uint32_t>(gb.max_blocks, s.blocks.size());
     std::vector<uint32_t> tables(a.sequences.size() * gb.max_blocks, kHole);
     for (size_t s = 0; s < a.sequences.size(); ++s) {
       for (size_t b = 0; b < a.sequences[s].blocks.size(); ++b) {
@@ -140,6 +137,7 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
     upload(gb.slots, slots);
     upload(gb.tables, tables);
     upload(gb.tokens, token_info);
+    plan_slot_mass(a, kv[g].format(), gb);
     const KvTensorFormat& keys = kv[g].format().k;
     gb.num_seals = 0;
     if (keys.scale_axis == KvScaleAxis::kPerChannel) {  // where each key row goes, and each sequence's filling group
@@ -237,6 +235,12 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
     check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
                                 shape, &tails),
           "in attention");
+    if (!gb.mass_targets.empty()) {
+      check(ops_->slot_mass(score_buffer, *gb.tokens, *gb.mass_sequences, *gb.mass_tokens, *gb.mass,
+                            static_cast<uint32_t>(gb.mass_targets.size()), gb.mass_slots, shape,
+                            static_cast<uint32_t>(at)),
+            "summing the slot mass");
+    }
     matvec(w.wo, att, proj, n);
     add_to_residual(x, proj, w.post_attention_norm.get(), xb, tokens);
     check(ops_->rmsnorm(x, *w.ffn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
@@ -256,10 +260,68 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
     matvec(model_.output(), normed, out, m);
   }
   check(ops_->end_step(), "running the step");
+  for (GroupBuffers& gb : groups_) add_slot_mass(gb);
   if (m == 0) return;
   check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
   if (const float cap = c.final_logit_softcap; cap > 0.0f) {  // Gemma 2's soft cap, if a file asks for it: as the CPU
     for (float& logit : logits.first(m * c.vocab_size)) logit = cap * std::tanh(logit / cap);
+  }
+}
+
+void GpuDecoderRunner::plan_slot_mass(const AttentionBatch& a, const KvFormat& format, GroupBuffers& gb) {
+  gb.mass_targets.clear();
+  gb.mass_slots = 0;
+  std::vector<uint32_t> target_of(a.sequences.size(), kHole);
+  uint32_t pairs = 0;
+  for (size_t s = 0; s < a.sequences.size(); ++s) {
+    const SequenceAttention& seq = a.sequences[s];
+    if (!seq.slot_mass) continue;
+    KVS_ASSERT(seq.slot_mass.capacity >= seq.num_cached && seq.slot_mass.num_kv_heads == format.num_heads,
+               "slot mass of {} slots and {} KV heads for a sequence of {} slots and {} KV heads",
+               seq.slot_mass.capacity, seq.slot_mass.num_kv_heads, seq.num_cached, format.num_heads);
+    target_of[s] = static_cast<uint32_t>(gb.mass_targets.size());
+    gb.mass_targets.push_back({.mass = seq.slot_mass,
+                               .first_pair = pairs,
+                               .slots = seq.num_cached,
+                               .layers = static_cast<uint32_t>(format.num_layers)});
+    pairs += static_cast<uint32_t>(format.num_layers * format.num_heads) * seq.num_cached;
+    gb.mass_slots = std::max(gb.mass_slots, seq.num_cached);
+  }
+  if (gb.mass_targets.empty()) return;
+  // Each sequence's tokens, in batch order, and its 4 words: first pair, stride, its range of the token list.
+  std::vector<std::vector<uint32_t>> tokens_of(gb.mass_targets.size());
+  for (size_t t = 0; t < a.sequence_of_token.size(); ++t) {
+    if (const uint32_t target = target_of[a.sequence_of_token[t]]; target != kHole) {
+      tokens_of[target].push_back(static_cast<uint32_t>(t));
+    }
+  }
+  std::vector<uint32_t> sequences, token_list;
+  for (size_t i = 0; i < gb.mass_targets.size(); ++i) {
+    const uint32_t begin = static_cast<uint32_t>(token_list.size());
+    token_list.insert(token_list.end(), tokens_of[i].begin(), tokens_of[i].end());
+    sequences.insert(sequences.end(), {gb.mass_targets[i].first_pair, gb.mass_targets[i].slots, begin,
+                                       static_cast<uint32_t>(token_list.size())});
+  }
+  upload(gb.mass_sequences, sequences);
+  upload(gb.mass_tokens, token_list);
+  ensure(gb.mass, size_t{pairs} * sizeof(uint64_t), GpuMemory::kHostVisible);
+}
+
+void GpuDecoderRunner::add_slot_mass(const GroupBuffers& gb) const {
+  if (gb.mass_targets.empty()) return;
+  const std::byte* bytes = gb.mass->mapped().data();
+  for (const MassTarget& target : gb.mass_targets) {
+    for (size_t layer = 0; layer < target.layers; ++layer) {
+      for (size_t g = 0; g < target.mass.num_kv_heads; ++g) {
+        uint64_t* row = target.mass.row(layer, g);
+        const size_t first = target.first_pair + (layer * target.mass.num_kv_heads + g) * target.slots;
+        for (size_t s = 0; s < target.slots; ++s) {
+          uint32_t pair[2];  // (lo, hi)
+          std::memcpy(pair, bytes + (first + s) * sizeof(pair), sizeof(pair));
+          row[s] += uint64_t{pair[0]} | uint64_t{pair[1]} << 32;
+        }
+      }
+    }
   }
 }
 

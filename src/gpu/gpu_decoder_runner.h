@@ -47,11 +47,23 @@ class GpuDecoderRunner final : public ModelRunner {
   void add_to_residual(GpuBuffer& x, GpuBuffer& y, GpuBuffer* norm, GpuBuffer& scratch, uint32_t tokens);
   // The device buffer of `storage`'s key tails (keys per channel).
   GpuBuffer& key_tails(const KvStorage& storage) const;
+  // A sequence's SlotMass and where its [layer][kv_head][slot] sums start in its group's mass buffer (pairs).
+  struct MassTarget {
+    SlotMass mass;
+    uint32_t first_pair = 0, slots = 0, layers = 0;
+  };
   struct GroupBuffers {
     std::unique_ptr<GpuBuffer> slots, tables, tokens;
     std::unique_ptr<GpuBuffer> tail_of_token, seals, sequence_tails;  // keys per channel (gpu/key_groups.h)
     uint32_t max_blocks = 0, max_slots = 0, num_seals = 0;
+    // H2O: the sequences whose attention mass the step sums (slot_mass.comp), their tokens and the sums.
+    std::unique_ptr<GpuBuffer> mass_sequences, mass_tokens, mass;  // mass: host-visible (lo, hi) pairs
+    std::vector<MassTarget> mass_targets;
+    uint32_t mass_slots = 0;  // the most slots one of them holds
   };
+  // The mass slot_mass.comp sums for it into a sequence's SlotMass rows after the step.
+  void plan_slot_mass(const AttentionBatch& a, const KvFormat& format, GroupBuffers& gb);
+  void add_slot_mass(const GroupBuffers& gb) const;
   std::vector<GroupBuffers> groups_;
   std::vector<float> inv_freq_, local_inv_freq_;  // local_: Gemma 3's window layers (empty otherwise)
 };

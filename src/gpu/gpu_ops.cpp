@@ -91,6 +91,7 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
         make(context, shaders::kv_write(), 3, 7, {kElementwise, element_code(element)}, ops->kv_write_[element]));
   }
   KVS_RETURN_IF_ERROR(make(context, shaders::key_tail_write(), 4, 7, {kElementwise}, ops->key_tail_write_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::slot_mass(), 5, 5, {kSlotMassWorkgroup}, ops->slot_mass_));
   for (KvDType element : {KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::key_seal(), 4, 8, {kElementwise, element_code(element)}, ops->key_seal_[element]));
@@ -348,6 +349,22 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
          per_channel ? tails->num_layers : 1u,
          shape.window};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
+}
+
+Status GpuOps::slot_mass(GpuBuffer& scratch, GpuBuffer& token_info, GpuBuffer& sequences, GpuBuffer& token_list,
+                         GpuBuffer& mass, uint32_t num_sequences, uint32_t max_slots, const AttentionShape& shape,
+                         uint32_t layer) {
+  if (num_sequences == 0 || max_slots == 0) return Status::ok();
+  // Fixed point of 2^24 a unit in 32 bits a token: a group's mass (one probability a query head) stays below 256.
+  if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.heads / shape.kv_heads > 255 ||
+      sequences.bytes() < size_t{num_sequences} * 4 * sizeof(uint32_t)) {
+    return Status::invalid_argument(fmt::format("slot mass of {} sequences, {} heads over {} KV heads", num_sequences,
+                                                shape.heads, shape.kv_heads));
+  }
+  GpuBuffer* const buffers[] = {&scratch, &token_info, &sequences, &token_list, &mass};
+  const uint32_t push[] = {shape.heads, shape.kv_heads, shape.max_slots, shape.window, layer};
+  return dispatch("slot_mass", *slot_mass_, buffers, push, (max_slots + kSlotMassWorkgroup - 1) / kSlotMassWorkgroup,
+                  num_sequences * shape.kv_heads);
 }
 
 }  // namespace kvs

@@ -99,10 +99,21 @@ class GpuOps {
                          GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
                          GpuBuffer& out, uint32_t tokens, const AttentionShape& shape, const KeyTails* tails = nullptr);
 
+  // H2O's attention mass of one layer (`layer` of the rows), after paged_attention() over the same scratch, token_info
+  // and shape (shaders/slot_mass.comp): for each of `num_sequences` sequences (sequences: per sequence 4 words, where
+  // its rows start in `mass` in (lo, hi) pairs, the slots it holds (its rows' stride), the range of token_list holding
+  // its tokens), per KV head and slot, the fixed-point sum (kv/policies/slot_scores.h) of the probabilities its tokens'
+  // query heads gave the slot, written to mass [layer][kv_head][slot] of the sequence's rows. max_slots: the most
+  // slots a sequence holds.
+  Status slot_mass(GpuBuffer& scratch, GpuBuffer& token_info, GpuBuffer& sequences, GpuBuffer& token_list,
+                   GpuBuffer& mass, uint32_t num_sequences, uint32_t max_slots, const AttentionShape& shape,
+                   uint32_t layer);
+
  private:
   explicit GpuOps(VulkanContext& context) : context_(context) {}
   VulkanContext& context_;
-  static constexpr uint32_t kElementwise = 256;  // the workgroup of the one-invocation-a-value shaders
+  static constexpr uint32_t kElementwise = 256;       // the workgroup of the one-invocation-a-value shaders
+  static constexpr uint32_t kSlotMassWorkgroup = 64;  // slots of one (sequence, KV head) a workgroup
   // One dispatch of `pipeline` over `buffers` with `push`, groups_x x groups_y workgroups, named `kind` in the
   // profile: appended to the open step, or submitted alone and waited for when none is open.
   Status dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
@@ -120,7 +131,7 @@ class GpuOps {
   // lavapipe), too many to build eagerly for 15 types.
   std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
-  std::unique_ptr<ComputePipeline> key_tail_write_;
+  std::unique_ptr<ComputePipeline> key_tail_write_, slot_mass_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> key_seal_;  // int8, int4
   // Per (key, value, keys per channel), built on first use.
   std::map<std::tuple<KvDType, KvDType, bool>, std::unique_ptr<ComputePipeline>> attention_;

@@ -40,6 +40,9 @@ constexpr uint32_t kKeySeal[] = {
 constexpr uint32_t kHadamard[] = {
 #include "hadamard.spv.inc"
 };
+constexpr uint32_t kSlotMass[] = {
+#include "slot_mass.spv.inc"
+};
 constexpr uint32_t kPagedAttention[] = {
 #include "paged_attention.spv.inc"
 };
@@ -50,6 +53,7 @@ std::span<const uint32_t> stream_sum() { return kStreamSum; }
 std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
 std::span<const uint32_t> paged_attention() { return kPagedAttention; }
+std::span<const uint32_t> slot_mass() { return kSlotMass; }
 std::span<const uint32_t> kv_write() { return kKvWrite; }
 std::span<const uint32_t> key_tail_write() { return kKeyTailWrite; }
 std::span<const uint32_t> key_seal() { return kKeySeal; }

@@ -107,10 +107,9 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
       run_kvserve({"synth", "--preset", "tiny-gemma3", "--ctx", "1024", "--sliding-window", "40", "-o", gemma}, dir);
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
   expect_devices_agree({"-m", gemma}, {{}, {"--kv-dtype", "int8"}}, "256", dir);
-  const auto refused = run_kvserve(
-      {"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--kv-policy", "sinks", "--kv-budget", "64"}, dir);
+  const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--tp", "2"}, dir);
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.err.find("eviction policies (--kv-policy) on --device vulkan"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--tp with --device vulkan"), std::string::npos) << refused.err;
   const auto bad = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "opencl"}, dir);
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }

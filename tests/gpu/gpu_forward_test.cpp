@@ -304,14 +304,51 @@ TEST_F(GpuForward, Gemma3GivesTheCpusTokensAndLogitsWithWindowPoolsOfItsWindow) 
   EXPECT_LT(hybrid_bytes * 2, single_bytes) << "the window layers hold only their window";
 }
 
+// Eviction policies on the GPU (window, sinks, H2O per KV head and pooled over them), 520 tokens past a 10-token
+// prompt with a budget of 64 slots: past stories260K's context of 512, in at most 4 blocks of 16. The CPU's tokens,
+// and logits within the golden bound (measured 1.3e-5 to 2.3e-5): compaction moves and re-rotates the kept keys (the
+// host executor over the device's mapped pool) and H2O ranks by the attention mass slot_mass.comp sums, the CPU's
+// within a few units of 2^-24 (GpuAttentionTest), so both keep the same tokens. Sinks and H2O per head again with int8
+// K/V (keys per token: compaction moves rows one at a time), rotated, held to the CPU's within a quarter of what int8
+// moves (measured 0.036 against 6.5 under sinks, 0.011 against 0.23 under H2O).
+TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
+  ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
+  const std::vector<TokenId> prompt = test::varied_prompt(10);
+  const size_t n = 520;
+  ASSERT_GT(prompt.size() + n, host_->config().context_length);
+  const auto policy = [](KvPolicyKind kind, KvScoreScope scores = KvScoreScope::kPerHead) {
+    return KvPolicyParams{.kind = kind, .budget = 64, .scores = scores};
+  };
+  for (const KvPolicyParams& p :
+       {policy(KvPolicyKind::kWindow), policy(KvPolicyKind::kSinks), policy(KvPolicyKind::kHeavyHitters),
+        policy(KvPolicyKind::kHeavyHitters, KvScoreScope::kPooled)}) {
+    for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
+      const bool int8 = dtype == KvDType::kInt8;
+      if (int8 && (p.kind == KvPolicyKind::kWindow || p.scores == KvScoreScope::kPooled)) continue;
+      const EngineConfig config{
+          .max_batch_tokens = 16,
+          .max_seqs = 1,
+          .kv = {.dtype = {dtype, dtype}, .key_scales = KvScaleAxis::kPerToken, .rotate_keys = int8, .policy = p}};
+      const std::string what = fmt::format("{}, {} K/V", p.resolved(16).describe(), kv_dtype_name(dtype));
+      const test::EngineTrace cpu = trace(*host_, config, prompt, n), gpu = trace(*gpu_, config, prompt, n);
+      ASSERT_EQ(gpu.tokens.size(), n) << what;
+      EXPECT_EQ(gpu.tokens, cpu.tokens) << what;
+      float bound = kGoldenBound;
+      if (int8) {
+        EngineConfig f32 = config;
+        f32.kv.dtype = KvDType::kF32;
+        f32.kv.rotate_keys = false;
+        bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, n)));
+      }
+      EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
+      EXPECT_LE(gpu.result.kv_blocks_held, 4u) << what;
+      EXPECT_EQ(gpu.result.kv_blocks_held, cpu.result.kv_blocks_held) << what;
+    }
+  }
+}
+
 TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
-  const auto refusal = [&](EngineConfig config) {
-    auto engine = Engine::create(*gpu_, *tokenizer_, pool_, config);
-    return engine ? std::string() : engine.status().message();
-  };
-  EXPECT_NE(refusal({.kv = {.policy = {.kind = KvPolicyKind::kSinks, .budget = 64}}}).find("eviction policies"),
-            std::string::npos);
   test::TempDir dir("gpu_forward_refusals");
   SynthSpec deepseek = *synth_preset("tiny-deepseek2");
   ASSERT_TRUE(write_synth_model(deepseek, dir.file("d.gguf")));

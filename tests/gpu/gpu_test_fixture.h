@@ -44,8 +44,9 @@ class GpuTest : public ::testing::Test {
   std::unique_ptr<GpuBuffer> device_buffer(const std::vector<T>& v) {
     return device_buffer(std::as_bytes(std::span(v)));
   }
-  std::vector<float> download(const GpuBuffer& b, size_t n) {
-    std::vector<float> out(n);
+  template <class T = float>
+  std::vector<T> download(const GpuBuffer& b, size_t n) {
+    std::vector<T> out(n);
     EXPECT_TRUE(b.download(std::as_writable_bytes(std::span(out))));
     return out;
   }

@@ -2,7 +2,7 @@
 // token's visible slots of its sequence (the last `window` of them under a sliding window), read through the block table (the host's SequenceAttention contract: a
 // hole, 0xffffffff, is skipped; slots past `visible` are not read). Scores, then the softmax, then the values, each
 // a pass over the slots with the workgroup's lanes side by side; scores go through `scratch` [tokens][heads][max
-// slots]. K and V in the pool layout of kv_write.comp, each in its element (specialization constants 1 and 2:
+// slots], which holds each token's probabilities over its slots [first, visible) afterwards (slot_mass.comp). K and V in the pool layout of kv_write.comp, each in its element (specialization constants 1 and 2:
 // 0 f32, 1 f16, 2 bf16, 3 int8, 4 int4 per token: read in place, min + scale * q as tensor/kv_quant.cpp's
 // kv_element). Keys quantized per channel (specialization constant 3): a (scale, min) pair per channel and group of
 // k_group rows, and a sequence's filling group read in fp16 from its key tail (seq_tails: per sequence the tail,
@@ -151,6 +151,10 @@ void main() {
     sum += p;
   }
   sum = workgroup_reduce(sum, false);
+  // The probabilities, p / sum as the CPU's softmax forms them (times the fp32 1 / sum): what the values are weighed
+  // by, and what slot_mass.comp sums for H2O.
+  const float inverse = 1.0 / sum;
+  for (uint s = first + lane; s < visible; s += gl_WorkGroupSize.x) scratch[sb + s] *= inverse;
   memoryBarrierBuffer();
   barrier();
   const uint ob = (t * push.heads + head) * push.value_width;
@@ -162,6 +166,6 @@ void main() {
       const uint block = tables[seq * push.max_blocks + s / push.block_size];
       acc += p * value_at(block, g, s % push.block_size, d);
     }
-    out_rows[ob + d] = acc / sum;
+    out_rows[ob + d] = acc;
   }
 }
