@@ -133,7 +133,10 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
 
 std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorage> storages,
                                                               std::unique_ptr<KvExecutor> host) const {
-  return std::make_unique<VulkanKvExecutor>(*context_, *allocator_, storages, std::move(host));
+  const ModelConfig& c = config();
+  return std::make_unique<VulkanKvExecutor>(
+      *context_, *allocator_, storages, std::move(host),
+      KeyRotation{.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox});
 }
 
 std::unique_ptr<ModelRunner> GpuDecoderModel::make_runner(ThreadPool&, MlaForm) const {

@@ -367,4 +367,41 @@ Status GpuOps::slot_mass(GpuBuffer& scratch, GpuBuffer& token_info, GpuBuffer& s
                   num_sequences * shape.kv_heads);
 }
 
+Status GpuOps::shift_keys(const KvTensorFormat& format, GpuBuffer& keys, const KeyShift& shift) {
+  if (shift.num_moves == 0) return Status::ok();
+  KVS_RETURN_IF_ERROR(check_kv_format(format));
+  constexpr uint32_t kMaxWidth = 512;  // key_shift.comp's row
+  if (format.scale_axis == KvScaleAxis::kPerChannel || format.width > kMaxWidth || 2 * shift.half > format.width ||
+      shift.staged == nullptr || shift.moves == nullptr || shift.angles == nullptr ||
+      shift.staged->bytes() < (size_t{shift.first_move} + shift.num_moves) * shift.staged_stride) {
+    return Status::invalid_argument(fmt::format("re-rotating {} moved {} keys of width {} (keys per {}; at most {})",
+                                                shift.num_moves, kv_dtype_name(format.element), format.width,
+                                                kv_scale_axis_name(format.scale_axis), kMaxWidth));
+  }
+  std::unique_ptr<ComputePipeline>& pipeline = key_shift_[{format.element, shift.neox, format.rotated}];
+  if (!pipeline) {
+    KVS_RETURN_IF_ERROR(make(
+        context_, shaders::key_shift(), 4, 12,
+        {kShiftWorkgroup, element_code(format.element), shift.neox ? 1u : 0u, format.rotated ? 1u : 0u}, pipeline));
+  }
+  GpuBuffer* const buffers[] = {shift.staged, &keys, shift.moves, shift.angles};
+  struct {
+    uint32_t moves, width, half, kv_heads, block_size, group_size, head_block_bytes, data_bytes, staged_stride,
+        pair_offset, first_move;
+    float norm;
+  } push{shift.num_moves,
+         static_cast<uint32_t>(format.width),
+         shift.half,
+         shift.kv_heads,
+         static_cast<uint32_t>(format.rows),
+         static_cast<uint32_t>(format.group_size),
+         static_cast<uint32_t>(format.head_block_bytes()),
+         static_cast<uint32_t>(format.data_bytes()),
+         shift.staged_stride,
+         shift.pair_offset,
+         shift.first_move,
+         1.0f / std::sqrt(static_cast<float>(format.width))};
+  return dispatch("key_shift", *pipeline, buffers, &push, (shift.num_moves + kShiftWorkgroup - 1) / kShiftWorkgroup);
+}
+
 }  // namespace kvs

@@ -99,6 +99,22 @@ class GpuOps {
                          GpuBuffer& values, GpuBuffer& tables, GpuBuffer& token_info, GpuBuffer& scratch,
                          GpuBuffer& out, uint32_t tokens, const AttentionShape& shape, const KeyTails* tails = nullptr);
 
+  // The keys of one layer a compaction moves, re-rotated to their new slots (shaders/key_shift.comp; the CPU's twin:
+  // attention/compact_kv.h). staged: per move `staged_stride` bytes, the source row's bytes and (int8/int4) its
+  // per-token scales `pair_offset` bytes on; moves: per move 4 words, the destination block, KV head, slot in block
+  // and distance (old slot - new slot), move m staged at first_move + m; angles [distance][2][half]: the host's cos and
+  // sin of each distance's angles. keys: that layer's pool, in `format` (keys per token, rotated or not; width at most
+  // 512).
+  struct KeyShift {
+    GpuBuffer* staged = nullptr;
+    GpuBuffer* moves = nullptr;
+    GpuBuffer* angles = nullptr;
+    uint32_t num_moves = 0, staged_stride = 0, pair_offset = 0, half = 0, kv_heads = 0;
+    uint32_t first_move = 0;  // the staged index of moves[0]
+    bool neox = false;
+  };
+  Status shift_keys(const KvTensorFormat& format, GpuBuffer& keys, const KeyShift& shift);
+
   // H2O's attention mass of one layer (`layer` of the rows), after paged_attention() over the same scratch, token_info
   // and shape (shaders/slot_mass.comp): for each of `num_sequences` sequences (sequences: per sequence 4 words, where
   // its rows start in `mass` in (lo, hi) pairs, the slots it holds (its rows' stride), the range of token_list holding
@@ -114,6 +130,7 @@ class GpuOps {
   VulkanContext& context_;
   static constexpr uint32_t kElementwise = 256;       // the workgroup of the one-invocation-a-value shaders
   static constexpr uint32_t kSlotMassWorkgroup = 64;  // slots of one (sequence, KV head) a workgroup
+  static constexpr uint32_t kShiftWorkgroup = 32;     // moved keys a workgroup
   // One dispatch of `pipeline` over `buffers` with `push`, groups_x x groups_y workgroups, named `kind` in the
   // profile: appended to the open step, or submitted alone and waited for when none is open.
   Status dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
@@ -133,6 +150,8 @@ class GpuOps {
   std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
   std::unique_ptr<ComputePipeline> key_tail_write_, slot_mass_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> key_seal_;  // int8, int4
+  // Per (element, NeoX, rotated), built on first use.
+  std::map<std::tuple<KvDType, bool, bool>, std::unique_ptr<ComputePipeline>> key_shift_;
   // Per (key, value, keys per channel), built on first use.
   std::map<std::tuple<KvDType, KvDType, bool>, std::unique_ptr<ComputePipeline>> attention_;
   // The pipeline in `cache` for weight type `type` of `spirv` (built now if not yet), or kUnimplemented naming a

@@ -74,7 +74,7 @@ Status GpuRecorder::begin() {
                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   KVS_RETURN_IF_ERROR(vk_check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer"));
   open_ = true;
-  any_dispatch_ = false;
+  any_work_ = false;
   kinds_.clear();
   if (profiling_) {
     vkCmdResetQueryPool(commands_, queries_, 0, query_capacity_);
@@ -118,10 +118,10 @@ Status GpuRecorder::dispatch(const ComputePipeline& pipeline, std::span<GpuBuffe
   auto set = allocate_set(pipeline);
   if (!set) return set.status();
   pipeline.write(*set, buffers);
-  if (any_dispatch_) {
+  if (any_work_) {
     barrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   }
-  any_dispatch_ = true;
+  any_work_ = true;
   pipeline.record(commands_, *set, push, groups_x, groups_y);
   if (profiling_) {
     kinds_.push_back(kind);
@@ -130,6 +130,16 @@ Status GpuRecorder::dispatch(const ComputePipeline& pipeline, std::span<GpuBuffe
                           static_cast<uint32_t>(kinds_.size()));
     }
   }
+  return Status::ok();
+}
+
+Status GpuRecorder::copy(GpuBuffer& from, GpuBuffer& to, std::span<const VkBufferCopy> regions) {
+  KVS_ASSERT(open_, "GpuRecorder::copy outside a step");
+  if (regions.empty()) return Status::ok();
+  if (any_work_)
+    barrier(commands_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+  any_work_ = true;
+  vkCmdCopyBuffer(commands_, from.handle(), to.handle(), static_cast<uint32_t>(regions.size()), regions.data());
   return Status::ok();
 }
 

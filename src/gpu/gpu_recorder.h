@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/compute_pipeline.h"
+#include "gpu/gpu_buffer.h"
 #include "gpu/gpu_profile.h"
 
 namespace kvs {
@@ -28,6 +29,9 @@ class GpuRecorder {
   // profile (a string literal: it must outlive the step).
   Status dispatch(const ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
                   uint32_t groups_x, uint32_t groups_y, const char* kind);
+  // Appends copies of `regions` from `from` to `to` (vkCmdCopyBuffer, any byte offsets), behind the same barrier as a
+  // dispatch: they see every earlier write, and later dispatches and copies see theirs.
+  Status copy(GpuBuffer& from, GpuBuffer& to, std::span<const VkBufferCopy> regions);
   // Ends the step, submits it and waits for it; the device's writes are then visible to the host (mapped buffers).
   // On an error (a lost device) the step's effects are undefined and the error names the call.
   Status submit();
@@ -48,7 +52,7 @@ class GpuRecorder {
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> set_pools_;  // each of kSetsPerPool sets; all reset at begin(), kept for the next step
   size_t current_pool_ = 0, sets_in_pool_ = 0;
-  bool open_ = false, profiling_ = false, any_dispatch_ = false;
+  bool open_ = false, profiling_ = false, any_work_ = false;  // any_work_: a dispatch or copy recorded
   GpuProfile* profile_ = nullptr;
 
   VkQueryPool queries_ = VK_NULL_HANDLE;

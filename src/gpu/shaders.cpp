@@ -40,6 +40,9 @@ constexpr uint32_t kKeySeal[] = {
 constexpr uint32_t kHadamard[] = {
 #include "hadamard.spv.inc"
 };
+constexpr uint32_t kKeyShift[] = {
+#include "key_shift.spv.inc"
+};
 constexpr uint32_t kSlotMass[] = {
 #include "slot_mass.spv.inc"
 };
@@ -54,6 +57,7 @@ std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
 std::span<const uint32_t> paged_attention() { return kPagedAttention; }
 std::span<const uint32_t> slot_mass() { return kSlotMass; }
+std::span<const uint32_t> key_shift() { return kKeyShift; }
 std::span<const uint32_t> kv_write() { return kKvWrite; }
 std::span<const uint32_t> key_tail_write() { return kKeyTailWrite; }
 std::span<const uint32_t> key_seal() { return kKeySeal; }

@@ -17,6 +17,7 @@ std::span<const uint32_t> get_rows();         // shaders/get_rows.comp
 std::span<const uint32_t> kv_write();         // shaders/kv_write.comp
 std::span<const uint32_t> paged_attention();  // shaders/paged_attention.comp
 std::span<const uint32_t> slot_mass();        // shaders/slot_mass.comp
+std::span<const uint32_t> key_shift();        // shaders/key_shift.comp
 std::span<const uint32_t> key_tail_write();   // shaders/key_tail_write.comp
 std::span<const uint32_t> key_seal();         // shaders/key_seal.comp
 std::span<const uint32_t> hadamard();         // shaders/hadamard.comp

@@ -3,11 +3,25 @@
 #include <map>
 #include <vector>
 
+#include "gpu/kv_compaction.h"
+
 namespace kvs {
 
 bool VulkanKvExecutor::on_device(const KvOp& op) {
   const auto* copy = std::get_if<KvCopySlots>(&op);
   return copy != nullptr && copy->from_tail == kNoKeyTail && copy->to_tail == kNoKeyTail;
+}
+
+Status VulkanKvExecutor::compact(const KvCompact& op) {
+  KVS_ASSERT(op.group < storages_.size(), "a compaction in layer group {} of {}", op.group, storages_.size());
+  if (!ops_) {
+    auto ops = GpuOps::create(context_);
+    if (!ops) return ops.status();
+    ops_ = std::move(*ops);
+  }
+  KVS_RETURN_IF_ERROR(compact_on_device(*ops_, context_, allocator_, storages_[op.group], op, rotation_));
+  ++device_compactions_;
+  return Status::ok();
 }
 
 Status VulkanKvExecutor::copy_on_device(std::span<const KvOp> ops) {
@@ -72,7 +86,12 @@ Expected<KvApplyStats> VulkanKvExecutor::apply(std::span<const KvOp> ops) {
       i = end;
       continue;
     }
-    while (end < ops.size() && !on_device(ops[end])) ++end;
+    if (const auto* compaction = std::get_if<KvCompact>(&ops[i])) {
+      KVS_RETURN_IF_ERROR(compact(*compaction));
+      ++i;
+      continue;
+    }
+    while (end < ops.size() && !on_device(ops[end]) && !std::holds_alternative<KvCompact>(ops[end])) ++end;
     auto host = host_->apply(ops.subspan(i, end - i));
     if (!host) return host.status();
     stats.tier_bytes += host->tier_bytes;

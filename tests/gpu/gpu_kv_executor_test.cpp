@@ -1,16 +1,19 @@
-// The KV op log's device executor (gpu/vulkan_kv_executor.h) against KvStorage::copy_slots on a host twin: slot
-// copies of every length (0, part of a block, a whole one) between blocks of a pool in mapped device memory leave
-// every byte of every layer's K and V as the host's copies do, in log order (a later copy reads an earlier one's
-// destination).
+// The KV op log's device executor (gpu/vulkan_kv_executor.h) against the host's operations on a twin: slot copies of
+// every length (0, part of a block, a whole one) between blocks of a pool in mapped device memory leave every byte of
+// every layer's K and V as KvStorage::copy_slots does, in log order (a later copy reads an earlier one's destination);
+// compactions (kept rows moved to the front, moved keys re-rotated by RoPE, Hadamard-rotated keys taken out of and put
+// back in their form, quantized keys requantized) leave every byte as attention/compact_kv does.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 
 #include "attention/host_kv_executor.h"
+#include "attention/write_kv.h"
 #include "core/clock.h"
 #include "gpu/vulkan_kv_executor.h"
 #include "gpu_test_fixture.h"
+#include "tensor/ops.h"
 
 namespace kvs {
 namespace {
@@ -61,7 +64,7 @@ TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
     SteadyClock clock;
     auto fallback = std::make_unique<HostKvExecutor>(
         device, KvHeadShare{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2}, KeyRotation{}, clock);
-    VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback));
+    VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), KeyRotation{});
     const std::vector<KvOp> ops{KvCopySlots{.from = BlockId{1}, .to = BlockId{4}, .num_slots = 3},
                                 KvCopySlots{.from = BlockId{0}, .to = BlockId{5}, .num_slots = 8},
                                 KvCopySlots{.from = BlockId{2}, .to = BlockId{3}, .num_slots = 0},
@@ -74,6 +77,73 @@ TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
     }
     EXPECT_EQ(executor.device_copies(), ops.size());
     EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host)) << kv_dtype_name(dtype);
+  }
+}
+
+// Writes the same random K/V rows into every slot of `host` and of `device` (its mapped pool).
+void fill_both(KvStorage& host, KvStorage& device, std::mt19937& rng) {
+  const KvCacheSpec& spec = host.spec();
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(spec.num_kv_heads * spec.head_dim), v(spec.num_kv_heads * spec.head_dim);
+  for (size_t layer = 0; layer < spec.num_layers; ++layer) {
+    for (size_t slot = 0; slot < host.token_capacity(); ++slot) {
+      for (float& x : k) x = normal(rng);
+      for (float& x : v) x = normal(rng);
+      write_kv_run(host, layer, KvSlot{slot}, 1, k, v);
+      write_kv_run(device, layer, KvSlot{slot}, 1, k, v);
+    }
+  }
+}
+
+// A compaction of a sequence of 45 slots over shuffled blocks of 8 (the kept slots crossing blocks, moving up to 41
+// slots back): one kept set for every layer and head (sinks: the first 4 and the last 20), then a set per layer and
+// KV head (H2O: each its own), in f32, f16, bf16, int8 and int4 keys per token, plain and Hadamard-rotated, RoPE
+// pairs interleaved and NeoX. The device's pools equal the host's compact_kv byte for byte: every rounding of the
+// re-rotation is the CPU's (unfused products, the same butterflies, the same quantization).
+TEST_F(GpuKvExecutorTest, CompactionsOnTheDeviceEqualTheHostsByteForByte) {
+  VulkanKvAllocator allocator(*context_);
+  std::mt19937 rng(5);
+  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
+    for (bool rotated : {false, true}) {
+      for (bool neox : {false, true}) {
+        const KvCacheSpec spec{.num_layers = 2,
+                               .num_kv_heads = 2,
+                               .head_dim = 32,
+                               .dtype = {dtype, dtype},
+                               .key_scale_axis = KvScaleAxis::kPerToken,
+                               .rotate_keys = rotated,
+                               .block_size = 8};
+        const std::string what =
+            fmt::format("{}{}{}", kv_dtype_name(dtype), rotated ? ", rotated" : "", neox ? ", NeoX" : "");
+        std::vector<KvStorage> device;
+        device.emplace_back(spec, 8, 0, allocator);
+        KvStorage host(spec, 8);
+        fill_both(host, device[0], rng);
+        const std::vector<BlockId> blocks{BlockId{5}, BlockId{2}, BlockId{7}, BlockId{0}, BlockId{3}, BlockId{6}};
+        std::vector<uint32_t> sinks{0, 1, 2, 3};
+        for (uint32_t s = 25; s < 45; ++s) sinks.push_back(s);
+        std::vector<std::vector<uint32_t>> per_head;
+        for (size_t row = 0; row < spec.num_layers * spec.num_kv_heads; ++row) {
+          std::vector<uint32_t> kept;
+          for (uint32_t s = 0; s < 45; ++s)
+            if (rng() % 3 != 0 || s >= 40) kept.push_back(s);
+          per_head.push_back(kept);
+        }
+        const KeyRotation rotation{.inv_freq = rope_inverse_frequencies(32, 10000.0f), .neox = neox};
+        SteadyClock clock;
+        auto fallback = std::make_unique<HostKvExecutor>(
+            device, KvHeadShare{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2}, rotation, clock);
+        VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), rotation);
+        const std::vector<KvOp> ops{KvCompact{.blocks = blocks, .kept = {sinks}},
+                                    KvCompact{.blocks = blocks, .kept = per_head}};
+        auto applied = executor.apply(ops);
+        ASSERT_TRUE(applied) << what << ": " << applied.status().message();
+        EXPECT_EQ(executor.device_compactions(), 2u) << what;
+        compact_kv(host, blocks, std::vector<std::vector<uint32_t>>{sinks}, rotation);
+        compact_kv(host, blocks, per_head, rotation);
+        EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host)) << what;
+      }
+    }
   }
 }
 
