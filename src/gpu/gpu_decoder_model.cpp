@@ -1,6 +1,8 @@
 #include "gpu/gpu_decoder_model.h"
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 
 #include "gpu/gpu_decoder_runner.h"
 #include "gpu/vulkan_kv_executor.h"
@@ -48,6 +50,86 @@ Expected<GpuMatrix> GpuDecoderModel::upload_matrix(const WeightView& view, const
   return m;
 }
 
+Expected<GpuExperts> GpuDecoderModel::upload_experts(std::span<const WeightView> experts, const std::string& what) {
+  GpuExperts e;
+  if (experts.empty()) return e;
+  const WeightView& first = experts[0];
+  e.type = first.type;
+  e.rows = static_cast<uint32_t>(first.rows);
+  e.cols = static_cast<uint32_t>(first.cols);
+  const size_t expert_bytes = first.rows * first.row_bytes();
+  const size_t range = options_.max_binding_bytes > 0
+                           ? std::min<uint64_t>(options_.max_binding_bytes, context_->info().max_storage_buffer_range)
+                           : context_->info().max_storage_buffer_range;
+  if (expert_bytes > range) {
+    return Status::unimplemented(fmt::format("{}: one expert of {} bytes exceeds one storage binding of {} ({} bytes)",
+                                             what, expert_bytes, context_->info().name, range));
+  }
+  const size_t per_part = range / expert_bytes;
+  for (size_t begin = 0; begin < experts.size(); begin += per_part) {
+    const size_t count = std::min(per_part, experts.size() - begin);
+    std::vector<std::byte> stacked(count * expert_bytes);
+    for (size_t i = 0; i < count; ++i) {
+      const WeightView& v = experts[begin + i];
+      if (v.layout != WeightLayout::kRows || v.type != e.type || v.rows != first.rows || v.cols != first.cols) {
+        return Status::invalid_argument(fmt::format("{}: expert {} is not shaped as expert 0", what, begin + i));
+      }
+      std::memcpy(&stacked[i * expert_bytes], v.data, expert_bytes);
+    }
+    auto buffer = upload(*context_, stacked);
+    if (!buffer) return buffer.status().with_context(what);
+    e.parts.push_back({.buffer = std::move(*buffer),
+                       .first_expert = static_cast<uint32_t>(begin),
+                       .experts = static_cast<uint32_t>(count)});
+    weight_bytes_ += stacked.size();
+  }
+  return e;
+}
+
+Status GpuDecoderModel::upload_mla(const DecoderLayerWeights& from, GpuLayerWeights& to, size_t layer) {
+  const ModelConfig& c = config();
+  const MlaLayerWeights& m = from.mla;
+  const auto matrix = [&](const WeightView& view, const std::string& name, GpuMatrix& into) -> Status {
+    if (!view.data) return Status::ok();
+    auto uploaded = upload_matrix(view, fmt::format("blk.{}.{}", layer, name));
+    if (!uploaded) return uploaded.status();
+    into = std::move(*uploaded);
+    return Status::ok();
+  };
+  KVS_RETURN_IF_ERROR(matrix(m.q_a, "attn_q_a", to.q_a));
+  KVS_RETURN_IF_ERROR(matrix(m.q_b, "attn_q_b", to.q_b));
+  KVS_RETURN_IF_ERROR(matrix(m.kv_a, "attn_kv_a_mqa", to.kv_a));
+  for (const auto& [into, values] : {std::pair{&to.q_a_norm, &m.q_a_norm}, std::pair{&to.kv_a_norm, &m.kv_a_norm}}) {
+    if (values->empty()) continue;
+    auto b = upload_vector(*values);
+    if (!b) return b.status();
+    *into = std::move(*b);
+  }
+  for (size_t h = 0; h < c.num_heads; ++h) {
+    if (!m.k_b_packed.empty() || !m.v_b_packed.empty()) {
+      return Status::invalid_argument("MLA heads packed for the CPU: load the model with WeightPacking::kNone");
+    }
+    to.k_b.emplace_back();
+    to.v_b.emplace_back();
+    KVS_RETURN_IF_ERROR(matrix(m.k_b_head(h, c.mla.kv_lora_rank), fmt::format("attn_k_b head {}", h), to.k_b.back()));
+    KVS_RETURN_IF_ERROR(matrix(m.v_b_head(h, c.mla.value_dim), fmt::format("attn_v_b head {}", h), to.v_b.back()));
+  }
+  if (!c.moe.is_moe_layer(layer)) return Status::ok();
+  const MoeLayerWeights& moe = from.moe;
+  KVS_RETURN_IF_ERROR(matrix(moe.router, "ffn_gate_inp", to.router));
+  KVS_RETURN_IF_ERROR(matrix(moe.shared_gate, "ffn_gate_shexp", to.shared_gate));
+  KVS_RETURN_IF_ERROR(matrix(moe.shared_up, "ffn_up_shexp", to.shared_up));
+  KVS_RETURN_IF_ERROR(matrix(moe.shared_down, "ffn_down_shexp", to.shared_down));
+  for (const auto& [into, views, name] :
+       {std::tuple{&to.gate_exps, &moe.gate, "ffn_gate_exps"}, std::tuple{&to.up_exps, &moe.up, "ffn_up_exps"},
+        std::tuple{&to.down_exps, &moe.down, "ffn_down_exps"}}) {
+    auto experts = upload_experts(*views, fmt::format("blk.{}.{}", layer, name));
+    if (!experts) return experts.status();
+    *into = std::move(*experts);
+  }
+  return Status::ok();
+}
+
 Expected<std::unique_ptr<GpuBuffer>> GpuDecoderModel::upload_vector(std::span<const float> values) {
   weight_bytes_ += values.size_bytes();
   return upload(*context_, std::as_bytes(values));
@@ -58,13 +140,20 @@ namespace {
 // What the GPU forward does not compute yet, named; ok when it computes `c`.
 Status check_supported(const DecoderModel& model) {
   const ModelConfig& c = model.config();
-  if (c.architecture != "llama" && c.architecture != "qwen2" && !c.is_gemma3()) {
+  if (c.architecture != "llama" && c.architecture != "qwen2" && !c.is_gemma3() && c.architecture != "deepseek2") {
     return Status::unimplemented(fmt::format(
-        "architecture '{}' on --device vulkan: the GPU runs llama, qwen2 and gemma3 so far", c.architecture));
+        "architecture '{}' on --device vulkan: the GPU runs llama, qwen2, gemma3 and deepseek2", c.architecture));
   }
   if (model.tensor_parallel_size() > 1) return Status::unimplemented("--tp with --device vulkan");
-  if (c.moe.num_experts > 0) return Status::unimplemented("a mixture of experts on --device vulkan");
-  if (2 * c.rope_frequencies().size() != c.head_dim) {
+  if (c.moe.num_experts > 0 && c.architecture != "deepseek2") {
+    return Status::unimplemented(fmt::format("a mixture of experts in a '{}' file on --device vulkan", c.architecture));
+  }
+  if (c.is_mla()) {
+    if (2 * c.rope_frequencies().size() != c.rope_dim) {
+      return Status::unimplemented(fmt::format("MLA's RoPE over {} of its {} dimensions on --device vulkan",
+                                               2 * c.rope_frequencies().size(), c.rope_dim));
+    }
+  } else if (2 * c.rope_frequencies().size() != c.head_dim) {
     return Status::unimplemented(fmt::format("RoPE over {} of a head's {} dimensions on --device vulkan",
                                              2 * c.rope_frequencies().size(), c.head_dim));
   }
@@ -106,6 +195,7 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
         {&g.w_gate, &lw.w_gate}, {&g.w_up, &lw.w_up}, {&g.w_down, &lw.w_down}};
     const char* names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
     for (size_t i = 0; i < std::size(matrices); ++i) {
+      if (!matrices[i].second->data) continue;  // none in this layer (DeepSeek-V2's K/V, an MoE layer's dense FFN)
       auto m = model->upload_matrix(*matrices[i].second, fmt::format("blk.{}.{}", l, names[i]));
       if (!m) return m.status();
       *matrices[i].first = std::move(*m);
@@ -126,6 +216,7 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
       if (!b) return b.status();
       *to = std::move(*b);
     }
+    if (c.is_mla()) KVS_RETURN_IF_ERROR(model->upload_mla(lw, g, l));
     model->layers_.push_back(std::move(g));
   }
   return model;

@@ -23,11 +23,31 @@ struct GpuMatrix {
   uint32_t rows = 0, cols = 0;
 };
 
+// A mixture's experts of one kind (gate, up or down), stacked [expert][rows][cols] in parts of whole experts, each
+// within one storage binding.
+struct GpuExpertPart {
+  std::unique_ptr<GpuBuffer> buffer;
+  uint32_t first_expert = 0, experts = 0;
+};
+struct GpuExperts {
+  std::vector<GpuExpertPart> parts;
+  DType type = DType::kF32;
+  uint32_t rows = 0, cols = 0;  // of one expert
+};
+
 struct GpuLayerWeights {
   GpuMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   std::unique_ptr<GpuBuffer> attn_norm, ffn_norm, bq, bk, bv;  // biases: null without (qkv_bias false)
   // Gemma 3 only (null otherwise): the norms of each query and key head, and of the attention and FFN outputs.
   std::unique_ptr<GpuBuffer> q_norm, k_norm, post_attention_norm, post_ffw_norm;
+  // DeepSeek-V2 only (empty otherwise): MLA's projections (model/decoder_weights.h's MlaLayerWeights; queries through
+  // q_a, its norm and q_b, or wq), per head W_kb^T [r][nope] and W_vb [value][r]; a mixture's router, experts and
+  // shared experts in MoE layers (the dense FFN above in the leading ones).
+  GpuMatrix q_a, q_b, kv_a;
+  std::unique_ptr<GpuBuffer> q_a_norm, kv_a_norm;
+  std::vector<GpuMatrix> k_b, v_b;
+  GpuMatrix router, shared_gate, shared_up, shared_down;
+  GpuExperts gate_exps, up_exps, down_exps;
 };
 
 class GpuDecoderModel final : public Model {
@@ -61,6 +81,8 @@ class GpuDecoderModel final : public Model {
   GpuDecoderModel(const DecoderModel& host, size_t device, GpuModelOptions options)
       : host_(host), device_(device), options_(options) {}
   Expected<GpuMatrix> upload_matrix(const WeightView& view, const std::string& what);
+  Expected<GpuExperts> upload_experts(std::span<const WeightView> experts, const std::string& what);
+  Status upload_mla(const DecoderLayerWeights& from, GpuLayerWeights& to, size_t layer);
   Expected<std::unique_ptr<GpuBuffer>> upload_vector(std::span<const float> values);
 
   const DecoderModel& host_;

@@ -80,7 +80,7 @@ GpuBuffer& GpuDecoderRunner::key_tails(const KvStorage& storage) const {
 
 void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
   const ModelConfig& c = model_.config();
-  const size_t n = batch.tokens.size(), m = batch.logits_for.size(), half = inv_freq_.size();
+  const size_t n = batch.tokens.size(), m = batch.logits_for.size();
   if (n == 0) return;
   KVS_ASSERT(batch.positions.size() == n && batch.layers && batch.kv.size() == kv.size(),
              "a batch of {} tokens, {} positions, {} group batches for {} storages", n, batch.positions.size(),
@@ -90,13 +90,15 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
   constexpr GpuMemory kDevice = GpuMemory::kDeviceLocal;
   GpuBuffer& x = ensure(x_, n * c.dim * 4, kDevice);
   GpuBuffer& xb = ensure(xb_, n * c.dim * 4, kDevice);
-  GpuBuffer& q = ensure(q_, n * c.q_dim() * 4, kDevice);
-  GpuBuffer& k = ensure(k_, n * c.kv_dim() * 4, kDevice);
-  GpuBuffer& v = ensure(v_, n * c.kv_dim() * 4, kDevice);
-  GpuBuffer& att = ensure(att_, n * c.q_dim() * 4, kDevice);
+  ensure(q_, n * c.q_dim() * 4, kDevice);
+  ensure(k_, n * c.kv_dim() * 4, kDevice);
+  ensure(v_, n * c.kv_dim() * 4, kDevice);
+  GpuBuffer& att = ensure(att_, n * std::max(c.q_dim(), c.num_heads * c.mla.value_dim) * 4, kDevice);
   GpuBuffer& proj = ensure(proj_, n * c.dim * 4, kDevice);
-  GpuBuffer& gate = ensure(gate_, n * c.ffn_dim * 4, kDevice);
-  GpuBuffer& up = ensure(up_, n * c.ffn_dim * 4, kDevice);
+  // The dense FFN's hidden states, or a mixture's shared experts'.
+  const size_t hidden = std::max(c.ffn_dim, c.moe.shared_experts * c.moe.expert_ffn_dim);
+  GpuBuffer& gate = ensure(gate_, n * hidden * 4, kDevice);
+  GpuBuffer& up = ensure(up_, n * hidden * 4, kDevice);
 
   // Per step: token ids, the RoPE angles of each position (the host's tables, as the CPU forward computes them; Gemma
   // 3's window layers have tables of their own).
@@ -178,80 +180,31 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
     check(ops_->get_rows(embedding.type, *part.buffer, id_buffer, x, tokens, embedding.cols, part.first_row, part.rows),
           "in the embedding");
   }
-  const uint32_t dim = static_cast<uint32_t>(c.dim), hd = static_cast<uint32_t>(c.head_dim);
+  const uint32_t dim = static_cast<uint32_t>(c.dim);
   if (c.embedding_scale != 1.0f) check(ops_->scale(x, tokens * dim, c.embedding_scale), "scaling the embedding");
-  const bool neox = c.rope_style == RopeStyle::kNeox;
-  // The CPU's Gemma scales q by attention_scale x sqrt(head_dim) and divides scores by sqrt(head_dim): one factor here.
-  const float attention_scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   for (size_t l = 0; l < c.num_layers; ++l) {
     const GpuLayerWeights& w = model_.layers()[l];
     check(ops_->rmsnorm(x, *w.attn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
-    matvec(w.wq, xb, q, n);
-    matvec(w.wk, xb, k, n);
-    matvec(w.wv, xb, v, n);
-    if (w.bq) {
-      check(ops_->add(q, *w.bq, tokens * c.q_dim(), c.q_dim()), "adding the Q bias");
-      check(ops_->add(k, *w.bk, tokens * c.kv_dim(), c.kv_dim()), "adding the K bias");
-      check(ops_->add(v, *w.bv, tokens * c.kv_dim(), c.kv_dim()), "adding the V bias");
-    }
-    if (w.q_norm) {  // Gemma: each query and key head normed in place
-      check(ops_->rmsnorm(q, *w.q_norm, q, tokens * static_cast<uint32_t>(c.num_heads), hd, c.rms_eps),
-            "in the query norm");
-      check(ops_->rmsnorm(k, *w.k_norm, k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd, c.rms_eps),
-            "in the key norm");
-    }
-    // Gemma 3's window layers turn by their own base (the model's window, whatever the KV layout, as on the CPU).
-    RopeBuffers& rope = c.window_of(l) > 0 ? local_rope : global_rope;
-    check(ops_->rope(q, *rope.cos, *rope.sin, tokens, c.num_heads, hd, half, neox), "in RoPE");
-    check(ops_->rope(k, *rope.cos, *rope.sin, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
-    const size_t g = batch.layers->group_of[l], at = batch.layers->index_in_group[l];
-    KvStorage& storage = kv[g];
-    const KvFormat& format = storage.format();
-    GroupBuffers& gb = groups_[g];
-    GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
-    const uint32_t block = static_cast<uint32_t>(storage.block_size());
-    if (format.k.rotated) {  // keys stored as H k and attended by H q (the CPU's write path and attention)
-      check(ops_->hadamard(k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd), "rotating keys");
-      check(ops_->hadamard(q, tokens * static_cast<uint32_t>(c.num_heads), hd), "rotating queries");
-    }
-    GpuOps::KeyTails tails{.tail_of_token = gb.tail_of_token.get(),
-                           .seals = gb.seals.get(),
-                           .num_seals = gb.num_seals,
-                           .sequence_tails = gb.sequence_tails.get(),
-                           .layer = static_cast<uint32_t>(at),
-                           .num_layers = static_cast<uint32_t>(format.num_layers)};
-    if (format.has_key_tails()) tails.tails = storage.num_key_tails() > 0 ? &key_tails(storage) : gb.tables.get();
-    check(ops_->kv_write(format.k, k, keys, *gb.slots, tokens, c.num_kv_heads, &tails), "writing K");
-    check(ops_->kv_write(*format.v, v, values, *gb.slots, tokens, c.num_kv_heads), "writing V");
-    const GpuOps::AttentionShape shape{.heads = static_cast<uint32_t>(c.num_heads),
-                                       .kv_heads = static_cast<uint32_t>(c.num_kv_heads),
-                                       .head_dim = hd,
-                                       .value_width = hd,
-                                       .block_size = block,
-                                       .max_blocks = gb.max_blocks,
-                                       .max_slots = gb.max_slots,
-                                       .scale = attention_scale,
-                                       .window = batch.layers->attention_window[l]};
-    check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
-                                shape, &tails),
-          "in attention");
-    if (!gb.mass_targets.empty()) {
-      check(ops_->slot_mass(score_buffer, *gb.tokens, *gb.mass_sequences, *gb.mass_tokens, *gb.mass,
-                            static_cast<uint32_t>(gb.mass_targets.size()), gb.mass_slots, shape,
-                            static_cast<uint32_t>(at)),
-            "summing the slot mass");
+    if (c.is_mla()) {
+      mla_attention(w, batch, kv, l, xb, score_buffer, att);
+    } else {
+      attention(w, batch, kv, l, xb, score_buffer, att, c.window_of(l) > 0 ? local_rope : global_rope);
     }
     matvec(w.wo, att, proj, n);
     add_to_residual(x, proj, w.post_attention_norm.get(), xb, tokens);
     check(ops_->rmsnorm(x, *w.ffn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
-    matvec(w.w_gate, xb, gate, n);
-    matvec(w.w_up, xb, up, n);
-    if (c.is_gemma3()) {
-      check(ops_->geglu(gate, up, tokens * c.ffn_dim), "in GeGLU");
+    if (c.moe.is_moe_layer(l)) {
+      moe_ffn(w, xb, proj, n);
     } else {
-      check(ops_->swiglu(gate, up, tokens * c.ffn_dim), "in SwiGLU");
+      matvec(w.w_gate, xb, gate, n);
+      matvec(w.w_up, xb, up, n);
+      if (c.is_gemma3()) {
+        check(ops_->geglu(gate, up, tokens * c.ffn_dim), "in GeGLU");
+      } else {
+        check(ops_->swiglu(gate, up, tokens * c.ffn_dim), "in SwiGLU");
+      }
+      matvec(w.w_down, gate, proj, n);
     }
-    matvec(w.w_down, gate, proj, n);
     add_to_residual(x, proj, w.post_ffw_norm.get(), xb, tokens);
   }
   if (m > 0) {
@@ -266,6 +219,74 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
   if (const float cap = c.final_logit_softcap; cap > 0.0f) {  // Gemma 2's soft cap, if a file asks for it: as the CPU
     for (float& logit : logits.first(m * c.vocab_size)) logit = cap * std::tanh(logit / cap);
   }
+}
+
+void GpuDecoderRunner::attention(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv, size_t l,
+                                 GpuBuffer& xb, GpuBuffer& score_buffer, GpuBuffer& att, RopeBuffers& rope) {
+  const ModelConfig& c = model_.config();
+  const size_t n = batch.tokens.size(), half = inv_freq_.size();
+  const uint32_t tokens = static_cast<uint32_t>(n), hd = static_cast<uint32_t>(c.head_dim);
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  // The CPU's Gemma scales q by attention_scale x sqrt(head_dim) and divides scores by sqrt(head_dim): one factor here.
+  const float attention_scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  GpuBuffer &q = *q_, &k = *k_, &v = *v_;
+  matvec(w.wq, xb, q, n);
+  matvec(w.wk, xb, k, n);
+  matvec(w.wv, xb, v, n);
+  if (w.bq) {
+    check(ops_->add(q, *w.bq, tokens * c.q_dim(), c.q_dim()), "adding the Q bias");
+    check(ops_->add(k, *w.bk, tokens * c.kv_dim(), c.kv_dim()), "adding the K bias");
+    check(ops_->add(v, *w.bv, tokens * c.kv_dim(), c.kv_dim()), "adding the V bias");
+  }
+  if (w.q_norm) {  // Gemma: each query and key head normed in place
+    check(ops_->rmsnorm(q, *w.q_norm, q, tokens * static_cast<uint32_t>(c.num_heads), hd, c.rms_eps),
+          "in the query norm");
+    check(ops_->rmsnorm(k, *w.k_norm, k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd, c.rms_eps),
+          "in the key norm");
+  }
+  check(ops_->rope(q, *rope.cos, *rope.sin, tokens, c.num_heads, hd, half, neox), "in RoPE");
+  check(ops_->rope(k, *rope.cos, *rope.sin, tokens, c.num_kv_heads, hd, half, neox), "in RoPE");
+  const size_t g = batch.layers->group_of[l], at = batch.layers->index_in_group[l];
+  KvStorage& storage = kv[g];
+  const KvFormat& format = storage.format();
+  GroupBuffers& gb = groups_[g];
+  GpuBuffer &keys = pool(storage, at, true), &values = pool(storage, at, false);
+  const uint32_t block = static_cast<uint32_t>(storage.block_size());
+  if (format.k.rotated) {  // keys stored as H k and attended by H q (the CPU's write path and attention)
+    check(ops_->hadamard(k, tokens * static_cast<uint32_t>(c.num_kv_heads), hd), "rotating keys");
+    check(ops_->hadamard(q, tokens * static_cast<uint32_t>(c.num_heads), hd), "rotating queries");
+  }
+  GpuOps::KeyTails tails{.tail_of_token = gb.tail_of_token.get(),
+                         .seals = gb.seals.get(),
+                         .num_seals = gb.num_seals,
+                         .sequence_tails = gb.sequence_tails.get(),
+                         .layer = static_cast<uint32_t>(at),
+                         .num_layers = static_cast<uint32_t>(format.num_layers)};
+  if (format.has_key_tails()) tails.tails = storage.num_key_tails() > 0 ? &key_tails(storage) : gb.tables.get();
+  check(ops_->kv_write(format.k, k, keys, *gb.slots, tokens, c.num_kv_heads, &tails), "writing K");
+  check(ops_->kv_write(*format.v, v, values, *gb.slots, tokens, c.num_kv_heads), "writing V");
+  const GpuOps::AttentionShape shape{.heads = static_cast<uint32_t>(c.num_heads),
+                                     .kv_heads = static_cast<uint32_t>(c.num_kv_heads),
+                                     .head_dim = hd,
+                                     .value_width = hd,
+                                     .block_size = block,
+                                     .max_blocks = gb.max_blocks,
+                                     .max_slots = gb.max_slots,
+                                     .scale = attention_scale,
+                                     .window = batch.layers->attention_window[l]};
+  check(ops_->paged_attention(format.k, *format.v, q, keys, values, *gb.tables, *gb.tokens, score_buffer, att, tokens,
+                              shape, &tails),
+        "in attention");
+  sum_slot_mass(gb, score_buffer, shape, at);
+}
+
+void GpuDecoderRunner::sum_slot_mass(GroupBuffers& gb, GpuBuffer& score_buffer, const GpuOps::AttentionShape& shape,
+                                     size_t layer) {
+  if (gb.mass_targets.empty()) return;
+  check(ops_->slot_mass(score_buffer, *gb.tokens, *gb.mass_sequences, *gb.mass_tokens, *gb.mass,
+                        static_cast<uint32_t>(gb.mass_targets.size()), gb.mass_slots, shape,
+                        static_cast<uint32_t>(layer)),
+        "summing the slot mass");
 }
 
 void GpuDecoderRunner::plan_slot_mass(const AttentionBatch& a, const KvFormat& format, GroupBuffers& gb) {

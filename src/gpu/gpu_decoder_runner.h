@@ -37,6 +37,11 @@ class GpuDecoderRunner final : public ModelRunner {
   std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)
   std::unique_ptr<GpuBuffer> x_, xb_, q_, k_, v_, att_, proj_, gate_, up_, scores_, final_, normed_, logits_;
   std::unique_ptr<GpuBuffer> ids_, wanted_;
+  // DeepSeek-V2: q_a [n][q_lora], latent rows [n][r + rope], absorbed queries [n][H][r + rope] and outputs [n][H][r];
+  // the router's logits [n][E], each token's k experts and weights, their hidden states [n][k][f] and outputs
+  // [n][k][dim].
+  std::unique_ptr<GpuBuffer> q_a_, latent_, q_latent_, out_latent_;
+  std::unique_ptr<GpuBuffer> router_logits_, expert_ids_, expert_weights_, expert_gate_, expert_up_, expert_out_;
   struct RopeBuffers {
     std::unique_ptr<GpuBuffer> cos, sin;  // [tokens][half]
   };
@@ -61,6 +66,16 @@ class GpuDecoderRunner final : public ModelRunner {
     std::vector<MassTarget> mass_targets;
     uint32_t mass_slots = 0;  // the most slots one of them holds
   };
+  // Layer l's attention from its normed input xb into att [tokens][heads x value], through the scratch `scores`:
+  // the Llama family's and Gemma's (RoPE by `rope`), or MLA's absorbed form (gpu_decoder_runner_mla.cpp).
+  void attention(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv, size_t l, GpuBuffer& xb,
+                 GpuBuffer& scores, GpuBuffer& att, RopeBuffers& rope);
+  void mla_attention(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv, size_t l,
+                     GpuBuffer& xb, GpuBuffer& scores, GpuBuffer& att);
+  // A mixture of experts' FFN of xb's n rows into out (gpu_decoder_runner_mla.cpp).
+  void moe_ffn(const GpuLayerWeights& w, GpuBuffer& xb, GpuBuffer& out, size_t n);
+  // H2O's mass of the sequences that want it, from the attention just recorded.
+  void sum_slot_mass(GroupBuffers& gb, GpuBuffer& scores, const GpuOps::AttentionShape& shape, size_t layer);
   // The mass slot_mass.comp sums for it into a sequence's SlotMass rows after the step.
   void plan_slot_mass(const AttentionBatch& a, const KvFormat& format, GroupBuffers& gb);
   void add_slot_mass(const GroupBuffers& gb) const;

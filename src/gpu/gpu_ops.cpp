@@ -78,9 +78,9 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   auto recorder = GpuRecorder::create(context);
   if (!recorder) return recorder.status();
   ops->recorder_ = std::move(*recorder);
-  KVS_RETURN_IF_ERROR(make(context, shaders::rmsnorm(), 3, 2, {kNormWorkgroup}, ops->rmsnorm_));
-  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 0}, ops->rope_));
-  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 4, {kElementwise, 1}, ops->rope_neox_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::rmsnorm(), 3, 3, {kNormWorkgroup}, ops->rmsnorm_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 5, {kElementwise, 0}, ops->rope_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::rope(), 3, 5, {kElementwise, 1}, ops->rope_neox_));
   KVS_RETURN_IF_ERROR(make(context, shaders::glu(), 2, 1, {kElementwise, 0}, ops->swiglu_));
   KVS_RETURN_IF_ERROR(make(context, shaders::glu(), 2, 1, {kElementwise, 1}, ops->geglu_));
   KVS_RETURN_IF_ERROR(make(context, shaders::scale(), 1, 2, {kElementwise}, ops->scale_));
@@ -92,6 +92,9 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   }
   KVS_RETURN_IF_ERROR(make(context, shaders::key_tail_write(), 4, 7, {kElementwise}, ops->key_tail_write_));
   KVS_RETURN_IF_ERROR(make(context, shaders::slot_mass(), 5, 5, {kSlotMassWorkgroup}, ops->slot_mass_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::copy(), 2, 9, {kElementwise}, ops->copy_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::moe_route(), 3, 6, {kRouteWorkgroup}, ops->moe_route_));
+  KVS_RETURN_IF_ERROR(make(context, shaders::moe_combine(), 4, 4, {kElementwise}, ops->moe_combine_));
   for (KvDType element : {KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::key_seal(), 4, 8, {kElementwise, element_code(element)}, ops->key_seal_[element]));
@@ -101,7 +104,8 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
 
 Expected<ComputePipeline*> GpuOps::weight_pipeline(std::map<DType, std::unique_ptr<ComputePipeline>>& cache, DType type,
                                                    std::span<const uint32_t> spirv, uint32_t workgroup,
-                                                   uint32_t push_words, std::string_view op) {
+                                                   uint32_t push_words, std::string_view op, uint32_t bindings,
+                                                   std::initializer_list<uint32_t> more_constants) {
   const uint32_t id = static_cast<uint32_t>(type);
   if (!gpu_reads_weights(type)) {
     const std::string_view name = ggml_type_name(id);
@@ -109,7 +113,13 @@ Expected<ComputePipeline*> GpuOps::weight_pipeline(std::map<DType, std::unique_p
         fmt::format("the GPU {} does not read {} weights (ggml type {})", op, name.empty() ? "unknown" : name, id));
   }
   std::unique_ptr<ComputePipeline>& pipeline = cache[type];
-  if (!pipeline) KVS_RETURN_IF_ERROR(make(context_, spirv, 3, push_words, {workgroup, id}, pipeline));
+  if (!pipeline) {
+    std::vector<uint32_t> constants{workgroup, id};
+    constants.insert(constants.end(), more_constants.begin(), more_constants.end());
+    auto made = ComputePipeline::create(context_, spirv, bindings, push_words * sizeof(uint32_t), constants);
+    if (!made) return made.status();
+    pipeline = std::move(*made);
+  }
   return pipeline.get();
 }
 
@@ -123,14 +133,15 @@ Status GpuOps::dispatch(const char* kind, ComputePipeline& pipeline, std::span<G
 }
 
 Status GpuOps::rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
-                    uint32_t half, bool neox) {
-  if (2 * half > head_dim || x.bytes() < size_t{tokens} * heads * head_dim * sizeof(float) ||
+                    uint32_t half, bool neox, uint32_t offset) {
+  if (offset + 2 * half > head_dim || x.bytes() < size_t{tokens} * heads * head_dim * sizeof(float) ||
       cos.bytes() < size_t{tokens} * half * sizeof(float) || sin.bytes() < cos.bytes()) {
-    return Status::invalid_argument(fmt::format("RoPE of {} pairs over {} tokens of {} heads of {}: buffers of {}, {}",
-                                                half, tokens, heads, head_dim, x.bytes(), cos.bytes()));
+    return Status::invalid_argument(
+        fmt::format("RoPE of {} pairs at {} over {} tokens of {} heads of {}: buffers of {}, {}", half, offset, tokens,
+                    heads, head_dim, x.bytes(), cos.bytes()));
   }
   GpuBuffer* const buffers[] = {&x, &cos, &sin};
-  const uint32_t push[] = {tokens, heads, head_dim, half};
+  const uint32_t push[] = {tokens, heads, head_dim, half, offset};
   return dispatch("rope", neox ? *rope_neox_ : *rope_, buffers, push, groups_for(size_t{tokens} * heads * half));
 }
 
@@ -173,7 +184,7 @@ Status GpuOps::add(GpuBuffer& x, GpuBuffer& y, uint32_t n, uint32_t period) {
 
 Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer& out, uint32_t tokens, uint32_t cols,
                         uint32_t first_row, uint32_t rows) {
-  auto pipeline = weight_pipeline(get_rows_, type, shaders::get_rows(), kElementwise, 4, "get_rows");
+  auto pipeline = weight_pipeline(get_rows_, type, shaders::get_rows(), kElementwise, 4, "get_rows", 3, {});
   if (!pipeline) return pipeline.status();
   KVS_RETURN_IF_ERROR(check_whole_blocks(type, cols));
   if (ids.bytes() < tokens * sizeof(uint32_t) || out.bytes() < size_t{tokens} * cols * sizeof(float)) {
@@ -185,35 +196,61 @@ Status GpuOps::get_rows(DType type, GpuBuffer& table, GpuBuffer& ids, GpuBuffer&
   return dispatch("get_rows", **pipeline, buffers, push, groups_for(size_t{tokens} * cols));
 }
 
-Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps) {
-  if (x.bytes() < size_t{rows} * cols * sizeof(float) || w.bytes() < cols * sizeof(float) || y.bytes() < x.bytes()) {
-    return Status::invalid_argument(fmt::format("rmsnorm of {} x {} over buffers of {}, {} and {} bytes", rows, cols,
-                                                x.bytes(), w.bytes(), y.bytes()));
+Status GpuOps::rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps,
+                       uint32_t stride) {
+  const size_t span = rows == 0 ? 0 : (size_t{rows} - 1) * (stride == 0 ? cols : stride) + cols;
+  if ((stride != 0 && stride < cols) || x.bytes() < span * sizeof(float) || w.bytes() < cols * sizeof(float) ||
+      y.bytes() < span * sizeof(float)) {
+    return Status::invalid_argument(fmt::format("rmsnorm of {} x {} (stride {}) over buffers of {}, {} and {} bytes",
+                                                rows, cols, stride, x.bytes(), w.bytes(), y.bytes()));
   }
   GpuBuffer* const buffers[] = {&x, &w, &y};
   struct {
     uint32_t cols;
     float eps;
-  } push{cols, eps};
+    uint32_t stride;
+  } push{cols, eps, stride};
   return dispatch("rmsnorm", *rmsnorm_, buffers, &push, rows);
 }
 
 Status GpuOps::matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols,
-                      uint32_t tokens, uint32_t out_rows, uint32_t row_offset) {
+                      uint32_t tokens, uint32_t out_rows, uint32_t row_offset, uint32_t x_stride, uint32_t x_offset) {
   if (out_rows == 0) out_rows = rows;
-  auto pipeline = weight_pipeline(matvec_, type, shaders::matvec(), kMatvecWorkgroup, 6, "matvec");
+  if (x_stride == 0) x_stride = cols;
+  auto pipeline = weight_pipeline(matvec_, type, shaders::matvec(), kMatvecWorkgroup, 11, "matvec", 4, {0});
   if (!pipeline) return pipeline.status();
   KVS_RETURN_IF_ERROR(check_whole_blocks(type, cols));
-  if (w.bytes() < rows * dtype_row_bytes(type, cols) || x.bytes() < size_t{tokens} * cols * sizeof(float) ||
+  const size_t x_span = tokens == 0 ? 0 : (size_t{tokens} - 1) * x_stride + x_offset + cols;
+  if (w.bytes() < rows * dtype_row_bytes(type, cols) || x.bytes() < x_span * sizeof(float) ||
       y.bytes() < size_t{tokens} * out_rows * sizeof(float) || size_t{row_offset} + rows > out_rows) {
     return Status::invalid_argument(
         fmt::format("matvec of {} x {} {} over {} tokens into rows {}.. of {}: buffers of {}, {} and {} bytes", rows,
                     cols, dtype_name(type), tokens, row_offset, out_rows, w.bytes(), x.bytes(), y.bytes()));
   }
-  GpuBuffer* const buffers[] = {&w, &x, &y};
+  GpuBuffer* const buffers[] = {&w, &x, &y, &x};  // binding 3 (experts' ids) unread
   const uint32_t rows_per_group = std::max<uint32_t>(1, kMatvecWorkgroup / context_.info().subgroup_size);
-  const uint32_t push[] = {rows, cols, tokens, rows_per_group, out_rows, row_offset};
+  const uint32_t push[] = {rows, cols, tokens, rows_per_group, out_rows, row_offset, x_stride, x_offset, 1, 0, 0};
   return dispatch("matvec", **pipeline, buffers, push, (rows + rows_per_group - 1) / rows_per_group, tokens);
+}
+
+Status GpuOps::expert_matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, GpuBuffer& ids,
+                             const ExpertProduct& p) {
+  auto pipeline =
+      weight_pipeline(expert_matvec_, type, shaders::matvec(), kMatvecWorkgroup, 11, "expert matvec", 4, {1});
+  if (!pipeline) return pipeline.status();
+  KVS_RETURN_IF_ERROR(check_whole_blocks(type, p.cols));
+  if (p.x_group == 0 || w.bytes() < size_t{p.experts} * p.rows * dtype_row_bytes(type, p.cols) ||
+      x.bytes() < size_t{(p.slots + p.x_group - 1) / p.x_group} * p.cols * sizeof(float) ||
+      y.bytes() < size_t{p.slots} * p.rows * sizeof(float) || ids.bytes() < p.slots * sizeof(uint32_t)) {
+    return Status::invalid_argument(
+        fmt::format("expert matvec of {} experts of {} x {} {} over {} rows: buffers of {}, {} and {} bytes", p.experts,
+                    p.rows, p.cols, dtype_name(type), p.slots, w.bytes(), x.bytes(), y.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&w, &x, &y, &ids};
+  const uint32_t rows_per_group = std::max<uint32_t>(1, kMatvecWorkgroup / context_.info().subgroup_size);
+  const uint32_t push[] = {p.rows, p.cols, p.slots,   rows_per_group, p.rows,   0,
+                           p.cols, 0,      p.x_group, p.first_expert, p.experts};
+  return dispatch("expert_matvec", **pipeline, buffers, push, (p.rows + rows_per_group - 1) / rows_per_group, p.slots);
 }
 
 }  // namespace kvs
@@ -312,7 +349,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
   std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element, per_channel}];
   if (!pipeline) {
     KVS_RETURN_IF_ERROR(
-        make(context_, shaders::paged_attention(), 9, 17,
+        make(context_, shaders::paged_attention(), 9, 18,
              {kAttentionWorkgroup, element_code(key.element), element_code(value.element), per_channel ? 1u : 0u},
              pipeline));
   }
@@ -330,7 +367,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
     uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
     float scale;
     uint32_t k_group, k_head_block_bytes, k_data_bytes, v_group, v_head_block_bytes, v_data_bytes;
-    uint32_t layer, num_layers, window;
+    uint32_t layer, num_layers, window, value_row_width;
   } push{shape.heads,
          shape.kv_heads,
          shape.head_dim,
@@ -347,7 +384,8 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
          static_cast<uint32_t>(value.data_bytes()),
          per_channel ? tails->layer : 0u,
          per_channel ? tails->num_layers : 1u,
-         shape.window};
+         shape.window,
+         shape.value_row_width == 0 ? shape.value_width : shape.value_row_width};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 
@@ -402,6 +440,57 @@ Status GpuOps::shift_keys(const KvTensorFormat& format, GpuBuffer& keys, const K
          shift.first_move,
          1.0f / std::sqrt(static_cast<float>(format.width))};
   return dispatch("key_shift", *pipeline, buffers, &push, (shift.num_moves + kShiftWorkgroup - 1) / kShiftWorkgroup);
+}
+
+Status GpuOps::copy_rows(GpuBuffer& src, Strided from, GpuBuffer& dst, Strided to, uint32_t tokens, uint32_t heads,
+                         uint32_t width) {
+  const auto span = [&](Strided s) {
+    return tokens == 0 || heads == 0
+               ? 0
+               : (size_t{tokens} - 1) * s.stride + (size_t{heads} - 1) * s.head_stride + s.offset + width;
+  };
+  if (src.bytes() < span(from) * sizeof(float) || dst.bytes() < span(to) * sizeof(float)) {
+    return Status::invalid_argument(fmt::format("a copy of {} x {} rows of {}: buffers of {} and {} bytes", tokens,
+                                                heads, width, src.bytes(), dst.bytes()));
+  }
+  GpuBuffer* const buffers[] = {&src, &dst};
+  const uint32_t push[] = {tokens,      heads,     width,          from.stride, from.head_stride,
+                           from.offset, to.stride, to.head_stride, to.offset};
+  return dispatch("copy", *copy_, buffers, push, groups_for(size_t{tokens} * heads * width));
+}
+
+Status GpuOps::moe_route(GpuBuffer& logits, GpuBuffer& ids, GpuBuffer& weights, uint32_t tokens, const MoeConfig& moe) {
+  constexpr size_t kMaxExperts = 256;  // moe_route.comp's
+  const size_t k = moe.experts_used;
+  if (moe.num_experts == 0 || moe.num_experts > kMaxExperts || k == 0 || k > moe.num_experts ||
+      logits.bytes() < size_t{tokens} * moe.num_experts * sizeof(float) || ids.bytes() < tokens * k * 4 ||
+      weights.bytes() < tokens * k * 4) {
+    return Status::invalid_argument(
+        fmt::format("routing {} tokens to {} of {} experts (at most {})", tokens, k, moe.num_experts, kMaxExperts));
+  }
+  GpuBuffer* const buffers[] = {&logits, &ids, &weights};
+  struct {
+    uint32_t tokens, experts, k, softmax, normalize;
+    float scale;
+  } push{tokens,
+         static_cast<uint32_t>(moe.num_experts),
+         static_cast<uint32_t>(k),
+         moe.gating == ExpertGating::kSoftmax ? 1u : 0u,
+         moe.normalize_weights ? 1u : 0u,
+         moe.weights_scale};
+  return dispatch("moe_route", *moe_route_, buffers, &push, (tokens + kRouteWorkgroup - 1) / kRouteWorkgroup);
+}
+
+Status GpuOps::moe_combine(GpuBuffer& out, GpuBuffer& y, GpuBuffer& ids, GpuBuffer& weights, uint32_t tokens,
+                           uint32_t dim, const MoeConfig& moe) {
+  const size_t k = moe.experts_used;
+  if (out.bytes() < size_t{tokens} * dim * 4 || y.bytes() < size_t{tokens} * k * dim * 4 ||
+      ids.bytes() < tokens * k * 4 || weights.bytes() < tokens * k * 4) {
+    return Status::invalid_argument(fmt::format("combining {} tokens' {} experts of {}", tokens, k, dim));
+  }
+  GpuBuffer* const buffers[] = {&out, &y, &ids, &weights};
+  const uint32_t push[] = {tokens, dim, static_cast<uint32_t>(k), moe.shared_experts > 0 ? 1u : 0u};
+  return dispatch("moe_combine", *moe_combine_, buffers, push, groups_for(size_t{tokens} * dim));
 }
 
 }  // namespace kvs

@@ -2,6 +2,7 @@
 // the pieces the GPU forward records (issue 41). Buffers hold fp32 activations; weights stay in the file's type.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "gpu/compute_pipeline.h"
 #include "gpu/gpu_recorder.h"
 #include "kv/kv_format.h"
+#include "model/model_config.h"
 
 namespace kvs {
 
@@ -32,18 +34,29 @@ class GpuOps {
 
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of `cols` (shaders/rmsnorm.comp); y may be x (each
   // value is written after its row's sum, by the invocation that read it): Gemma's norm of each query and key head.
-  Status rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps);
+  // Rows lie `stride` floats apart in x and y (0: cols): MLA's norm of the first r of each latent row.
+  Status rmsnorm(GpuBuffer& x, GpuBuffer& w, GpuBuffer& y, uint32_t rows, uint32_t cols, float eps,
+                 uint32_t stride = 0);
   // y[t][r] = sum_c W[r][c] x[t][c]: W [rows][cols] in `type`, x [tokens][cols], y [tokens][rows]
   // (shaders/matvec.comp). Every type the CPU loads (F32, F16, BF16 and the block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
   // IQ4_NL, IQ4_XS, Q2_K..Q6_K; shaders/dequant.glsl); cols must be whole blocks (kInvalidArgument). Other type ids:
   // kUnimplemented, naming the type. With out_rows (0: rows), y is [tokens][out_rows] and these rows land at
   // row_offset of each token's row: a matrix split over bindings, one part at a time.
+  // x's row t lies at t x_stride + x_offset (x_stride 0: cols): one head's part of a row of heads.
   Status matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, uint32_t rows, uint32_t cols, uint32_t tokens,
-                uint32_t out_rows = 0, uint32_t row_offset = 0);
+                uint32_t out_rows = 0, uint32_t row_offset = 0, uint32_t x_stride = 0, uint32_t x_offset = 0);
+  // The experts of a mixture (shaders/matvec.comp's expert mode): w stacks experts [first_expert, first_expert +
+  // experts) of `rows` x `cols` each; y [slots][rows]: row s = W[ids[s]] x[s / x_group] for the slots whose expert w
+  // holds (the others are left as they are): only the chosen experts' rows are read.
+  struct ExpertProduct {
+    uint32_t rows = 0, cols = 0, slots = 0, x_group = 1, first_expert = 0, experts = 0;
+  };
+  Status expert_matvec(DType type, GpuBuffer& w, GpuBuffer& x, GpuBuffer& y, GpuBuffer& ids, const ExpertProduct& p);
   // RoPE in place over `tokens` rows of `heads` heads of `head_dim`, by cos/sin [tokens][half] (shaders/rope.comp):
-  // pairs (2i, 2i + 1), or (i, i + half) when neox.
+  // pairs (2i, 2i + 1), or (i, i + half) when neox, from element `offset` of each head on (MLA: the RoPE part of a
+  // query head after its nope part, of a latent row after its r).
   Status rope(GpuBuffer& x, GpuBuffer& cos, GpuBuffer& sin, uint32_t tokens, uint32_t heads, uint32_t head_dim,
-              uint32_t half, bool neox);
+              uint32_t half, bool neox, uint32_t offset = 0);
   // x = H x in place over `rows` rows of `width` (a power of two), H the normalized Hadamard transform, bit for bit
   // the CPU's hadamard_transform (shaders/hadamard.comp): rotated keys are written and attended in that form.
   Status hadamard(GpuBuffer& x, uint32_t rows, uint32_t width);
@@ -87,7 +100,8 @@ class GpuOps {
     uint32_t max_blocks = 0;  // columns of the block-table buffer: [sequence][max_blocks], 0xffffffff a hole
     uint32_t max_slots = 0;   // columns of the scratch: [tokens][heads][max_slots] floats, >= every visible count
     float scale = 1.0f;
-    uint32_t window = 0;  // the layer's sliding window (0: none): a token sees its last `window` visible slots
+    uint32_t window = 0;           // the layer's sliding window (0: none): a token sees its last `window` visible slots
+    uint32_t value_row_width = 0;  // elements of a stored value row, of which value_width are read (0: value_width)
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
   // its sequence's block table (shaders/paged_attention.comp). token_info: per token 4 words, its sequence, its visible
@@ -115,6 +129,22 @@ class GpuOps {
   };
   Status shift_keys(const KvTensorFormat& format, GpuBuffer& keys, const KeyShift& shift);
 
+  // For each token t < tokens and head h < heads, `width` floats from src at t src.stride + h src.head_stride +
+  // src.offset to dst likewise (shaders/copy.comp).
+  struct Strided {
+    uint32_t stride = 0, head_stride = 0, offset = 0;
+  };
+  Status copy_rows(GpuBuffer& src, Strided from, GpuBuffer& dst, Strided to, uint32_t tokens, uint32_t heads,
+                   uint32_t width);
+
+  // A mixture's routing (shaders/moe_route.comp, model/moe_routing.h's): logits [tokens][experts] to each token's k
+  // experts and weights, ids and weights [tokens][k].
+  Status moe_route(GpuBuffer& logits, GpuBuffer& ids, GpuBuffer& weights, uint32_t tokens, const MoeConfig& moe);
+  // out [tokens][dim] = the shared experts' output already in out (or 0 without) + the chosen experts' outputs y
+  // [tokens][k][dim] times their weights, in expert-index order (shaders/moe_combine.comp).
+  Status moe_combine(GpuBuffer& out, GpuBuffer& y, GpuBuffer& ids, GpuBuffer& weights, uint32_t tokens, uint32_t dim,
+                     const MoeConfig& moe);
+
   // H2O's attention mass of one layer (`layer` of the rows), after paged_attention() over the same scratch, token_info
   // and shape (shaders/slot_mass.comp): for each of `num_sequences` sequences (sequences: per sequence 4 words, where
   // its rows start in `mass` in (lo, hi) pairs, the slots it holds (its rows' stride), the range of token_list holding
@@ -131,6 +161,7 @@ class GpuOps {
   static constexpr uint32_t kElementwise = 256;       // the workgroup of the one-invocation-a-value shaders
   static constexpr uint32_t kSlotMassWorkgroup = 64;  // slots of one (sequence, KV head) a workgroup
   static constexpr uint32_t kShiftWorkgroup = 32;     // moved keys a workgroup
+  static constexpr uint32_t kRouteWorkgroup = 32;     // tokens a workgroup
   // One dispatch of `pipeline` over `buffers` with `push`, groups_x x groups_y workgroups, named `kind` in the
   // profile: appended to the open step, or submitted alone and waited for when none is open.
   Status dispatch(const char* kind, ComputePipeline& pipeline, std::span<GpuBuffer* const> buffers, const void* push,
@@ -146,9 +177,9 @@ class GpuOps {
   Status gated(const char* kind, ComputePipeline& pipeline, GpuBuffer& gate, GpuBuffer& up, uint32_t n);
   // Per weight type (specialization 1), built on first use: each is a shader compile on the driver (an LLVM one on
   // lavapipe), too many to build eagerly for 15 types.
-  std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, get_rows_;
+  std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, expert_matvec_, get_rows_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
-  std::unique_ptr<ComputePipeline> key_tail_write_, slot_mass_;
+  std::unique_ptr<ComputePipeline> key_tail_write_, slot_mass_, copy_, moe_route_, moe_combine_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> key_seal_;  // int8, int4
   // Per (element, NeoX, rotated), built on first use.
   std::map<std::tuple<KvDType, bool, bool>, std::unique_ptr<ComputePipeline>> key_shift_;
@@ -158,7 +189,8 @@ class GpuOps {
   // type the shaders do not read; `op` names the operation in the message.
   Expected<ComputePipeline*> weight_pipeline(std::map<DType, std::unique_ptr<ComputePipeline>>& cache, DType type,
                                              std::span<const uint32_t> spirv, uint32_t workgroup, uint32_t push_words,
-                                             std::string_view op);
+                                             std::string_view op, uint32_t bindings,
+                                             std::initializer_list<uint32_t> more_constants);
 };
 
 }  // namespace kvs

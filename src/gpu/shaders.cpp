@@ -43,6 +43,15 @@ constexpr uint32_t kHadamard[] = {
 constexpr uint32_t kKeyShift[] = {
 #include "key_shift.spv.inc"
 };
+constexpr uint32_t kCopy[] = {
+#include "copy.spv.inc"
+};
+constexpr uint32_t kMoeRoute[] = {
+#include "moe_route.spv.inc"
+};
+constexpr uint32_t kMoeCombine[] = {
+#include "moe_combine.spv.inc"
+};
 constexpr uint32_t kSlotMass[] = {
 #include "slot_mass.spv.inc"
 };
@@ -57,6 +66,9 @@ std::span<const uint32_t> rmsnorm() { return kRmsnorm; }
 std::span<const uint32_t> matvec() { return kMatvec; }
 std::span<const uint32_t> paged_attention() { return kPagedAttention; }
 std::span<const uint32_t> slot_mass() { return kSlotMass; }
+std::span<const uint32_t> copy() { return kCopy; }
+std::span<const uint32_t> moe_route() { return kMoeRoute; }
+std::span<const uint32_t> moe_combine() { return kMoeCombine; }
 std::span<const uint32_t> key_shift() { return kKeyShift; }
 std::span<const uint32_t> kv_write() { return kKvWrite; }
 std::span<const uint32_t> key_tail_write() { return kKeyTailWrite; }

@@ -3,8 +3,8 @@
 // the checkpoints (the CPU's golden bound: both are fp32 sums in other orders); the engine's features on the GPU
 // giving the CPU's outputs (mixed prefill and decode of several requests, prefix-cache hits, block sizes 1, 16 and
 // 256, f16 and bf16 K/V; int8 and int4 K/V, keys per token and per channel, plain or rotated; a sliding window); a
-// Qwen2-shaped file (biases, NeoX RoPE, GQA); a Mistral-shaped one (its own window); Q8_0 weights; and what the GPU
-// refuses.
+// Qwen2-shaped file (biases, NeoX RoPE, GQA); a Mistral-shaped one (its own window); Gemma 3; eviction policies;
+// DeepSeek-V2 (MLA, experts); Q8_0 weights; and what the GPU refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -347,16 +347,37 @@ TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
   }
 }
 
-TEST_F(GpuForward, WhatTheGpuDoesNotRunIsRefusedByName) {
+// DeepSeek-V2 on the GPU (MLA in absorbed form, the experts routed on the device): the three synthetic shapes (a
+// mixture of 8 experts choosing 2 with a shared one after a dense layer; all layers dense; queries through the
+// low-rank pair), a 40-token prompt and 24 tokens: the CPU's tokens (whose --mla-form auto expands the prompt's
+// chunks: the forms are equal up to rounding), logits within the golden bound (measured up to 4e-6), and with an int8
+// latent within a quarter of what int8 moves the CPU's logits.
+TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogits) {
+  test::TempDir dir("gpu_forward_deepseek2");
+  for (const char* preset : {"tiny-deepseek2", "tiny-deepseek2-dense", "tiny-deepseek2-qlora"}) {
+    ASSERT_TRUE(write_synth_model(*synth_preset(preset), dir.file(std::string(preset) + ".gguf")));
+    ASSERT_NO_FATAL_FAILURE(load(dir.file(std::string(preset) + ".gguf")));
+    ASSERT_TRUE(host_->config().is_mla());
+    const std::vector<TokenId> prompt = test::varied_prompt(40);
+    for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
+      const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 1, .kv = {.dtype = {dtype, dtype}}};
+      const std::string what = fmt::format("{}, {} latent", preset, kv_dtype_name(dtype));
+      const test::EngineTrace cpu = trace(*host_, config, prompt, 24), gpu = trace(*gpu_, config, prompt, 24);
+      EXPECT_EQ(gpu.tokens, cpu.tokens) << what;
+      ASSERT_EQ(gpu.logits.size(), cpu.logits.size()) << what;
+      float bound = kGoldenBound;
+      if (dtype != KvDType::kF32) {
+        EngineConfig f32 = config;
+        f32.kv.dtype = KvDType::kF32;
+        bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, 24)));
+      }
+      EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
+    }
+  }
+}
+
+TEST_F(GpuForward, AMissingDeviceIsRefusedByName) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
-  test::TempDir dir("gpu_forward_refusals");
-  SynthSpec deepseek = *synth_preset("tiny-deepseek2");
-  ASSERT_TRUE(write_synth_model(deepseek, dir.file("d.gguf")));
-  auto model = DecoderModel::load(dir.file("d.gguf"), WeightPacking::kNone);
-  ASSERT_TRUE(model);
-  auto gpu = make_gpu_model(**model, 0);
-  ASSERT_FALSE(gpu);
-  EXPECT_NE(gpu.status().message().find("architecture 'deepseek2'"), std::string::npos) << gpu.status().message();
   auto missing = make_gpu_model(*host_, 99);
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.status().message().find("no Vulkan device 99"), std::string::npos) << missing.status().message();

@@ -49,6 +49,7 @@ layout(push_constant) uniform Push {
   uint v_group, v_head_block_bytes, v_data_bytes;
   uint layer, num_layers;  // of the key tails
   uint window;             // the layer's sliding window, 0: none
+  uint value_row_width;    // elements of a stored value row (MLA: the latent's r + rope, of which value_width are read)
 } push;
 
 const uint kHole = 0xffffffffu;
@@ -88,13 +89,13 @@ float key_at(uint block, uint g, uint r, uint i) {
 }
 float value_at(uint block, uint g, uint r, uint i) {
   if (kValue < 3u) {
-    const uint at = ((block * push.kv_heads + g) * push.block_size + r) * push.value_width + i;
+    const uint at = ((block * push.kv_heads + g) * push.block_size + r) * push.value_row_width + i;
     return kValue == 0u ? v_f32[at] : widen(v_16[at], kValue);
   }
   const QuantizedAt a = quantized_at(kValue, (block * push.kv_heads + g) * push.v_head_block_bytes,
-                                     push.v_data_bytes, push.value_width, push.v_group, r, i, false);
+                                     push.v_data_bytes, push.value_row_width, push.v_group, r, i, false);
   const uint q = (uint(v_8[a.byte]) >> a.shift) & (kValue == 3u ? 0xffu : 0x0fu);
-  return unpackHalf2x16(uint(v_16[a.scale + push.value_width / push.v_group])).x +
+  return unpackHalf2x16(uint(v_16[a.scale + push.value_row_width / push.v_group])).x +
          unpackHalf2x16(uint(v_16[a.scale])).x * float(q);
 }
 

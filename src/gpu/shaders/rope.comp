@@ -15,13 +15,14 @@ layout(push_constant) uniform Push {
   uint heads;
   uint head_dim;
   uint half_dim;  // rope_dim / 2
+  uint offset;    // where a head's rotated part begins (MLA: after its nope part, or the latent's r)
 } push;
 
 void main() {
   const uint id = gl_GlobalInvocationID.x, pairs = push.tokens * push.heads * push.half_dim;
   if (id >= pairs) return;
   const uint i = id % push.half_dim, head = id / push.half_dim, t = head / push.heads;
-  const uint base = head * push.head_dim;
+  const uint base = head * push.head_dim + push.offset;
   const uint a = base + (kNeox == 1 ? i : 2 * i), b = base + (kNeox == 1 ? i + push.half_dim : 2 * i + 1);
   const float c = cos_t[t * push.half_dim + i], s = sin_t[t * push.half_dim + i];
   const float x0 = x[a], x1 = x[b];
