@@ -99,6 +99,7 @@ Status GpuDecoderModel::upload_mla(const DecoderLayerWeights& from, GpuLayerWeig
   KVS_RETURN_IF_ERROR(matrix(m.q_a, "attn_q_a", to.q_a));
   KVS_RETURN_IF_ERROR(matrix(m.q_b, "attn_q_b", to.q_b));
   KVS_RETURN_IF_ERROR(matrix(m.kv_a, "attn_kv_a_mqa", to.kv_a));
+  KVS_RETURN_IF_ERROR(matrix(m.kv_b, "attn_kv_b", to.kv_b));
   for (const auto& [into, values] : {std::pair{&to.q_a_norm, &m.q_a_norm}, std::pair{&to.kv_a_norm, &m.kv_a_norm}}) {
     if (values->empty()) continue;
     auto b = upload_vector(*values);
@@ -230,8 +231,8 @@ std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorag
       KeyRotation{.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox});
 }
 
-std::unique_ptr<ModelRunner> GpuDecoderModel::make_runner(ThreadPool&, MlaForm) const {
-  return std::make_unique<GpuDecoderRunner>(*this);
+std::unique_ptr<ModelRunner> GpuDecoderModel::make_runner(ThreadPool&, MlaForm mla_form) const {
+  return std::make_unique<GpuDecoderRunner>(*this, mla_form);
 }
 
 Expected<std::unique_ptr<Model>> make_gpu_model(const DecoderModel& model, size_t device, GpuModelOptions options) {

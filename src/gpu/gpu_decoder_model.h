@@ -43,7 +43,7 @@ struct GpuLayerWeights {
   // DeepSeek-V2 only (empty otherwise): MLA's projections (model/decoder_weights.h's MlaLayerWeights; queries through
   // q_a, its norm and q_b, or wq), per head W_kb^T [r][nope] and W_vb [value][r]; a mixture's router, experts and
   // shared experts in MoE layers (the dense FFN above in the leading ones).
-  GpuMatrix q_a, q_b, kv_a;
+  GpuMatrix q_a, q_b, kv_a, kv_b;  // kv_b: [H x (nope + value)][r], the expanded form's up-projection
   std::unique_ptr<GpuBuffer> q_a_norm, kv_a_norm;
   std::vector<GpuMatrix> k_b, v_b;
   GpuMatrix router, shared_gate, shared_up, shared_down;

@@ -14,8 +14,9 @@ constexpr uint32_t kHole = 0xffffffffu;
 
 }  // namespace
 
-GpuDecoderRunner::GpuDecoderRunner(const GpuDecoderModel& model)
+GpuDecoderRunner::GpuDecoderRunner(const GpuDecoderModel& model, MlaForm mla_form)
     : model_(model),
+      mla_form_(mla_form),
       inv_freq_(model.config().rope_frequencies()),
       local_inv_freq_(model.config().is_gemma3() ? model.config().rope_frequencies(true) : std::vector<float>()) {
   auto ops = GpuOps::create(model.context());
@@ -56,6 +57,9 @@ GpuBuffer& GpuDecoderRunner::upload(std::unique_ptr<GpuBuffer>& slot, const std:
   if (!values.empty()) std::memcpy(b.mapped().data(), values.data(), values.size() * sizeof(T));
   return b;
 }
+
+// gpu_decoder_runner_mla.cpp's uploads.
+template GpuBuffer& GpuDecoderRunner::upload<uint32_t>(std::unique_ptr<GpuBuffer>&, const std::vector<uint32_t>&);
 
 void GpuDecoderRunner::matvec(const GpuMatrix& w, GpuBuffer& x, GpuBuffer& y, size_t n) {
   for (const GpuMatrixPart& part : w.parts) {

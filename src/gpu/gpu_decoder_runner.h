@@ -17,7 +17,9 @@ namespace kvs {
 
 class GpuDecoderRunner final : public ModelRunner {
  public:
-  explicit GpuDecoderRunner(const GpuDecoderModel& model);
+  // mla_form: MLA's attention form (model.h's MlaForm: absorbed, expanded, or expanded for a sequence bringing
+  // kMlaExpandFromTokens tokens or more to a step).
+  GpuDecoderRunner(const GpuDecoderModel& model, MlaForm mla_form);
   void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
 
  private:
@@ -34,6 +36,7 @@ class GpuDecoderRunner final : public ModelRunner {
   void check(const Status& s, const char* what);
 
   const GpuDecoderModel& model_;
+  MlaForm mla_form_;
   std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)
   std::unique_ptr<GpuBuffer> x_, xb_, q_, k_, v_, att_, proj_, gate_, up_, scores_, final_, normed_, logits_;
   std::unique_ptr<GpuBuffer> ids_, wanted_;
@@ -41,6 +44,19 @@ class GpuDecoderRunner final : public ModelRunner {
   // the router's logits [n][E], each token's k experts and weights, their hidden states [n][k][f] and outputs
   // [n][k][dim].
   std::unique_ptr<GpuBuffer> q_a_, latent_, q_latent_, out_latent_;
+  // MLA's expanded form, a sequence at a time: its latents read back [slots][r + rope], their up-projection
+  // [slots][H][nope + value], per-head K [H][slots][head_dim] and V [H][slots][value] as one block of an f32 pool, and
+  // a block table mapping every sequence to that block.
+  std::unique_ptr<GpuBuffer> expanded_rows_, expanded_up_, expanded_k_, expanded_v_, expanded_table_;
+  // Layer l's expanded form for the sequences that take it (the others' att rows are the absorbed form's).
+  struct Expansion {
+    uint32_t sequence = 0, first_token = 0, tokens = 0;
+  };
+  std::vector<Expansion> plan_expansions(const AttentionBatch& a, size_t block_size) const;
+  void absorbed_attention(const GpuLayerWeights& w, const ForwardBatch& batch, size_t l, const KvFormat& format,
+                          GpuBuffer& q, GpuBuffer& rows, GpuBuffer& scores, GpuBuffer& att);
+  void mla_expanded(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv, size_t l,
+                    std::span<const Expansion> expansions, GpuBuffer& scores, GpuBuffer& att);
   std::unique_ptr<GpuBuffer> router_logits_, expert_ids_, expert_weights_, expert_gate_, expert_up_, expert_out_;
   struct RopeBuffers {
     std::unique_ptr<GpuBuffer> cos, sin;  // [tokens][half]

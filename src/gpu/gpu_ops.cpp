@@ -89,6 +89,8 @@ Expected<std::unique_ptr<GpuOps>> GpuOps::create(VulkanContext& context) {
   for (KvDType element : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
     KVS_RETURN_IF_ERROR(
         make(context, shaders::kv_write(), 3, 7, {kElementwise, element_code(element)}, ops->kv_write_[element]));
+    KVS_RETURN_IF_ERROR(
+        make(context, shaders::kv_read(), 3, 9, {kElementwise, element_code(element)}, ops->kv_read_[element]));
   }
   KVS_RETURN_IF_ERROR(make(context, shaders::key_tail_write(), 4, 7, {kElementwise}, ops->key_tail_write_));
   KVS_RETURN_IF_ERROR(make(context, shaders::slot_mass(), 5, 5, {kSlotMassWorkgroup}, ops->slot_mass_));
@@ -339,9 +341,9 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
         fmt::format("attention over {} keys per channel needs their key tails", kv_dtype_name(key.element)));
   }
   if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 || shape.block_size == 0 ||
-      scratch.bytes() < size_t{tokens} * shape.heads * shape.max_slots * sizeof(float) ||
-      out.bytes() < size_t{tokens} * shape.heads * shape.value_width * sizeof(float) ||
-      token_info.bytes() < size_t{tokens} * 4 * sizeof(uint32_t)) {
+      scratch.bytes() < (size_t{shape.first_token} + tokens) * shape.heads * shape.max_slots * sizeof(float) ||
+      out.bytes() < (size_t{shape.first_token} + tokens) * shape.heads * shape.value_width * sizeof(float) ||
+      token_info.bytes() < (size_t{shape.first_token} + tokens) * 4 * sizeof(uint32_t)) {
     return Status::invalid_argument(fmt::format(
         "paged attention of {} tokens, {} heads over {} KV heads, {} slots a token: scratch {} and out {} bytes",
         tokens, shape.heads, shape.kv_heads, shape.max_slots, scratch.bytes(), out.bytes()));
@@ -349,7 +351,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
   std::unique_ptr<ComputePipeline>& pipeline = attention_[{key.element, value.element, per_channel}];
   if (!pipeline) {
     KVS_RETURN_IF_ERROR(
-        make(context_, shaders::paged_attention(), 9, 18,
+        make(context_, shaders::paged_attention(), 9, 19,
              {kAttentionWorkgroup, element_code(key.element), element_code(value.element), per_channel ? 1u : 0u},
              pipeline));
   }
@@ -367,7 +369,7 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
     uint32_t heads, kv_heads, head_dim, value_width, block_size, max_blocks, max_slots;
     float scale;
     uint32_t k_group, k_head_block_bytes, k_data_bytes, v_group, v_head_block_bytes, v_data_bytes;
-    uint32_t layer, num_layers, window, value_row_width;
+    uint32_t layer, num_layers, window, value_row_width, first_token;
   } push{shape.heads,
          shape.kv_heads,
          shape.head_dim,
@@ -385,7 +387,8 @@ Status GpuOps::paged_attention(const KvTensorFormat& key, const KvTensorFormat& 
          per_channel ? tails->layer : 0u,
          per_channel ? tails->num_layers : 1u,
          shape.window,
-         shape.value_row_width == 0 ? shape.value_width : shape.value_row_width};
+         shape.value_row_width == 0 ? shape.value_width : shape.value_row_width,
+         shape.first_token};
   return dispatch("paged_attention", *pipeline, buffers, &push, shape.heads, tokens);
 }
 
@@ -491,6 +494,29 @@ Status GpuOps::moe_combine(GpuBuffer& out, GpuBuffer& y, GpuBuffer& ids, GpuBuff
   GpuBuffer* const buffers[] = {&out, &y, &ids, &weights};
   const uint32_t push[] = {tokens, dim, static_cast<uint32_t>(k), moe.shared_experts > 0 ? 1u : 0u};
   return dispatch("moe_combine", *moe_combine_, buffers, push, groups_for(size_t{tokens} * dim));
+}
+
+Status GpuOps::kv_read(const KvTensorFormat& format, uint32_t kv_heads, uint32_t head, GpuBuffer& pool,
+                       GpuBuffer& tables, uint32_t table_offset, uint32_t slots, GpuBuffer& out) {
+  KVS_RETURN_IF_ERROR(check_kv_format(format));
+  if (format.scale_axis == KvScaleAxis::kPerChannel || head >= kv_heads || format.rows == 0 ||
+      out.bytes() < size_t{slots} * format.width * sizeof(float) ||
+      tables.bytes() < (size_t{table_offset} + (slots + format.rows - 1) / format.rows) * sizeof(uint32_t)) {
+    return Status::invalid_argument(fmt::format("reading {} rows of {} {} (keys per {}) back", slots, format.width,
+                                                kv_dtype_name(format.element), kv_scale_axis_name(format.scale_axis)));
+  }
+  if (slots == 0) return Status::ok();
+  GpuBuffer* const buffers[] = {&pool, &tables, &out};
+  const uint32_t push[] = {slots,
+                           static_cast<uint32_t>(format.width),
+                           static_cast<uint32_t>(format.rows),
+                           kv_heads,
+                           head,
+                           static_cast<uint32_t>(format.group_size),
+                           static_cast<uint32_t>(format.head_block_bytes()),
+                           static_cast<uint32_t>(format.data_bytes()),
+                           table_offset};
+  return dispatch("kv_read", *kv_read_[format.element], buffers, push, groups_for(size_t{slots} * format.width));
 }
 
 }  // namespace kvs

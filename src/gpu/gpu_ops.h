@@ -102,6 +102,7 @@ class GpuOps {
     float scale = 1.0f;
     uint32_t window = 0;           // the layer's sliding window (0: none): a token sees its last `window` visible slots
     uint32_t value_row_width = 0;  // elements of a stored value row, of which value_width are read (0: value_width)
+    uint32_t first_token = 0;      // the call's tokens are first_token.. of q, token_info, the scratch and out
   };
   // out [tokens][heads][value_width] = attention of each token's query heads over its visible slots, read through
   // its sequence's block table (shaders/paged_attention.comp). token_info: per token 4 words, its sequence, its visible
@@ -128,6 +129,11 @@ class GpuOps {
     bool neox = false;
   };
   Status shift_keys(const KvTensorFormat& format, GpuBuffer& keys, const KeyShift& shift);
+
+  // One sequence's cached rows of KV head `head` of one layer's pool in `format` as fp32, out [slots][width], through
+  // its block table (tables[table_offset + b]), as the CPU reads them back (shaders/kv_read.comp): MLA's expanded form.
+  Status kv_read(const KvTensorFormat& format, uint32_t kv_heads, uint32_t head, GpuBuffer& pool, GpuBuffer& tables,
+                 uint32_t table_offset, uint32_t slots, GpuBuffer& out);
 
   // For each token t < tokens and head h < heads, `width` floats from src at t src.stride + h src.head_stride +
   // src.offset to dst likewise (shaders/copy.comp).
@@ -178,7 +184,7 @@ class GpuOps {
   // Per weight type (specialization 1), built on first use: each is a shader compile on the driver (an LLVM one on
   // lavapipe), too many to build eagerly for 15 types.
   std::map<DType, std::unique_ptr<ComputePipeline>> matvec_, expert_matvec_, get_rows_;
-  std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_;
+  std::map<KvDType, std::unique_ptr<ComputePipeline>> kv_write_, kv_read_;
   std::unique_ptr<ComputePipeline> key_tail_write_, slot_mass_, copy_, moe_route_, moe_combine_;
   std::map<KvDType, std::unique_ptr<ComputePipeline>> key_seal_;  // int8, int4
   // Per (element, NeoX, rotated), built on first use.

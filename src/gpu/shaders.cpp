@@ -43,6 +43,9 @@ constexpr uint32_t kHadamard[] = {
 constexpr uint32_t kKeyShift[] = {
 #include "key_shift.spv.inc"
 };
+constexpr uint32_t kKvRead[] = {
+#include "kv_read.spv.inc"
+};
 constexpr uint32_t kCopy[] = {
 #include "copy.spv.inc"
 };
@@ -67,6 +70,7 @@ std::span<const uint32_t> matvec() { return kMatvec; }
 std::span<const uint32_t> paged_attention() { return kPagedAttention; }
 std::span<const uint32_t> slot_mass() { return kSlotMass; }
 std::span<const uint32_t> copy() { return kCopy; }
+std::span<const uint32_t> kv_read() { return kKvRead; }
 std::span<const uint32_t> moe_route() { return kMoeRoute; }
 std::span<const uint32_t> moe_combine() { return kMoeCombine; }
 std::span<const uint32_t> key_shift() { return kKeyShift; }

@@ -18,6 +18,7 @@ std::span<const uint32_t> kv_write();         // shaders/kv_write.comp
 std::span<const uint32_t> paged_attention();  // shaders/paged_attention.comp
 std::span<const uint32_t> slot_mass();        // shaders/slot_mass.comp
 std::span<const uint32_t> copy();             // shaders/copy.comp
+std::span<const uint32_t> kv_read();          // shaders/kv_read.comp
 std::span<const uint32_t> moe_route();        // shaders/moe_route.comp
 std::span<const uint32_t> moe_combine();      // shaders/moe_combine.comp
 std::span<const uint32_t> key_shift();        // shaders/key_shift.comp

@@ -347,29 +347,41 @@ TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
   }
 }
 
-// DeepSeek-V2 on the GPU (MLA in absorbed form, the experts routed on the device): the three synthetic shapes (a
-// mixture of 8 experts choosing 2 with a shared one after a dense layer; all layers dense; queries through the
-// low-rank pair), a 40-token prompt and 24 tokens: the CPU's tokens (whose --mla-form auto expands the prompt's
-// chunks: the forms are equal up to rounding), logits within the golden bound (measured up to 4e-6), and with an int8
-// latent within a quarter of what int8 moves the CPU's logits.
-TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogits) {
+// DeepSeek-V2 on the GPU (MLA's latent cache, its absorbed and expanded forms; the experts routed on the device): the
+// three synthetic shapes (a mixture of 8 experts choosing 2 with a shared one after a dense layer; all layers dense;
+// queries through the low-rank pair) give the CPU's tokens with the same --mla-form, logits within the golden bound
+// (measured up to 8e-6), and with an int8 latent within a quarter of what int8 moves the CPU's logits. Under auto a
+// 120-token prompt in one chunk is expanded (at least kMlaExpandFromTokens) and the decode tokens absorbed; the forced
+// forms run 40 tokens in chunks of 16.
+TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogitsInEachMlaForm) {
   test::TempDir dir("gpu_forward_deepseek2");
+  struct Case {
+    MlaForm form;
+    KvDType dtype;
+    size_t prompt, chunk;
+  };
+  const Case cases[] = {{MlaForm::kAuto, KvDType::kF32, 120, 128},
+                        {MlaForm::kAbsorbed, KvDType::kF32, 40, 16},
+                        {MlaForm::kExpanded, KvDType::kF32, 40, 16},
+                        {MlaForm::kAuto, KvDType::kInt8, 120, 128}};
   for (const char* preset : {"tiny-deepseek2", "tiny-deepseek2-dense", "tiny-deepseek2-qlora"}) {
     ASSERT_TRUE(write_synth_model(*synth_preset(preset), dir.file(std::string(preset) + ".gguf")));
     ASSERT_NO_FATAL_FAILURE(load(dir.file(std::string(preset) + ".gguf")));
     ASSERT_TRUE(host_->config().is_mla());
-    const std::vector<TokenId> prompt = test::varied_prompt(40);
-    for (KvDType dtype : {KvDType::kF32, KvDType::kInt8}) {
-      const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 1, .kv = {.dtype = {dtype, dtype}}};
-      const std::string what = fmt::format("{}, {} latent", preset, kv_dtype_name(dtype));
-      const test::EngineTrace cpu = trace(*host_, config, prompt, 24), gpu = trace(*gpu_, config, prompt, 24);
+    for (const Case& k : cases) {
+      const std::vector<TokenId> prompt = test::varied_prompt(k.prompt);
+      const EngineConfig config{
+          .max_batch_tokens = k.chunk, .max_seqs = 1, .kv = {.dtype = {k.dtype, k.dtype}}, .mla_form = k.form};
+      const std::string what =
+          fmt::format("{}, {} latent, {} form", preset, kv_dtype_name(k.dtype), mla_form_name(k.form));
+      const test::EngineTrace cpu = trace(*host_, config, prompt, 16), gpu = trace(*gpu_, config, prompt, 16);
       EXPECT_EQ(gpu.tokens, cpu.tokens) << what;
       ASSERT_EQ(gpu.logits.size(), cpu.logits.size()) << what;
       float bound = kGoldenBound;
-      if (dtype != KvDType::kF32) {
+      if (k.dtype != KvDType::kF32) {
         EngineConfig f32 = config;
         f32.kv.dtype = KvDType::kF32;
-        bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, 24)));
+        bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, 16)));
       }
       EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
     }

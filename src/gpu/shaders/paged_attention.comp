@@ -50,6 +50,7 @@ layout(push_constant) uniform Push {
   uint layer, num_layers;  // of the key tails
   uint window;             // the layer's sliding window, 0: none
   uint value_row_width;    // elements of a stored value row (MLA: the latent's r + rope, of which value_width are read)
+  uint first_token;        // the dispatch's tokens are first_token.. of q, token_info and out
 } push;
 
 const uint kHole = 0xffffffffu;
@@ -111,7 +112,7 @@ float workgroup_reduce(float x, bool is_max) {
 }
 
 void main() {
-  const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
+  const uint head = gl_WorkGroupID.x, t = push.first_token + gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
   const uint g = head / (push.heads / push.kv_heads), seq = token_info[t].x, visible = token_info[t].y;
   // A window: the token sees its last w visible slots only, w the narrower of the layer's and its sequence's window
   // (BatchAttention's first_slot); the slots before them are not read (their blocks may be gone: holes).
