@@ -87,8 +87,9 @@ void expect_devices_agree(const std::vector<std::string>& model_args,
   }
 }
 
-// stories260K with every K/V format, and a Gemma-3-shaped file (tiny-gemma3 with a window of 40 tokens, 256-token
-// chunks past it: GeGLU, the head norms, two RoPE bases, the window pools).
+// stories260K with every K/V format, a Gemma-3-shaped file (tiny-gemma3 with a window of 40 tokens, 256-token
+// chunks past it: GeGLU, the head norms, two RoPE bases, the window pools) and a DeepSeek-V2-shaped one (MLA, its
+// prompt chunks expanded, the experts routed on the device).
 TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
   test::TempDir dir("cli_device_vulkan");
   const auto listing = run_kvserve({"devices", "--json"}, dir);
@@ -107,6 +108,10 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
       run_kvserve({"synth", "--preset", "tiny-gemma3", "--ctx", "1024", "--sliding-window", "40", "-o", gemma}, dir);
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
   expect_devices_agree({"-m", gemma}, {{}, {"--kv-dtype", "int8"}}, "256", dir);
+  const std::string deepseek = dir.file("deepseek2.gguf");
+  const auto synth_deepseek = run_kvserve({"synth", "--preset", "tiny-deepseek2", "-o", deepseek}, dir);
+  ASSERT_EQ(synth_deepseek.exit_code, 0) << synth_deepseek.err;
+  expect_devices_agree({"-m", deepseek}, {{}, {"--kv-dtype", "int8"}}, "256", dir);
   const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--tp", "2"}, dir);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("--tp with --device vulkan"), std::string::npos) << refused.err;

@@ -14,6 +14,7 @@
 #include "gpu/gpu_model.h"
 #include "gpu_test_fixture.h"
 #include "model/synth.h"
+#include "tensor/isa.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -243,8 +244,9 @@ TEST_F(GpuForward, ParallelSamplesAndPreemptionGiveTheCpusTokens) {
 
 // A Qwen2-shaped file (Q/K/V biases, NeoX RoPE, 4 query heads a KV head) in F32, a Mistral-shaped one (MQA, the
 // file's own sliding window of 16: 46 tokens run past it, the blocks before it let go) in F32, and a Llama-shaped one
-// in Q8_0: the GPU reads Q8_0 rows with fp32 activations where the CPU quantizes activations to int8 (~0.6% a
-// projection, the bound of tests/engine/kquant_model_test: 0.25 on the logits), so the Q8_0 case is held to that bound.
+// in Q8_0: the GPU reads Q8_0 rows with fp32
+// activations where the CPU quantizes activations to int8 (~0.6% a projection, the bound of
+// tests/engine/kquant_model_test: 0.25 on the logits), so the Q8_0 case is held to that bound.
 TEST_F(GpuForward, Qwen2MistralShapesAndQ8_0WeightsEqualTheCpu) {
   test::TempDir dir("gpu_forward_synth");
   for (const auto& [preset, type, bound] :
@@ -386,6 +388,28 @@ TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogitsInEachMlaForm) {
       EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
     }
   }
+}
+
+// tiny-deepseek2 in Q4_0 (the experts stacked in blocks, read by the expert product): against the CPU's scalar path
+// (dequantized rows times fp32 activations, the shaders' arithmetic; its fast path quantizes activations to int8) the
+// golden bound holds, in both forms.
+TEST_F(GpuForward, DeepSeekV2InQ4_0GivesTheCpusScalarLogits) {
+  const Isa saved = isa_limit();
+  set_isa_limit(Isa::kScalar);
+  test::TempDir dir("gpu_forward_deepseek2_q4_0");
+  SynthSpec spec = *synth_preset("tiny-deepseek2");
+  spec.type = DType::kQ4_0;
+  ASSERT_TRUE(write_synth_model(spec, dir.file("d.gguf")));
+  ASSERT_NO_FATAL_FAILURE(load(dir.file("d.gguf")));
+  for (MlaForm form : {MlaForm::kAbsorbed, MlaForm::kExpanded}) {
+    const EngineConfig config{.max_batch_tokens = 16, .max_seqs = 1, .mla_form = form};
+    const std::vector<TokenId> prompt = test::varied_prompt(30);
+    const test::EngineTrace cpu = trace(*host_, config, prompt, 16), gpu = trace(*gpu_, config, prompt, 16);
+    EXPECT_EQ(gpu.tokens, cpu.tokens) << mla_form_name(form);
+    ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+    EXPECT_LE(test::worst_logit_difference(gpu, cpu), kGoldenBound) << mla_form_name(form);
+  }
+  set_isa_limit(saved);
 }
 
 TEST_F(GpuForward, AMissingDeviceIsRefusedByName) {
