@@ -28,9 +28,9 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
   add_no_repack_flag(command, options.no_repack);
   command
       .add_option("--device", options.device,
-                  "Where the model runs: cpu, or vulkan[:N] (Vulkan device N of `kvserve devices`; the Llama family "
-                  "with every weight type and f32/f16/bf16/int8/int4 K/V, keys per channel or per token, plain or "
-                  "rotated, and sliding windows, so far: docs/GPU.md)")
+                  "Where the model runs: cpu, or vulkan[:N] (Vulkan device N of `kvserve devices`; under --tp rank r "
+                  "on vulkan:r, or every rank on vulkan:N; the Llama family, Gemma 3 and DeepSeek-V2 with every "
+                  "weight type and K/V format, windows and eviction policies: docs/GPU.md)")
       ->capture_default_str();
   command.add_flag("--profile", options.profile,
                    "With --device vulkan: time every shader on the device (timestamps) and print the time per shader "
@@ -71,7 +71,16 @@ std::optional<size_t> vulkan_device(const std::string& device) {
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
   const std::optional<size_t> gpu = vulkan_device(options.device);
-  if (gpu && options.tp > 1) throw CommandError("--tp with --device vulkan: tensor parallelism runs on the CPU only");
+  // Under --tp, rank r runs on vulkan:r, or every rank on vulkan:N when a device is named.
+  const auto device_of_rank = [&](size_t rank) { return options.device == "vulkan" ? rank : *gpu; };
+  const auto on_device = [&](const DecoderModel& model, size_t rank) -> Expected<std::unique_ptr<Model>> {
+    auto made = make_gpu_model(model, device_of_rank(rank), {.profile = options.profile});
+    if (!made) {
+      return made.status().with_context(
+          fmt::format("--device {}{}", options.device, options.tp > 1 ? fmt::format(" (rank {})", rank) : ""));
+    }
+    return made;
+  };
   if (options.profile && !gpu) throw CommandError("--profile times the GPU's shaders: it needs --device vulkan[:N]");
   // The GPU reads the matrices in the file's layout.
   const WeightPacking packing = options.no_repack || gpu ? WeightPacking::kNone : WeightPacking::kForCpu;
@@ -83,7 +92,9 @@ LoadedModel load_model(const ModelOptions& options) {
                    : launched_by_mpi() ? std::max<size_t>(1, hardware / std::max<size_t>(1, options.tp))
                                        : hardware;
   if (options.tp > 1) {
-    auto ranks = TensorParallelRanks::launch(path, packing, options.tp, threads);
+    auto ranks = TensorParallelRanks::launch(
+        path, packing, options.tp, threads,
+        gpu ? TensorParallelRanks::ShardModel(on_device) : TensorParallelRanks::ShardModel());
     if (!ranks) throw CommandError(ranks.status().message());
     loaded.tp = std::move(ranks).value();
     comm = &loaded.tp->communicator();
@@ -97,9 +108,11 @@ LoadedModel load_model(const ModelOptions& options) {
   loaded.model = std::move(model).value();
   loaded.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value());
   if (gpu) {
-    auto on_device = make_gpu_model(*loaded.model, *gpu, {.profile = options.profile});
-    if (!on_device) throw CommandError(fmt::format("--device {}: {}", options.device, on_device.status().message()));
-    loaded.gpu = std::move(on_device).value();
+    const size_t rank = comm != nullptr ? comm->rank() : 0;
+    auto model_on_device = on_device(*loaded.model, rank);
+    if (!model_on_device && loaded.tp && loaded.tp->mpi()) mpi_abort_job(model_on_device.status().message());
+    if (!model_on_device) throw CommandError(model_on_device.status().message());
+    loaded.gpu = std::move(model_on_device).value();
   }
   loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
@@ -109,7 +122,7 @@ LoadedModel load_model(const ModelOptions& options) {
 bool serve_unless_root(LoadedModel& loaded) {
   if (!loaded.tp || loaded.tp->is_root()) return false;
   // An MPI rank above 0: serve rank 0's engines with this process's shard until rank 0 is done.
-  const Status s = run_tensor_parallel_worker(*loaded.model, *loaded.pool, *loaded.model->communicator());
+  const Status s = run_tensor_parallel_worker(loaded.engine_model(), *loaded.pool, *loaded.model->communicator());
   if (!s) throw CommandError(s.message());
   return true;
 }

@@ -87,7 +87,7 @@ Expected<GpuExperts> GpuDecoderModel::upload_experts(std::span<const WeightView>
 }
 
 Status GpuDecoderModel::upload_mla(const DecoderLayerWeights& from, GpuLayerWeights& to, size_t layer) {
-  const ModelConfig& c = config();
+  const ModelConfig& c = shard_config();
   const MlaLayerWeights& m = from.mla;
   const auto matrix = [&](const WeightView& view, const std::string& name, GpuMatrix& into) -> Status {
     if (!view.data) return Status::ok();
@@ -145,7 +145,6 @@ Status check_supported(const DecoderModel& model) {
     return Status::unimplemented(fmt::format(
         "architecture '{}' on --device vulkan: the GPU runs llama, qwen2, gemma3 and deepseek2", c.architecture));
   }
-  if (model.tensor_parallel_size() > 1) return Status::unimplemented("--tp with --device vulkan");
   if (c.moe.num_experts > 0 && c.architecture != "deepseek2") {
     return Status::unimplemented(fmt::format("a mixture of experts in a '{}' file on --device vulkan", c.architecture));
   }
@@ -180,7 +179,7 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
   auto embedding = model->upload_matrix(w.token_embedding, "token_embd");
   if (!embedding) return embedding.status();
   model->embedding_ = std::move(*embedding);
-  if (!c.tied_output) {
+  if (!model->output_is_embedding()) {
     auto output = model->upload_matrix(w.output, "output");
     if (!output) return output.status();
     model->output_ = std::move(*output);
@@ -226,9 +225,13 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
 std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorage> storages,
                                                               std::unique_ptr<KvExecutor> host) const {
   const ModelConfig& c = config();
+  const KvHeadShare share{.num_layers = c.num_layers,
+                          .model_kv_heads = c.num_kv_heads,
+                          .first = first_kv_head(),
+                          .count = kv_spec({}, 1).num_kv_heads};
   return std::make_unique<VulkanKvExecutor>(
       *context_, *allocator_, storages, std::move(host),
-      KeyRotation{.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox});
+      KeyRotation{.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox}, share);
 }
 
 std::unique_ptr<ModelRunner> GpuDecoderModel::make_runner(ThreadPool&, MlaForm mla_form) const {

@@ -56,8 +56,14 @@ class GpuDecoderModel final : public Model {
                                                            GpuModelOptions options);
 
   const ModelConfig& config() const override { return host_.config(); }
+  // What this rank computes: the config itself, or under tensor parallelism its shard's (its heads, its FFN columns).
+  const ModelConfig& shard_config() const { return host_.shard_config(); }
   KvCacheSpec kv_spec(KvDTypes dtype, size_t block_size) const override { return host_.kv_spec(dtype, block_size); }
   uint64_t file_fingerprint() const override { return host_.file_fingerprint(); }
+  // Under tensor parallelism: the host shard's (its heads, its vocabulary slice, its rank's communicator).
+  size_t tensor_parallel_size() const override { return host_.tensor_parallel_size(); }
+  size_t first_kv_head() const override { return host_.first_kv_head(); }
+  Communicator* communicator() const override { return host_.communicator(); }
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form) const override;
   KvAllocator* kv_allocator() const override { return allocator_.get(); }
   // Slot copies on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
@@ -69,8 +75,10 @@ class GpuDecoderModel final : public Model {
   const VulkanKvAllocator& allocator() const { return *allocator_; }
   const std::vector<GpuLayerWeights>& layers() const { return layers_; }
   const GpuMatrix& embedding() const { return embedding_; }
-  // The classifier: the embedding itself when the file ties them (uploaded once).
-  const GpuMatrix& output() const { return config().tied_output ? embedding_ : output_; }
+  // The classifier: the embedding itself when the file ties them (uploaded once), unless this is a tensor-parallel
+  // shard (its vocabulary slice of the classifier, while every rank looks up the whole embedding).
+  const GpuMatrix& output() const { return output_is_embedding() ? embedding_ : output_; }
+  bool output_is_embedding() const { return config().tied_output && tensor_parallel_size() == 1; }
   GpuBuffer& output_norm() const { return *output_norm_; }
   size_t device_index() const { return device_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -94,7 +102,7 @@ class GpuDecoderModel final : public Model {
   std::unique_ptr<GpuOps> ops_;
   std::unique_ptr<VulkanKvAllocator> allocator_;
   std::vector<GpuLayerWeights> layers_;
-  GpuMatrix embedding_, output_;  // output_ empty when tied
+  GpuMatrix embedding_, output_;  // output_ empty when output_is_embedding()
   std::unique_ptr<GpuBuffer> output_norm_;
 };
 

@@ -1,6 +1,7 @@
 #include "gpu/gpu_decoder_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -17,8 +18,10 @@ constexpr uint32_t kHole = 0xffffffffu;
 GpuDecoderRunner::GpuDecoderRunner(const GpuDecoderModel& model, MlaForm mla_form)
     : model_(model),
       mla_form_(mla_form),
-      inv_freq_(model.config().rope_frequencies()),
-      local_inv_freq_(model.config().is_gemma3() ? model.config().rope_frequencies(true) : std::vector<float>()) {
+      tp_(model.communicator() != nullptr && model.communicator()->size() > 1 ? model.communicator() : nullptr),
+      inv_freq_(model.shard_config().rope_frequencies()),
+      local_inv_freq_(model.shard_config().is_gemma3() ? model.shard_config().rope_frequencies(true)
+                                                       : std::vector<float>()) {
   auto ops = GpuOps::create(model.context());
   check(ops ? Status::ok() : ops.status(), "creating the GPU pipelines");
   ops_ = std::move(*ops);
@@ -83,13 +86,14 @@ GpuBuffer& GpuDecoderRunner::key_tails(const KvStorage& storage) const {
 }
 
 void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const size_t n = batch.tokens.size(), m = batch.logits_for.size();
   if (n == 0) return;
   KVS_ASSERT(batch.positions.size() == n && batch.layers && batch.kv.size() == kv.size(),
              "a batch of {} tokens, {} positions, {} group batches for {} storages", n, batch.positions.size(),
              batch.kv.size(), kv.size());
-  KVS_ASSERT(logits.size() >= m * c.vocab_size, "logits buffer {} < {} x {}", logits.size(), m, c.vocab_size);
+  KVS_ASSERT((tp_ && tp_->rank() != 0) || logits.size() >= m * c.vocab_size, "logits buffer {} < {} x {}",
+             logits.size(), m, c.vocab_size);  // only rank 0 gets logits
   const uint32_t tokens = static_cast<uint32_t>(n);
   constexpr GpuMemory kDevice = GpuMemory::kDeviceLocal;
   GpuBuffer& x = ensure(x_, n * c.dim * 4, kDevice);
@@ -174,7 +178,8 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
   GpuBuffer& wanted_buffer = upload(wanted_, wanted);
   GpuBuffer& rows = ensure(final_, m * c.dim * 4, kDevice);
   GpuBuffer& normed = ensure(normed_, m * c.dim * 4, kDevice);
-  GpuBuffer& out = ensure(logits_, m * c.vocab_size * 4, kDevice);
+  const size_t vocab = model_.output().rows;  // this rank's slice under tensor parallelism, else the vocabulary
+  GpuBuffer& out = ensure(logits_, m * vocab * 4, kDevice);
 
   // The step, recorded as one submission: every buffer it names is allocated and filled above.
   check(ops_->begin_step(), "starting a step");
@@ -195,6 +200,7 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
       attention(w, batch, kv, l, xb, score_buffer, att, c.window_of(l) > 0 ? local_rope : global_rope);
     }
     matvec(w.wo, att, proj, n);
+    sum_over_ranks(proj, n);
     add_to_residual(x, proj, w.post_attention_norm.get(), xb, tokens);
     check(ops_->rmsnorm(x, *w.ffn_norm, xb, tokens, dim, c.rms_eps), "in RMSNorm");
     if (c.moe.is_moe_layer(l)) {
@@ -209,6 +215,7 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
       }
       matvec(w.w_down, gate, proj, n);
     }
+    sum_over_ranks(proj, n);
     add_to_residual(x, proj, w.post_ffw_norm.get(), xb, tokens);
   }
   if (m > 0) {
@@ -219,7 +226,22 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
   check(ops_->end_step(), "running the step");
   for (GroupBuffers& gb : groups_) add_slot_mass(gb);
   if (m == 0) return;
-  check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+  if (tp_) {
+    // This rank's vocabulary slice, gathered to rank 0 and put in place rank after rank (the CPU forward's order).
+    local_logits_.resize(m * vocab);
+    check(out.download(std::as_writable_bytes(std::span(local_logits_))), "copying the logits back");
+    const bool root = tp_->rank() == 0;
+    const size_t ranks = tp_->size(), v = c.vocab_size;
+    if (root) gathered_logits_.resize(m * v);
+    timed([&] { tp_->gather(local_logits_, root ? std::span<float>(gathered_logits_) : std::span<float>(), 0); });
+    if (!root) return;
+    for (size_t r = 0, at = 0; r < ranks; ++r) {
+      const size_t first = v * r / ranks, width = v * (r + 1) / ranks - first;
+      for (size_t i = 0; i < m; ++i, at += width) std::copy_n(&gathered_logits_[at], width, &logits[i * v + first]);
+    }
+  } else {
+    check(out.download(std::as_writable_bytes(logits.first(m * c.vocab_size))), "copying the logits back");
+  }
   if (const float cap = c.final_logit_softcap; cap > 0.0f) {  // Gemma 2's soft cap, if a file asks for it: as the CPU
     for (float& logit : logits.first(m * c.vocab_size)) logit = cap * std::tanh(logit / cap);
   }
@@ -227,7 +249,7 @@ void GpuDecoderRunner::forward(const ForwardBatch& batch, std::span<KvStorage> k
 
 void GpuDecoderRunner::attention(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv, size_t l,
                                  GpuBuffer& xb, GpuBuffer& score_buffer, GpuBuffer& att, RopeBuffers& rope) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const size_t n = batch.tokens.size(), half = inv_freq_.size();
   const uint32_t tokens = static_cast<uint32_t>(n), hd = static_cast<uint32_t>(c.head_dim);
   const bool neox = c.rope_style == RopeStyle::kNeox;
@@ -301,14 +323,16 @@ void GpuDecoderRunner::plan_slot_mass(const AttentionBatch& a, const KvFormat& f
   for (size_t s = 0; s < a.sequences.size(); ++s) {
     const SequenceAttention& seq = a.sequences[s];
     if (!seq.slot_mass) continue;
-    KVS_ASSERT(seq.slot_mass.capacity >= seq.num_cached && seq.slot_mass.num_kv_heads == format.num_heads,
+    // Under tensor parallelism the rows are the model's KV heads and the view starts at this rank's first.
+    KVS_ASSERT(seq.slot_mass.capacity >= seq.num_cached && seq.slot_mass.num_kv_heads >= format.num_heads,
                "slot mass of {} slots and {} KV heads for a sequence of {} slots and {} KV heads",
                seq.slot_mass.capacity, seq.slot_mass.num_kv_heads, seq.num_cached, format.num_heads);
     target_of[s] = static_cast<uint32_t>(gb.mass_targets.size());
     gb.mass_targets.push_back({.mass = seq.slot_mass,
                                .first_pair = pairs,
                                .slots = seq.num_cached,
-                               .layers = static_cast<uint32_t>(format.num_layers)});
+                               .layers = static_cast<uint32_t>(format.num_layers),
+                               .heads = static_cast<uint32_t>(format.num_heads)});
     pairs += static_cast<uint32_t>(format.num_layers * format.num_heads) * seq.num_cached;
     gb.mass_slots = std::max(gb.mass_slots, seq.num_cached);
   }
@@ -337,9 +361,9 @@ void GpuDecoderRunner::add_slot_mass(const GroupBuffers& gb) const {
   const std::byte* bytes = gb.mass->mapped().data();
   for (const MassTarget& target : gb.mass_targets) {
     for (size_t layer = 0; layer < target.layers; ++layer) {
-      for (size_t g = 0; g < target.mass.num_kv_heads; ++g) {
+      for (size_t g = 0; g < target.heads; ++g) {
         uint64_t* row = target.mass.row(layer, g);
-        const size_t first = target.first_pair + (layer * target.mass.num_kv_heads + g) * target.slots;
+        const size_t first = target.first_pair + (layer * target.heads + g) * target.slots;
         for (size_t s = 0; s < target.slots; ++s) {
           uint32_t pair[2];  // (lo, hi)
           std::memcpy(pair, bytes + (first + s) * sizeof(pair), sizeof(pair));
@@ -348,6 +372,26 @@ void GpuDecoderRunner::add_slot_mass(const GroupBuffers& gb) const {
       }
     }
   }
+}
+
+void GpuDecoderRunner::sum_over_ranks(GpuBuffer& y, size_t n) {
+  if (!tp_) return;
+  // The step so far runs, y [n][dim] comes back, is summed over the ranks (through host memory, as the CPU's
+  // collectives), goes up again, and the step goes on in a new submission.
+  check(ops_->end_step(), "running the step");
+  const size_t count = n * model_.shard_config().dim;
+  partial_.resize(count);
+  check(y.download(std::as_writable_bytes(std::span(partial_))), "copying a partial sum back");
+  timed([&] { tp_->all_reduce_sum(std::span(partial_)); });
+  check(y.upload(std::as_bytes(std::span(partial_))), "copying the sum up");
+  check(ops_->begin_step(), "starting a step");
+}
+
+void GpuDecoderRunner::timed(const std::function<void()>& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  collective();
+  communication_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++num_collectives_;
 }
 
 GpuDecoderRunner::RopeBuffers& GpuDecoderRunner::upload_rope(RopeBuffers& to, std::span<const float> inv_freq,
@@ -362,7 +406,7 @@ GpuDecoderRunner::RopeBuffers& GpuDecoderRunner::upload_rope(RopeBuffers& to, st
 
 void GpuDecoderRunner::add_to_residual(GpuBuffer& x, GpuBuffer& y, GpuBuffer* norm, GpuBuffer& scratch,
                                        uint32_t tokens) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const uint32_t dim = static_cast<uint32_t>(c.dim);
   if (norm) check(ops_->rmsnorm(y, *norm, scratch, tokens, dim, c.rms_eps), "in a post-norm");
   check(ops_->add(x, norm ? scratch : y, tokens * dim), "adding to the residual");

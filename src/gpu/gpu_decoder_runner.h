@@ -8,6 +8,7 @@
 // visible slots). Each operation is its own submission for now (speed is issue 44's).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,8 @@ class GpuDecoderRunner final : public ModelRunner {
   // kMlaExpandFromTokens tokens or more to a step).
   GpuDecoderRunner(const GpuDecoderModel& model, MlaForm mla_form);
   void forward(const ForwardBatch& batch, std::span<KvStorage> kv, std::span<float> logits) override;
+  double communication_seconds() const override { return communication_seconds_; }
+  uint64_t num_collectives() const override { return num_collectives_; }
 
  private:
   // A buffer of at least `bytes` in `slot` (reallocated when smaller): device-local, or host-visible when mapped.
@@ -37,6 +40,15 @@ class GpuDecoderRunner final : public ModelRunner {
 
   const GpuDecoderModel& model_;
   MlaForm mla_form_;
+  // Under tensor parallelism (a shard of N > 1 ranks): this rank's communicator; the partial sums of the output and
+  // down projections are summed over the ranks between two submissions, and the logits' vocabulary slices gathered
+  // to rank 0.
+  Communicator* tp_ = nullptr;
+  std::vector<float> partial_, local_logits_, gathered_logits_;
+  double communication_seconds_ = 0.0;
+  uint64_t num_collectives_ = 0;
+  void sum_over_ranks(GpuBuffer& y, size_t n);
+  void timed(const std::function<void()>& collective);
   std::unique_ptr<GpuOps> ops_;  // this runner's pipelines (their descriptor sets are per runner)
   std::unique_ptr<GpuBuffer> x_, xb_, q_, k_, v_, att_, proj_, gate_, up_, scores_, final_, normed_, logits_;
   std::unique_ptr<GpuBuffer> ids_, wanted_;
@@ -71,7 +83,7 @@ class GpuDecoderRunner final : public ModelRunner {
   // A sequence's SlotMass and where its [layer][kv_head][slot] sums start in its group's mass buffer (pairs).
   struct MassTarget {
     SlotMass mass;
-    uint32_t first_pair = 0, slots = 0, layers = 0;
+    uint32_t first_pair = 0, slots = 0, layers = 0, heads = 0;  // heads: this rank's KV heads
   };
   struct GroupBuffers {
     std::unique_ptr<GpuBuffer> slots, tables, tokens;

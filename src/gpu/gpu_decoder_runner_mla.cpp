@@ -12,7 +12,7 @@ namespace kvs {
 // then each sequence's tokens attend in the form mla_form_ chooses for it (absorbed, or expanded: mla_expanded).
 void GpuDecoderRunner::mla_attention(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv,
                                      size_t l, GpuBuffer& xb, GpuBuffer& scores, GpuBuffer& att) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const MlaConfig& mla = c.mla;
   const size_t n = batch.tokens.size(), heads = c.num_heads;
   const uint32_t tokens = static_cast<uint32_t>(n), hd = static_cast<uint32_t>(c.head_dim);
@@ -60,7 +60,7 @@ void GpuDecoderRunner::mla_attention(const GpuLayerWeights& w, const ForwardBatc
 void GpuDecoderRunner::absorbed_attention(const GpuLayerWeights& w, const ForwardBatch& batch, size_t l,
                                           const KvFormat& format, GpuBuffer& q, GpuBuffer& rows, GpuBuffer& scores,
                                           GpuBuffer& att) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const MlaConfig& mla = c.mla;
   const size_t n = batch.tokens.size(), heads = c.num_heads;
   const uint32_t tokens = static_cast<uint32_t>(n), hd = static_cast<uint32_t>(c.head_dim);
@@ -115,7 +115,7 @@ void GpuDecoderRunner::absorbed_attention(const GpuLayerWeights& w, const Forwar
 // expert's SwiGLU over its token (only its rows of the stacked experts read), and their weighted sum added to out in
 // expert-index order.
 void GpuDecoderRunner::moe_ffn(const GpuLayerWeights& w, GpuBuffer& xb, GpuBuffer& out, size_t n) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const MoeConfig& moe = c.moe;
   const size_t k = moe.experts_used, f = moe.expert_ffn_dim, slots = n * k;
   const uint32_t tokens = static_cast<uint32_t>(n);
@@ -186,7 +186,7 @@ std::vector<GpuDecoderRunner::Expansion> GpuDecoderRunner::plan_expansions(const
 void GpuDecoderRunner::mla_expanded(const GpuLayerWeights& w, const ForwardBatch& batch, std::span<KvStorage> kv,
                                     size_t l, std::span<const Expansion> expansions, GpuBuffer& scores,
                                     GpuBuffer& att) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   const MlaConfig& mla = c.mla;
   const size_t heads = c.num_heads;
   const uint32_t hd = static_cast<uint32_t>(c.head_dim), r = static_cast<uint32_t>(mla.kv_lora_rank);

@@ -19,7 +19,9 @@ Status VulkanKvExecutor::compact(const KvCompact& op) {
     if (!ops) return ops.status();
     ops_ = std::move(*ops);
   }
-  KVS_RETURN_IF_ERROR(compact_on_device(*ops_, context_, allocator_, storages_[op.group], op, rotation_));
+  KvCompact mine = op;  // this rank's heads' rows, when the compaction has a row per head of the model
+  mine.kept = kept_rows_of_heads(op.kept, share_);
+  KVS_RETURN_IF_ERROR(compact_on_device(*ops_, context_, allocator_, storages_[op.group], mine, rotation_));
   ++device_compactions_;
   return Status::ok();
 }

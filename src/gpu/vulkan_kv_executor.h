@@ -10,6 +10,7 @@
 #include <span>
 
 #include "attention/compact_kv.h"
+#include "attention/host_kv_executor.h"
 #include "gpu/gpu_ops.h"
 #include "gpu/vulkan_kv_allocator.h"
 #include "kv/kv_ops.h"
@@ -21,13 +22,15 @@ class VulkanKvExecutor final : public KvExecutor {
  public:
   // `storages`: [layer group], their pools from `allocator`; `host` applies the rest. All outlive this. `rotation`:
   // the model's RoPE (compactions re-rotate the keys they move).
+  // `share`: the model's KV heads these storages hold (per-head compactions name every head of the model).
   VulkanKvExecutor(VulkanContext& context, const VulkanKvAllocator& allocator, std::span<KvStorage> storages,
-                   std::unique_ptr<KvExecutor> host, KeyRotation rotation)
+                   std::unique_ptr<KvExecutor> host, KeyRotation rotation, const KvHeadShare& share)
       : context_(context),
         allocator_(allocator),
         storages_(storages),
         host_(std::move(host)),
-        rotation_(std::move(rotation)) {}
+        rotation_(std::move(rotation)),
+        share_(share) {}
 
   Expected<KvApplyStats> apply(std::span<const KvOp> ops) override;
   // Slot copies and compactions applied on the device so far (for tests and metrics).
@@ -45,6 +48,7 @@ class VulkanKvExecutor final : public KvExecutor {
   std::span<KvStorage> storages_;
   std::unique_ptr<KvExecutor> host_;
   KeyRotation rotation_;
+  KvHeadShare share_;
   std::unique_ptr<GpuOps> ops_;  // key_shift.comp and the recorder of compactions, made at the first
   uint64_t device_copies_ = 0, device_compactions_ = 0;
 };

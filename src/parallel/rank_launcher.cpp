@@ -12,7 +12,8 @@ namespace kvs {
 
 Expected<std::unique_ptr<TensorParallelRanks>> TensorParallelRanks::launch(const std::string& path,
                                                                            WeightPacking packing, size_t n,
-                                                                           size_t& threads) {
+                                                                           size_t& threads,
+                                                                           const ShardModel& shard_model) {
   auto ranks = std::unique_ptr<TensorParallelRanks>(new TensorParallelRanks());
   TensorParallelRanks& tp = *ranks;
   if (launched_by_mpi()) {
@@ -34,10 +35,17 @@ Expected<std::unique_ptr<TensorParallelRanks>> TensorParallelRanks::launch(const
     tp.shards_.push_back(std::move(shard).value());
     tp.pools_.resize(r);
     tp.pools_.push_back(std::make_unique<ThreadPool>(std::max<size_t>(1, threads / n)));
+    tp.served_.resize(r + 1);
+    if (shard_model) {
+      auto model = shard_model(*tp.shards_[r], r);
+      if (!model) return model.status();
+      tp.served_[r] = std::move(model).value();
+    }
   }
   for (size_t r = 1; r < n; ++r) {  // they serve rank 0's engines until it is done
     tp.threads_.emplace_back([&tp, r] {
-      const Status s = run_tensor_parallel_worker(*tp.shards_[r], *tp.pools_[r], *tp.comms_[r]);
+      const Model& model = tp.served_[r] ? *tp.served_[r] : static_cast<const Model&>(*tp.shards_[r]);
+      const Status s = run_tensor_parallel_worker(model, *tp.pools_[r], *tp.comms_[r]);
       (void)s;  // a failed start is reported on rank 0, which agreed on it
     });
   }

@@ -234,15 +234,23 @@ class WorkerSession {
   }
 
   // After every rank agreed to start: the storages and the runner.
+  // The pools in the model's memory (a GPU's, through its allocator) and its executor over them, as Engine makes them.
   void open(const Model& shard, ThreadPool& pool) {
-    for (const KvCacheConfig& g : groups_) storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+    for (const KvCacheConfig& g : groups_) {
+      if (KvAllocator* allocator = shard.kv_allocator()) {
+        storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails, *allocator);
+      } else {
+        storages_.emplace_back(g.spec, g.num_blocks, g.num_key_tails);
+      }
+    }
     runner_ = shard.make_runner(pool, mla_form_);
-    executor_ = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard),
+    auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard),
                                                  model_key_rotation(shard.config()), clock_);
     if (host_tier_bytes_ > 0) {
       host_slabs_ = std::make_unique<HostSlabs>(host_tier_bytes_);
-      executor_->set_host_slabs(host_slabs_.get());
+      host->set_host_slabs(host_slabs_.get());
     }
+    executor_ = shard.make_kv_executor(storages_, std::move(host));
   }
 
   // One step's message (after its kind and session): the KV operations, then the forward pass, then the step's
@@ -264,7 +272,7 @@ class WorkerSession {
   size_t host_tier_bytes_ = 0;
   std::unique_ptr<HostSlabs> host_slabs_;  // rank 0's host tier slots, this rank's heads
   SteadyClock clock_;                      // times the tier moves (a worker's measurements are not read)
-  std::unique_ptr<HostKvExecutor> executor_;
+  std::unique_ptr<KvExecutor> executor_;
   std::vector<KvOp> ops_;
   DecodedBatch batch_;
 };

@@ -119,18 +119,11 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }
 
-bool has_vulkan_device(const test::TempDir& dir) {
-  const auto listing = test::run_kvserve({"devices", "--json"}, dir);
-  if (listing.exit_code != 0) return false;
-  const nlohmann::json d = nlohmann::json::parse(listing.out);
-  return !d.contains("vulkan_error") && !d["vulkan"].empty();
-}
-
 // The start-up line names the KV pool's bytes and where they are; --profile prints the time per shader kind; bench
 // --device vulkan measures B* with a probe whose sum proved every word read, then prefill and decode against it.
 TEST(DevicesCli, TheGpuReportsItsMemoryProfilesAndBenchmarks) {
   test::TempDir dir("cli_device_bench");
-  if (!has_vulkan_device(dir)) GTEST_SKIP() << "no Vulkan device";
+  if (vulkan_devices(dir) == 0) GTEST_SKIP() << "no Vulkan device";
   const auto run = run_kvserve({"run", "-p", "Once upon a time", "-n", "8", "--device", "vulkan", "--profile"}, dir);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("KV pool"), std::string::npos) << run.err;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ inline KvserveResult run_kvserve(const std::vector<std::string>& args, const Tem
   std::vector<std::string> argv = {KVS_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, dir);
+}
+
+// The Vulkan devices `kvserve devices` lists (lavapipe is one): 0 where there are none or no loader.
+inline size_t vulkan_devices(const TempDir& dir) {
+  const auto listing = run_kvserve({"devices", "--json"}, dir);
+  if (listing.exit_code != 0) return 0;
+  const nlohmann::json d = nlohmann::json::parse(listing.out);
+  return d.contains("vulkan_error") ? 0 : d["vulkan"].size();
 }
 
 }  // namespace kvs::test

@@ -108,6 +108,57 @@ TEST(CliTensorParallel, PerplexitySplitEqualsWhole) {
   EXPECT_NEAR(nll(mpi), nll(whole), 1e-5) << mpi.out;
 }
 
+// --tp 2 --device vulkan:0: both ranks on the one device (lavapipe here), in process and under mpirun, each a GPU
+// model of its shard whose partial sums meet through host memory: the whole CPU model's story, half its KV cache a
+// rank, the CPU's perplexity --tp 2 within 1e-4 of it, and H2O and sinks over a stream of 1,024 tokens (per-head
+// compactions narrowed to each rank's heads, the attention mass of both ranks' heads summed) print the CPU's table.
+// With one device, --device vulkan (rank r on vulkan:r) names the rank whose device is missing.
+TEST(CliTensorParallel, OnTheGpuRanksPrintWhatTheCpuPrints) {
+  TempDir dir("tp-gpu");
+  const size_t devices = vulkan_devices(dir);
+  if (devices == 0) GTEST_SKIP() << "no Vulkan device";
+  const auto whole = run_kvserve(kRun, dir);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const std::vector<std::string> on_gpu = {"--tp", "2", "--device", "vulkan:0"};
+  const auto split = run_kvserve(with(kRun, on_gpu), dir);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, whole.out);
+  EXPECT_NE(split.err.find("on vulkan:0"), std::string::npos) << split.err;
+  EXPECT_EQ(std::stoul(kv_bytes(split.err)) * 2, std::stoul(kv_bytes(whole.err))) << split.err;
+  const std::vector<std::string> ppl = {
+      "perplexity", "-f",   std::string(KVS_SHARED_DIR) + "/eval/tinystories_valid_head.txt",
+      "--chunk",    "128",  "--chunks",
+      "3",          "--tp", "2"};
+  const auto value = [](const KvserveResult& r) {
+    const size_t at = r.out.rfind("perplexity ");
+    return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + 11));
+  };
+  const auto cpu = run_kvserve(ppl, dir), gpu = run_kvserve(with(ppl, {"--device", "vulkan:0"}), dir);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_NEAR(value(gpu), value(cpu), 1e-4 * value(cpu)) << gpu.out;
+  const std::vector<std::string> stream = {
+      "perplexity", "-f",         std::string(KVS_SHARED_DIR) + "/eval/tinystories_valid_head.txt",
+      "--stream",   "1024",       "--tp",
+      "2",          "--policies", "h2o,sinks",
+      "--budgets",  "128"};
+  const auto table = [](const std::string& out) { return out.substr(out.find("| policy")); };
+  const auto cpu_stream = run_kvserve(stream, dir),
+             gpu_stream = run_kvserve(with(stream, {"--device", "vulkan:0"}), dir);
+  ASSERT_EQ(gpu_stream.exit_code, 0) << gpu_stream.err;
+  ASSERT_NE(cpu_stream.out.find("| policy"), std::string::npos) << cpu_stream.out;
+  EXPECT_EQ(table(gpu_stream.out), table(cpu_stream.out));
+  if (devices == 1) {
+    const auto missing = run_kvserve(with(kRun, {"--tp", "2", "--device", "vulkan"}), dir);
+    EXPECT_NE(missing.exit_code, 0);
+    EXPECT_NE(missing.err.find("--device vulkan (rank 1): no Vulkan device 1"), std::string::npos) << missing.err;
+  }
+  if (std::string(KVS_MPIRUN).empty()) return;
+  const auto mpi = run_command(mpirun(2, with(kRun, on_gpu)), dir);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  EXPECT_EQ(mpi.out, whole.out) << "only rank 0 prints";
+  EXPECT_NE(mpi.err.find("(MPI)"), std::string::npos) << mpi.err;
+}
+
 TEST(CliTensorParallel, MpirunFailuresStopEveryRankAndNameTheRank) {
   if (std::string(KVS_MPIRUN).empty()) GTEST_SKIP() << kNoMpi;
   TempDir dir("tp-mpirun-failures");

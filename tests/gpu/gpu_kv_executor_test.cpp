@@ -64,7 +64,8 @@ TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
     SteadyClock clock;
     auto fallback = std::make_unique<HostKvExecutor>(
         device, KvHeadShare{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2}, KeyRotation{}, clock);
-    VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), KeyRotation{});
+    VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), KeyRotation{},
+                              KvHeadShare{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2});
     const std::vector<KvOp> ops{KvCopySlots{.from = BlockId{1}, .to = BlockId{4}, .num_slots = 3},
                                 KvCopySlots{.from = BlockId{0}, .to = BlockId{5}, .num_slots = 8},
                                 KvCopySlots{.from = BlockId{2}, .to = BlockId{3}, .num_slots = 0},
@@ -133,7 +134,8 @@ TEST_F(GpuKvExecutorTest, CompactionsOnTheDeviceEqualTheHostsByteForByte) {
         SteadyClock clock;
         auto fallback = std::make_unique<HostKvExecutor>(
             device, KvHeadShare{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2}, rotation, clock);
-        VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), rotation);
+        VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), rotation,
+                                  KvHeadShare{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2});
         const std::vector<KvOp> ops{KvCompact{.blocks = blocks, .kept = {sinks}},
                                     KvCompact{.blocks = blocks, .kept = per_head}};
         auto applied = executor.apply(ops);
