@@ -412,6 +412,80 @@ TEST_F(GpuForward, DeepSeekV2InQ4_0GivesTheCpusScalarLogits) {
   set_isa_limit(saved);
 }
 
+// Issue 42's last rule: what the CPU runs, the GPU runs, and what the CPU refuses the GPU refuses with the same words
+// (the engine's capability table; the GPU model adds no refusal of its own). Over three architectures and the KV
+// options one by one and combined (layouts, windows, one pool for all layers, eviction policies, element types, key
+// groupings and rotation, the host tier, no prefix cache): Engine::create gives both devices the same status, and
+// where it runs, a 12-token prompt and 20 tokens give the same tokens (the CPU's scalar kernels, whose arithmetic
+// the shaders share: its SIMD int4 keys per channel, for one, round differently enough to turn a near tie).
+TEST_F(GpuForward, EveryCombinationTheCpuRunsRunsOnTheGpuAndTheRestIsRefusedAlike) {
+  const Isa saved = isa_limit();
+  set_isa_limit(Isa::kScalar);
+  test::TempDir dir("gpu_forward_combinations");
+  SynthSpec gemma = *synth_preset("tiny-gemma3");
+  gemma.sliding_window = 12;
+  ASSERT_TRUE(write_synth_model(gemma, dir.file("gemma3.gguf")));
+  ASSERT_TRUE(write_synth_model(*synth_preset("tiny-deepseek2"), dir.file("deepseek2.gguf")));
+  const auto with = [](auto change) {
+    KvOptions kv;
+    change(kv);
+    return kv;
+  };
+  const KvPolicyParams sinks{.kind = KvPolicyKind::kSinks, .budget = 24};
+  const KvPolicyParams h2o{.kind = KvPolicyKind::kHeavyHitters, .budget = 24};
+  const std::vector<std::pair<std::string, KvOptions>> variants{
+      {"paged f32", {}},
+      {"contiguous", with([](KvOptions& kv) { kv.layout = KvLayout::kContiguous; })},
+      {"window 8", with([](KvOptions& kv) { kv.window = 8; })},
+      {"one pool", with([](KvOptions& kv) { kv.hybrid = false; })},
+      {"sinks", with([&](KvOptions& kv) { kv.policy = sinks; })},
+      {"h2o, int8 per token", with([&](KvOptions& kv) {
+         kv.policy = h2o;
+         kv.dtype = KvDType::kInt8;
+         kv.key_scales = KvScaleAxis::kPerToken;
+       })},
+      {"sinks, keys per channel", with([&](KvOptions& kv) {
+         kv.policy = sinks;
+         kv.dtype = KvDType::kInt8;
+       })},
+      {"int4 rotated", with([](KvOptions& kv) {
+         kv.dtype = KvDType::kInt4;
+         kv.rotate_keys = true;
+       })},
+      {"bf16 K, int8 V", with([](KvOptions& kv) {
+         kv.dtype = {KvDType::kBF16, KvDType::kInt8};
+       })},
+      {"host tier, no prefix cache", with([](KvOptions& kv) {
+         kv.tiers.host_bytes = 1 << 20;
+         kv.prefix_caching = false;
+       })},
+  };
+  size_t ran = 0, refused = 0;
+  for (const std::string& path : {test::default_model_path(), dir.file("gemma3.gguf"), dir.file("deepseek2.gguf")}) {
+    ASSERT_NO_FATAL_FAILURE(load(path));
+    for (const auto& [name, kv] : variants) {
+      const EngineConfig config{.max_batch_tokens = 8, .max_seqs = 1, .kv = kv};
+      const std::string what = fmt::format("{}: {}", host_->config().architecture, name);
+      auto cpu_engine = Engine::create(*host_, *tokenizer_, pool_, config);
+      auto gpu_engine = Engine::create(*gpu_, *tokenizer_, pool_, config);
+      ASSERT_EQ(gpu_engine.has_value(), cpu_engine.has_value())
+          << what << ": " << (cpu_engine ? gpu_engine.status().message() : cpu_engine.status().message());
+      if (!cpu_engine) {
+        EXPECT_EQ(gpu_engine.status().message(), cpu_engine.status().message()) << what;
+        ++refused;
+        continue;
+      }
+      const std::vector<TokenId> prompt = test::varied_prompt(12);
+      const test::EngineTrace cpu = trace(*host_, config, prompt, 20), gpu = trace(*gpu_, config, prompt, 20);
+      EXPECT_EQ(gpu.tokens, cpu.tokens) << what;
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 15u);  // measured 19 of 30
+  EXPECT_GE(refused, 4u);  // the MLA cache with windows and policies; a model's windows with a policy
+  set_isa_limit(saved);
+}
+
 TEST_F(GpuForward, AMissingDeviceIsRefusedByName) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
   auto missing = make_gpu_model(*host_, 99);
