@@ -306,7 +306,7 @@ TEST_F(GpuForward, Gemma3GivesTheCpusTokensAndLogitsWithWindowPoolsOfItsWindow) 
   EXPECT_LT(hybrid_bytes * 2, single_bytes) << "the window layers hold only their window";
 }
 
-// Eviction policies on the GPU (window, sinks, H2O per KV head and pooled over them), 520 tokens past a 10-token
+// Eviction policies on the GPU (window, sinks, H2O per KV head and pooled over them), 480 tokens past a 40-token
 // prompt with a budget of 64 slots: past stories260K's context of 512, in at most 4 blocks of 16. The CPU's tokens,
 // and logits within the golden bound (measured 1.3e-5 to 2.3e-5): compaction moves and re-rotates the kept keys (the
 // host executor over the device's mapped pool) and H2O ranks by the attention mass slot_mass.comp sums, the CPU's
@@ -315,8 +315,8 @@ TEST_F(GpuForward, Gemma3GivesTheCpusTokensAndLogitsWithWindowPoolsOfItsWindow) 
 // moves (measured 0.036 against 6.5 under sinks, 0.011 against 0.23 under H2O).
 TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
   ASSERT_NO_FATAL_FAILURE(load(test::default_model_path()));
-  const std::vector<TokenId> prompt = test::varied_prompt(10);
-  const size_t n = 520;
+  const std::vector<TokenId> prompt = test::varied_prompt(40);
+  const size_t n = 480;
   ASSERT_GT(prompt.size() + n, host_->config().context_length);
   const auto policy = [](KvPolicyKind kind, KvScoreScope scores = KvScoreScope::kPerHead) {
     return KvPolicyParams{.kind = kind, .budget = 64, .scores = scores};
@@ -330,9 +330,31 @@ TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
       const EngineConfig config{
           .max_batch_tokens = 16,
           .max_seqs = 1,
-          .kv = {.dtype = {dtype, dtype}, .key_scales = KvScaleAxis::kPerToken, .rotate_keys = int8, .policy = p}};
+          .kv = {.dtype = {dtype, dtype}, .key_scales = KvScaleAxis::kPerToken, .rotate_keys = int8}};
       const std::string what = fmt::format("{}, {} K/V", p.resolved(16).describe(), kv_dtype_name(dtype));
-      const test::EngineTrace cpu = trace(*host_, config, prompt, n), gpu = trace(*gpu_, config, prompt, n);
+      // Each side, one engine: the prompt without a policy (its blocks cached), the evicting request (every
+      // eviction's kept sets recorded; an evicting sequence neither reads nor rewrites cached blocks), the prompt
+      // again (a prefix hit).
+      using KeptSets = std::vector<std::vector<uint32_t>>;
+      const auto run = [&](const Model& model, std::vector<KeptSets>& kept) {
+        test::EngineSession session(model, *tokenizer_, pool_, config);
+        std::vector<test::EngineTrace> traces{session.run(test::greedy_request(prompt, 8))};
+        RequestParams evicting = test::greedy_request(prompt, n);
+        evicting.kv_policy = p;
+        evicting.on_eviction = [&kept](const KvEvictionEvent& e) { kept.emplace_back(e.kept.begin(), e.kept.end()); };
+        traces.push_back(session.run(std::move(evicting)));
+        traces.push_back(session.run(test::greedy_request(prompt, 8)));
+        return traces;
+      };
+      std::vector<KeptSets> cpu_kept, gpu_kept;
+      const std::vector<test::EngineTrace> cpu_runs = run(*host_, cpu_kept), gpu_runs = run(*gpu_, gpu_kept);
+      const test::EngineTrace &cpu = cpu_runs[1], &gpu = gpu_runs[1];
+      EXPECT_GE(cpu_kept.size(), (n - 64) / 16) << what;
+      EXPECT_TRUE(gpu_kept == cpu_kept) << what << ": the GPU evicts other positions";
+      EXPECT_EQ(gpu_runs[2].tokens, gpu_runs[0].tokens) << what << ": the repeat";
+      EXPECT_EQ(gpu_runs[2].tokens, cpu_runs[2].tokens) << what << ": the repeat";
+      EXPECT_EQ(gpu_runs[2].result.cached_tokens, cpu_runs[2].result.cached_tokens) << what;
+      EXPECT_GE(gpu_runs[2].result.cached_tokens, 32u) << what << ": the repeat must hit the prefix cache";
       ASSERT_EQ(gpu.tokens.size(), n) << what;
       EXPECT_EQ(gpu.tokens, cpu.tokens) << what;
       float bound = kGoldenBound;
@@ -340,7 +362,10 @@ TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
         EngineConfig f32 = config;
         f32.kv.dtype = KvDType::kF32;
         f32.kv.rotate_keys = false;
-        bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, n)));
+        RequestParams evicting = test::greedy_request(prompt, n);
+        evicting.kv_policy = p;
+        const test::EngineTrace f32_run = test::trace_request(*host_, *tokenizer_, pool_, f32, std::move(evicting));
+        bound = std::max(bound, 0.25f * worst_common_difference(cpu, f32_run));
       }
       EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
       EXPECT_LE(gpu.result.kv_blocks_held, 4u) << what;
@@ -354,7 +379,7 @@ TEST_F(GpuForward, EvictionPoliciesGiveTheCpusTokensPastTheContextInTheBudget) {
 // queries through the low-rank pair) give the CPU's tokens with the same --mla-form, logits within the golden bound
 // (measured up to 8e-6), and with an int8 latent within a quarter of what int8 moves the CPU's logits. Under auto a
 // 120-token prompt in one chunk is expanded (at least kMlaExpandFromTokens) and the decode tokens absorbed; the forced
-// forms run 40 tokens in chunks of 16.
+// forms run 40 tokens in chunks of 16, and on the GPU the absorbed form equals the expanded one.
 TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogitsInEachMlaForm) {
   test::TempDir dir("gpu_forward_deepseek2");
   struct Case {
@@ -370,6 +395,7 @@ TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogitsInEachMlaForm) {
     ASSERT_TRUE(write_synth_model(*synth_preset(preset), dir.file(std::string(preset) + ".gguf")));
     ASSERT_NO_FATAL_FAILURE(load(dir.file(std::string(preset) + ".gguf")));
     ASSERT_TRUE(host_->config().is_mla());
+    test::EngineTrace forms[2];  // the GPU's absorbed and expanded runs
     for (const Case& k : cases) {
       const std::vector<TokenId> prompt = test::varied_prompt(k.prompt);
       const EngineConfig config{
@@ -386,7 +412,11 @@ TEST_F(GpuForward, DeepSeekV2GivesTheCpusTokensAndLogitsInEachMlaForm) {
         bound = std::max(bound, 0.25f * worst_common_difference(cpu, trace(*host_, f32, prompt, 16)));
       }
       EXPECT_LE(test::worst_logit_difference(gpu, cpu), bound) << what;
+      if (k.form != MlaForm::kAuto) forms[k.form == MlaForm::kExpanded] = gpu;
     }
+    // The two forms on the GPU: equal up to rounding, the same tokens.
+    EXPECT_EQ(forms[1].tokens, forms[0].tokens) << preset;
+    EXPECT_LE(test::worst_logit_difference(forms[1], forms[0]), kGoldenBound) << preset;
   }
 }
 
@@ -481,7 +511,7 @@ TEST_F(GpuForward, EveryCombinationTheCpuRunsRunsOnTheGpuAndTheRestIsRefusedAlik
       ++ran;
     }
   }
-  EXPECT_GE(ran, 15u);  // measured 19 of 30
+  EXPECT_GE(ran, 15u);     // measured 19 of 30
   EXPECT_GE(refused, 4u);  // the MLA cache with windows and policies; a model's windows with a policy
   set_isa_limit(saved);
 }
