@@ -10,7 +10,8 @@
 #
 # Nothing is built there. Each step has a time limit so that the whole run stays under 8 minutes; a step that fails
 # or times out is recorded with its exit status and the run goes on. MODELS (default "1b:q8_0 1b:f16") names the
-# synthetic presets and types to measure; DEPTHS (default 0,1024,4096) the decode depths.
+# synthetic presets and types to measure; DEPTHS (default 0,1024,4096) the decode depths. KV_BENCH=1 (with
+# MODELS="") measures decode per KV type and MLA's forms instead (issue 42's benchmark).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pack=$root/gpu-pack.tar.xz
@@ -68,6 +69,17 @@ run)
       --kv-tokens 64 --reps 3 --profile --json "$out/bench_${preset}_$type.json"
     [[ -s $out/bench_${preset}_$type.json ]] && bench+=("\"$preset:$type\": $(cat "$out/bench_${preset}_$type.json")")
   done
+  # KV_BENCH=1: issue 42's rows instead of the time the models above would take: decode per KV type against f16 at
+  # depth (a 1B shape with a context of 16k), MLA's two forms (DeepSeek-V2-Lite's shape, 4 layers), Gemma 3's window
+  # pools against one pool for all layers.
+  if [[ ${KV_BENCH:-0} == 1 ]]; then
+    step synth_kv_1b 90 "$kvserve" synth --preset 1b --type q8_0 --ctx 16448 -o "$work/kv-1b.gguf"
+    step bench_kv_types 150 "$kvserve" bench --device vulkan -m "$work/kv-1b.gguf" --kv-types f16,int8,int4 \
+      --kv-depths 0,4096,16384 --kv-tokens 32 --reps 2 --json "$out/bench_kv_types.json"
+    step synth_kv_mla 90 "$kvserve" synth --preset deepseek-v2-lite --layers 4 --type q8_0 -o "$work/kv-mla.gguf"
+    step bench_kv_mla 90 "$kvserve" bench --device vulkan -m "$work/kv-mla.gguf" --kv-types f16@absorbed,f16@expanded \
+      --kv-depths 0,4096 --kv-tokens 32 --reps 2 --json "$out/bench_kv_mla.json"
+  fi
   {
     echo "{\"date\": \"$(date -u +%FT%TZ)\", \"devices\": $(cat "$out/devices.json" 2>/dev/null || echo null),"
     echo " \"steps\": [$(IFS=,; echo "${steps[*]}")],"
@@ -76,7 +88,7 @@ run)
   echo "gpu-check: wrote $out/gpu-check.json"
   ;;
 *)
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -17,8 +17,8 @@ Status KvTypesPlan::validate() const {
   return Status::ok();
 }
 
-Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan,
-                                                      BenchEnv& env) {
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan, BenchEnv& env,
+                                                      const Model* runs_on) {
   KVS_RETURN_IF_ERROR(plan.validate());
   const size_t deepest = *std::max_element(plan.depths.begin(), plan.depths.end());
   const size_t capacity = std::max<size_t>(deepest, 1) + plan.decode_tokens;
@@ -32,7 +32,7 @@ Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model,
   std::vector<BenchEngine> engines;
   std::vector<KvTypeFigures> figures;
   for (const KvVariant& type : plan.types) {
-    auto e = bench_engine(model, env.pool, capacity, KvLayout::kPaged, engine_plan, type);
+    auto e = bench_engine(model, env.pool, capacity, KvLayout::kPaged, engine_plan, type, true, runs_on);
     if (!e) return e.status();
     // Over every layer group: bytes per position without windows, and sequences of budget_tokens as held.
     double bytes_per_token = 0.0;

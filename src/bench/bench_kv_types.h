@@ -38,8 +38,9 @@ struct KvTypeFigures {
   std::vector<size_t> bytes_held = {};  // [depth]: by the sequence at its end (depth + decode tokens - 1 positions)
 };
 
-Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan,
-                                                      BenchEnv& env);
+// `runs_on`: the model the engines run (a GPU's over `model`), null: `model` itself.
+Expected<std::vector<KvTypeFigures>> measure_kv_types(const DecoderModel& model, const KvTypesPlan& plan, BenchEnv& env,
+                                                      const Model* runs_on = nullptr);
 
 std::string kv_types_table(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);
 nlohmann::json kv_types_json(const KvTypesPlan& plan, const std::vector<KvTypeFigures>& figures);

@@ -128,7 +128,8 @@ std::string KvVariant::name() const {
 }
 
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, const KvVariant& kv, bool prefix_caching) {
+                                   const BenchPlan& plan, const KvVariant& kv, bool prefix_caching,
+                                   const Model* runs_on) {
   auto tokenizer = Tokenizer::from_gguf(model.file());
   if (!tokenizer) return tokenizer.status();
   BenchEngine out{.tokenizer = std::make_unique<Tokenizer>(std::move(tokenizer).value()), .engine = nullptr};
@@ -141,8 +142,9 @@ Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, 
                              .window = kv.window,
                              .hybrid = kv.hybrid},
                       .mla_form = kv.mla_form};
-  config.kv.blocks = kv_blocks_for_tokens(capacity, engine_block_size(model, config));
-  auto engine = Engine::create(model, *out.tokenizer, pool, config);
+  const Model& engine_model = runs_on ? *runs_on : static_cast<const Model&>(model);
+  config.kv.blocks = kv_blocks_for_tokens(capacity, engine_block_size(engine_model, config));
+  auto engine = Engine::create(engine_model, *out.tokenizer, pool, config);
   if (!engine) return engine.status();
   out.engine = std::move(engine).value();
   return out;

@@ -72,9 +72,11 @@ struct KvVariant {
   // "f16", "f16@global" (one pool), "f16@w512" (forced window), "f16@absorbed" / "f16@expanded" (an MLA form)
   std::string name() const;
 };
-// prefix_caching false: every prompt is computed, never taken from the cache of an earlier repetition.
+// prefix_caching false: every prompt is computed, never taken from the cache of an earlier repetition. `runs_on`:
+// the model the engine runs (a GPU's over `model`), null: `model` itself.
 Expected<BenchEngine> bench_engine(const DecoderModel& model, ThreadPool& pool, size_t capacity, KvLayout layout,
-                                   const BenchPlan& plan, const KvVariant& kv = {}, bool prefix_caching = true);
+                                   const BenchPlan& plan, const KvVariant& kv = {}, bool prefix_caching = true,
+                                   const Model* runs_on = nullptr);
 
 // Number of BenchProgress steps a run of `plan` takes (with or without a second prefill model).
 size_t bench_step_count(const BenchPlan& plan, bool extra_prefill);

@@ -19,6 +19,7 @@
 #include "cli/bench_gpu.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "gpu/gpu_model.h"
 #include "model/synth.h"
 
 namespace kvs::cli {
@@ -76,7 +77,8 @@ std::string synthetic_model(const std::filesystem::path& dir, DType type) {
 // The measured model: split over --tp ranks when asked (in process, or this process's rank of an mpirun job), with
 // rank 0's thread pool.
 LoadedModel load_measured(const BenchOptions& o, const std::string& path) {
-  return load_model({.model_path = path, .threads = o.threads, .no_repack = o.no_repack, .tp = o.tp});
+  return load_model(
+      {.model_path = path, .threads = o.threads, .no_repack = o.no_repack, .tp = o.tp, .device = o.device});
 }
 
 std::unique_ptr<DecoderModel> load(const std::string& path, bool no_repack) {
@@ -167,7 +169,12 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path) {
   BenchProgress progress(stderr, isatty(fileno(stderr)) != 0, plan.depths.size() * plan.reps * plan.types.size(), now);
   BenchEnv env{.pool = pool, .now = now, .progress = progress};
   fmt::print(stderr, "kvserve bench: {} on {}, {} threads, load {}\n", utc_now(), model_path, threads, load_average());
-  auto figures = measure_kv_types(model, plan, env);
+  if (loaded.gpu) {  // on a GPU: the bandwidth the types' decode rates are to be read against
+    auto probe = gpu_stream_bandwidth(*loaded.gpu, uint64_t{128} << 20, 5);
+    if (!probe) throw CommandError(probe.status().message());
+    fmt::print("{}: B* (stream probe, 128 MiB, best of 5) {:.1f} GB/s\n", o.device, probe->bytes_per_second() / 1e9);
+  }
+  auto figures = measure_kv_types(model, plan, env, loaded.gpu.get());
   progress.finish();
   if (!figures) throw CommandError(figures.status().message());
   fmt::print("{}", kv_types_table(plan, *figures));
@@ -179,6 +186,7 @@ void run_kv_types(const BenchOptions& o, const std::string& model_path) {
 void run(const BenchOptions& o, bool reps_given) {
   const std::filesystem::path dir = o.model_dir.empty() ? default_model_dir() : std::filesystem::path(o.model_dir);
   const std::string model_path = o.model_path.empty() ? synthetic_model(dir, DType::kQ8_0) : o.model_path;
+  if (o.device != "cpu" && !o.kv_types.empty()) return run_kv_types(o, model_path);
   if (o.device != "cpu") {
     return run_gpu_bench({.model_path = model_path,
                           .device = o.device,
