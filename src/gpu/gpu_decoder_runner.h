@@ -1,11 +1,13 @@
-// One engine's forward pass of the Llama family and Gemma 3 on the GPU (the CPU's LlamaForward and Gemma3Forward, op
-// for op): embedding rows (scaled by sqrt(dim) for Gemma), per layer RMSNorm, Q/K/V (+ biases; Gemma: an RMSNorm of
-// each query and key head), RoPE by the host's angle tables (Gemma's window layers by their own), the KV write into the
-// engine's KvStorage (whose pools live in the device's mapped memory: VulkanKvAllocator), paged attention over the
-// batch's block tables, the output projection (Gemma: normed) and the residual, RMSNorm, SwiGLU (Gemma: GeGLU), the
-// down projection (Gemma: normed) and the residual; then the final norm of the rows whose logits are wanted, the output
-// matrix, and the logits copied back. Per step the host uploads only metadata (token ids, angles, slots, block tables,
-// visible slots). Each operation is its own submission for now (speed is issue 44's).
+// One engine's forward pass on the GPU, op for op as the CPU's LlamaForward, Gemma3Forward and Deepseek2Forward
+// compute it: embedding rows (scaled by sqrt(dim) for Gemma), per layer RMSNorm, attention (gpu_decoder_runner.cpp:
+// Q/K/V (+ biases; Gemma: an RMSNorm of each query and key head), RoPE by the host's angle tables (Gemma's window
+// layers by their own), the KV write into the engine's KvStorage (whose pools live in the device's mapped memory:
+// VulkanKvAllocator), paged attention over the batch's block tables; or MLA's latent cache in its absorbed and
+// expanded forms, gpu_decoder_runner_mla.cpp), the output projection (Gemma: normed) and the residual, RMSNorm, the FFN
+// (SwiGLU; Gemma: GeGLU; DeepSeek-V2: a mixture of experts routed on the device) and the residual; then the final norm
+// of the rows whose logits are wanted, the output matrix, and the logits copied back. Per step the host uploads only
+// metadata (token ids, angles, slots, block tables, visible slots); the step is one submission, or under tensor
+// parallelism one between each sum over the ranks.
 #pragma once
 
 #include <functional>

@@ -19,13 +19,25 @@ const GpuDecoderModel* on_gpu(const Model& model) { return dynamic_cast<const Gp
 Expected<GpuMemoryReport> gpu_memory_report(const Model& model, const KvCacheSpec& spec, size_t max_batch_tokens) {
   const GpuDecoderModel* gpu = on_gpu(model);
   if (gpu == nullptr) return Status::invalid_argument("gpu_memory_report: the model does not run on the GPU");
-  const ModelConfig& c = gpu->config();
+  const ModelConfig& c = gpu->shard_config();  // this rank's heads and FFN under tensor parallelism
   const VulkanContext& context = gpu->context();
   const double n = static_cast<double>(std::max<size_t>(1, max_batch_tokens));
+  const double context_length = static_cast<double>(c.context_length);
   // The runner's step buffers (gpu_decoder_runner.cpp): activations, the attention scratch of every visible slot,
   // the gathered rows and the logits (at most one per token).
-  const double activations = n * (3.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + 2.0 * c.ffn_dim) +
-                             n * c.num_heads * static_cast<double>(c.context_length) + n * (2.0 * c.dim + c.vocab_size);
+  const double hidden = static_cast<double>(std::max(c.ffn_dim, c.moe.shared_experts * c.moe.expert_ffn_dim));
+  double activations = n * (3.0 * c.dim + 2.0 * c.q_dim() + 2.0 * c.kv_dim() + 2.0 * hidden) +
+                       n * c.num_heads * context_length + n * (2.0 * c.dim + c.vocab_size);
+  if (c.is_mla()) {  // gpu_decoder_runner_mla.cpp: the absorbed form's rows, and the expanded form's of a whole context
+    const double width = static_cast<double>(c.latent_width()), r = static_cast<double>(c.mla.kv_lora_rank);
+    const double heads = static_cast<double>(c.num_heads), value = static_cast<double>(c.mla.value_dim);
+    activations += n * (c.mla.q_lora_rank + width + heads * (width + r + value));
+    activations += context_length * (width + heads * (c.mla.nope_dim + value) + heads * (c.head_dim + value));
+  }
+  if (c.moe.num_experts > 0) {  // the router's logits, each choice's id and weight, hidden states and output
+    const double k = static_cast<double>(c.moe.experts_used);
+    activations += n * (c.moe.num_experts + k * (2.0 + 2.0 * c.moe.expert_ffn_dim + c.dim));
+  }
   GpuMemoryReport r{.device = fmt::format("vulkan:{} ({})", gpu->device_index(), context.info().name),
                     .weight_bytes = gpu->weight_bytes(),
                     .activation_bytes = static_cast<uint64_t>(activations * sizeof(float) * kHeadroom),

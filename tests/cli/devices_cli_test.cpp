@@ -112,9 +112,9 @@ TEST(DevicesCli, RunAndPerplexityOnTheGpuAreTheCpus) {
   const auto synth_deepseek = run_kvserve({"synth", "--preset", "tiny-deepseek2", "-o", deepseek}, dir);
   ASSERT_EQ(synth_deepseek.exit_code, 0) << synth_deepseek.err;
   expect_devices_agree({"-m", deepseek}, {{}, {"--kv-dtype", "int8"}}, "256", dir);
-  const auto refused = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan", "--tp", "2"}, dir);
-  EXPECT_NE(refused.exit_code, 0);
-  EXPECT_NE(refused.err.find("--tp with --device vulkan"), std::string::npos) << refused.err;
+  const auto missing = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "vulkan:9"}, dir);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("--device vulkan:9: no Vulkan device 9"), std::string::npos) << missing.err;
   const auto bad = run_kvserve({"run", "-p", "Hi", "-n", "4", "--device", "opencl"}, dir);
   EXPECT_NE(bad.err.find("--device must be cpu, vulkan or vulkan:N, got 'opencl'"), std::string::npos) << bad.err;
 }
