@@ -110,7 +110,7 @@ TEST(CliTensorParallel, PerplexitySplitEqualsWhole) {
 
 // --tp 2 --device vulkan:0: both ranks on the one device (lavapipe here), in process and under mpirun, each a GPU
 // model of its shard whose partial sums meet through host memory: the whole CPU model's story, half its KV cache a
-// rank, the CPU's perplexity --tp 2 within 1e-4 of it, and H2O and sinks over a stream of 1,024 tokens (per-head
+// rank, the CPU's perplexity --tp 2 within 1e-4 of it, and H2O and sinks over a stream of 640 tokens (per-head
 // compactions narrowed to each rank's heads, the attention mass of both ranks' heads summed) print the CPU's table.
 // With one device, --device vulkan (rank r on vulkan:r) names the rank whose device is missing.
 TEST(CliTensorParallel, OnTheGpuRanksPrintWhatTheCpuPrints) {
@@ -138,7 +138,7 @@ TEST(CliTensorParallel, OnTheGpuRanksPrintWhatTheCpuPrints) {
   EXPECT_NEAR(value(gpu), value(cpu), 1e-4 * value(cpu)) << gpu.out;
   const std::vector<std::string> stream = {
       "perplexity", "-f",         std::string(KVS_SHARED_DIR) + "/eval/tinystories_valid_head.txt",
-      "--stream",   "1024",       "--tp",
+      "--stream",   "640",        "--tp",
       "2",          "--policies", "h2o,sinks",
       "--budgets",  "128"};
   const auto table = [](const std::string& out) { return out.substr(out.find("| policy")); };
