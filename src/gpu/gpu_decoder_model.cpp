@@ -20,6 +20,11 @@ Expected<std::unique_ptr<GpuBuffer>> upload(VulkanContext& context, std::span<co
 
 }  // namespace
 
+size_t GpuDecoderModel::binding_range() const {
+  const uint64_t device = context_->info().max_storage_buffer_range;
+  return options_.max_binding_bytes > 0 ? std::min<uint64_t>(options_.max_binding_bytes, device) : device;
+}
+
 // `view` on the device in its file's type, or why not (named `what`).
 Expected<GpuMatrix> GpuDecoderModel::upload_matrix(const WeightView& view, const std::string& what) {
   VulkanContext& context = *context_;
@@ -29,10 +34,7 @@ Expected<GpuMatrix> GpuDecoderModel::upload_matrix(const WeightView& view, const
                     "WeightPacking::kNone for the GPU",
                     what, weight_layout_name(view.layout)));
   }
-  const size_t row_bytes = view.row_bytes();
-  const size_t range = options_.max_binding_bytes > 0
-                           ? std::min<uint64_t>(options_.max_binding_bytes, context.info().max_storage_buffer_range)
-                           : context.info().max_storage_buffer_range;
+  const size_t row_bytes = view.row_bytes(), range = binding_range();
   if (row_bytes > range) {
     return Status::unimplemented(fmt::format("{}: one row of {} bytes exceeds one storage binding of {} ({} bytes)",
                                              what, row_bytes, context.info().name, range));
@@ -57,10 +59,7 @@ Expected<GpuExperts> GpuDecoderModel::upload_experts(std::span<const WeightView>
   e.type = first.type;
   e.rows = static_cast<uint32_t>(first.rows);
   e.cols = static_cast<uint32_t>(first.cols);
-  const size_t expert_bytes = first.rows * first.row_bytes();
-  const size_t range = options_.max_binding_bytes > 0
-                           ? std::min<uint64_t>(options_.max_binding_bytes, context_->info().max_storage_buffer_range)
-                           : context_->info().max_storage_buffer_range;
+  const size_t expert_bytes = first.rows * first.row_bytes(), range = binding_range();
   if (expert_bytes > range) {
     return Status::unimplemented(fmt::format("{}: one expert of {} bytes exceeds one storage binding of {} ({} bytes)",
                                              what, expert_bytes, context_->info().name, range));
@@ -106,10 +105,10 @@ Status GpuDecoderModel::upload_mla(const DecoderLayerWeights& from, GpuLayerWeig
     if (!b) return b.status();
     *into = std::move(*b);
   }
+  if (!m.k_b_packed.empty() || !m.v_b_packed.empty()) {
+    return Status::invalid_argument("MLA heads packed for the CPU: load the model with WeightPacking::kNone");
+  }
   for (size_t h = 0; h < c.num_heads; ++h) {
-    if (!m.k_b_packed.empty() || !m.v_b_packed.empty()) {
-      return Status::invalid_argument("MLA heads packed for the CPU: load the model with WeightPacking::kNone");
-    }
     to.k_b.emplace_back();
     to.v_b.emplace_back();
     KVS_RETURN_IF_ERROR(matrix(m.k_b_head(h, c.mla.kv_lora_rank), fmt::format("attn_k_b head {}", h), to.k_b.back()));

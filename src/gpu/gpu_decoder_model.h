@@ -1,5 +1,6 @@
-// The Llama family on a Vulkan device (gpu_model.h's make_gpu_model): the weights on the device in their file's
-// types, one runner per engine (gpu_decoder_runner.h) recording the forward pass with GpuOps.
+// The decoders of the Llama family (llama, qwen2), Gemma 3 and DeepSeek-V2 (MLA, experts) on a Vulkan device
+// (gpu_model.h's make_gpu_model): the weights on the device in their file's types, one runner per engine
+// (gpu_decoder_runner.h) recording the forward pass with GpuOps.
 #pragma once
 
 #include <memory>
@@ -66,7 +67,7 @@ class GpuDecoderModel final : public Model {
   Communicator* communicator() const override { return host_.communicator(); }
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form) const override;
   KvAllocator* kv_allocator() const override { return allocator_.get(); }
-  // Slot copies on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
+  // Slot copies and compactions on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
   std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
                                                std::unique_ptr<KvExecutor> host) const override;
 
@@ -88,6 +89,8 @@ class GpuDecoderModel final : public Model {
  private:
   GpuDecoderModel(const DecoderModel& host, size_t device, GpuModelOptions options)
       : host_(host), device_(device), options_(options) {}
+  // The most bytes one storage binding spans on this device (or options_.max_binding_bytes, when smaller).
+  size_t binding_range() const;
   Expected<GpuMatrix> upload_matrix(const WeightView& view, const std::string& what);
   Expected<GpuExperts> upload_experts(std::span<const WeightView> experts, const std::string& what);
   Status upload_mla(const DecoderLayerWeights& from, GpuLayerWeights& to, size_t layer);
