@@ -45,7 +45,7 @@ EngineConfig engine_config(const RunOptions& options, const Model& model, size_t
                           options.kv, {.block_size = options.block_size, .prefix_caching = !options.no_prefix_cache}),
                       .mla_form = parse_mla_form(options.kv)};
   config.kv.tiers = parse_kv_tier_options(options.tiers);
-  config.kv_preempt = parse_kv_preempt_option(options.tiers);
+  apply_kv_tier_engine_options(options.tiers, config);
   const KvCacheSpec spec = engine_kv_spec(model, config);
   if (Status s = spec.validate(); !s) throw CommandError(s.message());
   // (--kv-memory with --kv-blocks is refused by the engine's capability table.)

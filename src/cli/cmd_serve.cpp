@@ -108,7 +108,7 @@ EngineConfig engine_config(const ServeOptions& options) {
     config.kv.memory_bytes = *budget;
   }
   config.kv.tiers = parse_kv_tier_options(options.tiers);
-  config.kv_preempt = parse_kv_preempt_option(options.tiers);
+  apply_kv_tier_engine_options(options.tiers, config);
   if (Status s = config.validate(); !s) throw CommandError(s.message());
   return config;
 }

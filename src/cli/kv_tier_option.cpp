@@ -23,10 +23,22 @@ void add_kv_tier_options(CLI::App& command, KvTierOptions& options) {
                   "copy bandwidth and prefill rate say is cheaper (auto; recompute without a host tier)")
       ->check(CLI::IsMember({"auto", "swap", "recompute"}))
       ->capture_default_str();
+  command
+      .add_option("--kv-load-timeout-ms", options.load_timeout_ms,
+                  "The longest a request waits for its prefix to come up from the --kv-disk tier (it waits only while "
+                  "reading is cheaper than computing those tokens at the measured rates); then it runs and computes "
+                  "what has not arrived")
+      ->needs(disk)
+      ->capture_default_str();
 }
 
 KvPreemptMode parse_kv_preempt_option(const KvTierOptions& options) {
   return *kv_preempt_mode_from_name(options.preempt);  // CLI11 checked the name
+}
+
+void apply_kv_tier_engine_options(const KvTierOptions& options, EngineConfig& config) {
+  config.kv_preempt = parse_kv_preempt_option(options);
+  config.kv_load_timeout = std::chrono::milliseconds(options.load_timeout_ms);
 }
 
 KvTierConfig parse_kv_tier_options(const KvTierOptions& options) {

@@ -75,8 +75,15 @@ class Engine {
                                                         ThreadPool& pool, const EngineConfig& config);
   // Sets up config_.kv.tiers below the pool; a disk directory that cannot be used is logged and left out.
   Status attach_tiers();
-  // Starts disk reads for the prefixes of waiting requests; marks those that wait for them.
+  // Prefix loads: brings the prefixes of the first waiting requests up the tiers (kv_cache_manager.h's
+  // load_prefix(): host tier blocks into the pool, disk reads started), a wave a step. A request whose prefix is
+  // still being read waits (kv_loading: the scheduler passes it over; those behind it may run) while reading is
+  // cheaper than computing those tokens at the measured rates, and at most config_.kv_load_timeout; then it runs,
+  // and computes whatever has not arrived. Waits, timeouts and skips are counted in the metrics.
   void prefetch_waiting();
+  // Whether reading `disk_blocks` blocks back costs less than computing their tokens, at the disk tier's measured
+  // read rate and the measured prefill rate (unmeasured: true).
+  bool load_beats_recompute(size_t disk_blocks) const;
   // The step's KV op log (kv/kv_ops.h): the compactions already in it, then the offload planner's tier moves and the
   // managers' slot copies, applied by the executor (and sent to the other tensor-parallel ranks) before the forward
   // pass; then the managers' pins on what the moves read are let go.

@@ -3,6 +3,8 @@
 // creation and again with each request's own.
 #pragma once
 
+#include <chrono>
+
 #include "core/clock.h"
 #include "engine/capabilities.h"
 #include "engine/preemption.h"
@@ -18,6 +20,9 @@ struct EngineConfig {
   KvOptions kv = {};                                // what the KV cache is asked to be (kv/kv_options.h)
   MlaForm mla_form = MlaForm::kAuto;                // --mla-form: how an MLA model attends (model.h)
   KvPreemptMode kv_preempt = KvPreemptMode::kAuto;  // --kv-preempt: swap a preempted request or recompute it
+  // --kv-load-timeout-ms: the longest a request waits for its prefix to come up from the disk tier before it runs
+  // and computes what has not arrived (engine.h: prefix loads)
+  std::chrono::milliseconds kv_load_timeout{2000};
   const Clock* clock = nullptr;  // where time comes from (outlives the engine); null: the steady clock
 
   Status validate() const;

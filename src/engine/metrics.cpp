@@ -45,7 +45,8 @@ void gauge(std::string& out, const char* name, const char* help, double value) {
   out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} gauge\nkvserve_{0} {2}\n", name, help, value);
 }
 
-void counter(std::string& out, const char* name, const char* help, uint64_t value) {
+template <typename Number>  // uint64_t, or double for seconds
+void counter(std::string& out, const char* name, const char* help, Number value) {
   out += fmt::format("# HELP kvserve_{0} {1}\n# TYPE kvserve_{0} counter\nkvserve_{0} {2}\n", name, help, value);
 }
 
@@ -136,6 +137,16 @@ std::string to_prometheus(const EngineMetrics& m) {
   counter(out, "kv_demoted_blocks_total", "Cached KV blocks the pool evicted into its offload tiers.",
           m.kv_demoted_blocks_total);
   kv_tier_metrics(out, m.kv_tiers);
+  counter(out, "kv_load_waits_total", "Requests that waited for their prefix to come up from the disk tier.",
+          m.kv_load_waits_total);
+  counter(out, "kv_load_timeouts_total",
+          "Waits for a prefix cut short by the load timeout (the rest of the prefix was computed).",
+          m.kv_load_timeouts_total);
+  counter(out, "kv_load_skipped_total",
+          "Requests that computed a prefix the disk tier held: the measured rates made computing it cheaper.",
+          m.kv_load_skipped_total);
+  counter(out, "kv_load_wait_seconds_total", "Time requests waited for their prefix to come up from the disk tier.",
+          m.kv_load_wait_seconds_sum);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);
   counter(out, "generation_tokens_total", "Generated tokens.", m.generation_tokens_total);
   counter(out, "preemptions_total", "Requests preempted for lack of KV blocks.", m.preemptions_total);

@@ -166,6 +166,8 @@ struct SequenceState {
   size_t num_cached_tokens = 0;       // tokens the prefix cache supplied at its first admission
   size_t num_forks = 0;               // samples forked from it once its prompt is computed (seats held for them)
   bool kv_loading = false;            // blocks of its prefix are on their way from disk: not admitted until they are
+  bool kv_load_over = false;          // it waited for its prefix (or chose not to): it waits no more
+  SteadyTime kv_load_since = {};      // when it began to wait for its prefix
 };
 
 class LogitsProcessor;  // engine/logits_processor.h

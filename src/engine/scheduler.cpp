@@ -66,7 +66,7 @@ SchedulePlan Scheduler::schedule() {
   // Seats: a running sequence's, and those of the samples it has still to fork.
   size_t seats = running_.size();
   for (const SequenceState* r : running_) seats += r->num_forks;
-  // A sequence whose prefix is being read from disk waits; those behind it may go first.
+  // A sequence whose prefix is being read from disk waits (engine.h: prefix loads); those behind it may go first.
   for (size_t w = 0; plan.preempted.empty() && budget > 0 && w < waiting_.size();) {
     SequenceState* r = waiting_[w];
     if (r->kv_loading) {

@@ -63,6 +63,7 @@ std::optional<PinnedBlocks> KvCacheManager::allocate(size_t n) {
       }
     }
     stats_.evictions += index_.erase(b);
+    loaded_unread_.erase(b.value);
   }
   return PinnedBlocks(pool_, std::move(*blocks));
 }
@@ -159,7 +160,10 @@ bool KvCacheManager::begin(SeqId seq, std::span<const TokenId> tokens, uint32_t 
     stats_.queried_tokens += tokens.size();
     stats_.hit_tokens += cached;
     stats_.copied_tokens += pool_partial ? match.partial_tokens : 0;
-    stats_.tier_hit_tokens += match.tier_hashes.size() * bs + (match.partial_in_tier() ? match.partial_tokens : 0);
+    size_t loaded = 0;  // blocks load_prefix() put into the pool for it (or for another prompt of the same prefix)
+    for (BlockId b : taken) loaded += b != kNullBlock && loaded_unread_.erase(b.value) > 0;
+    stats_.tier_hit_tokens +=
+        (match.tier_hashes.size() + loaded) * bs + (match.partial_in_tier() ? match.partial_tokens : 0);
   }
   release_kept(seq);  // what a swap kept of it was just found (or, where the host tier dropped it, is recomputed)
   return true;

@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/ids.h"
@@ -181,9 +182,20 @@ class KvCacheManager {
   // pass, in order; then transfers_done().
   std::span<const KvBlockTransfer> pending_transfers() const { return pending_transfers_; }
   void transfers_done();
-  // Starts reading from disk the blocks of the longest prefix of `tokens` that the pool, the host tier and
-  // the disk tier hold together (as many as fit in half the host tier); returns how many are on the way.
-  size_t prefetch_prefix(std::span<const TokenId> tokens, uint32_t name_space);
+  // Brings the longest prefix of `tokens` that the pool, the host tier and the disk tier hold together up the
+  // hierarchy, for a sequence that waits to begin: its blocks in the host tier go into the pool as cached blocks
+  // (idle, indexed, found by the next match; a kLoad transfer each, their host entries pinned until
+  // transfers_done()), which frees the host tier for the next blocks, and reads of the blocks only the disk holds
+  // start (as many as half the host tier stages at once). Blocks go into the pool only when the whole of `tokens`
+  // could begin now (so a waiting sequence never takes blocks from the ones that run), into free blocks, the least
+  // recently used cached ones first (demoted as any). Called once a step while the sequence waits: each call moves
+  // the next wave.
+  struct PrefixLoad {
+    size_t promoted = 0;  // host tier blocks put into the pool by this call
+    size_t reading = 0;   // disk reads of the prefix on the way (this call's and earlier ones')
+    size_t on_disk = 0;   // blocks of the prefix below the host tier: only the disk holds them (`reading` among them)
+  };
+  PrefixLoad load_prefix(std::span<const TokenId> tokens, uint32_t name_space);
   // Every full block the prefix index holds (in use or idle), with its hash and tokens.
   template <typename Visit>
   void for_each_cached_full_block(Visit visit) const {
@@ -270,6 +282,9 @@ class KvCacheManager {
   std::vector<KvBlockTransfer> pending_transfers_;
   KvTierStack* tiers_ = nullptr;
   PinnedBlocks copy_sources_;  // the pending copies' sources, pinned until copies_done()
+  // Blocks load_prefix() put into the pool that no sequence has begun from since: a sequence that takes one counts
+  // its tokens as loaded from a tier (stats_.tier_hit_tokens); allocation forgets it.
+  std::unordered_set<uint32_t> loaded_unread_;
   PrefixCacheStats stats_;
   uint64_t num_copy_on_write_ = 0;
   uint64_t stats_evicted_tokens_ = 0;

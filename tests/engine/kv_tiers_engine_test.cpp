@@ -180,6 +180,57 @@ TEST(KvTiersEngine, ARestartedEngineHitsTheDiskTierAndAnotherKvFormatDoesNot) {
   expect_same_output(t, reference(f, f16, test::greedy_request(prompts[0], 20)));
 }
 
+// The warm restart a user tries first: a disk tier and no host budget (so the host tier stages 8 blocks), a prompt of
+// 25 blocks, stop, start again, the same prompt alone. The request waits while its prefix comes up disk -> host ->
+// pool in waves (each wave's blocks go into the pool as cached blocks, which frees the host tier for the next) and
+// then finds all of it: reading 24 blocks is cheaper than computing them.
+TEST(KvTiersEngine, ARestartedEngineWithOnlyADiskTierLoadsAWholeLongPrefixBeforeItRuns) {
+  Fixture f;
+  TempDir dir;
+  const size_t bytes = block_bytes(f);
+  const EngineConfig config{.kv = {.tiers = {.disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}}};
+  const auto prompt = f.random_tokens(400, 77);
+  {
+    Session first(f, config);
+    EXPECT_EQ(first.run(test::greedy_request(prompt, 8)).result.cached_tokens, 0u);
+    ASSERT_NE(first.tier("host"), nullptr);
+    EXPECT_EQ(first.tier("host")->capacity_bytes, kMinHostBlocks * bytes) << "the host tier's least";
+  }
+  Session restarted(f, config);
+  EXPECT_EQ(restarted.tier("disk")->blocks_held, 25u) << "the prompt's whole blocks";
+  const test::EngineTrace again = restarted.run(test::greedy_request(prompt, 8));
+  EXPECT_GE(again.result.cached_tokens, prompt.size() * 95 / 100);
+  EXPECT_EQ(again.result.cached_tokens, 24u * 16) << "every whole block, from disk";
+  expect_same_output(again, reference(f, config, test::greedy_request(prompt, 8)));
+  const EngineMetrics m = restarted.engine().metrics();
+  EXPECT_EQ(m.prefix_cache_tier_hits_tokens_total, 24u * 16);
+  EXPECT_EQ(restarted.tier("disk")->hits, 24u);
+  EXPECT_EQ(m.kv_load_timeouts_total, 0u);
+  EXPECT_GT(m.kv_load_waits_total, 0u) << "the request waited for its prefix";
+  const std::string text = to_prometheus(m);
+  EXPECT_NE(text.find("kvserve_kv_load_timeouts_total 0"), std::string::npos) << text;
+}
+
+// The bounded wait: with a load timeout of zero the request waits for nothing and computes what has not arrived;
+// the timeout is counted, and the output is the same.
+TEST(KvTiersEngine, APrefixLoadThatTimesOutIsCountedAndTheRestIsComputed) {
+  Fixture f;
+  TempDir dir;
+  const size_t bytes = block_bytes(f);
+  EngineConfig config{.kv = {.tiers = {.disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}}};
+  const auto prompt = f.random_tokens(400, 78);
+  {
+    Session first(f, config);
+    first.run(test::greedy_request(prompt, 8));
+  }
+  config.kv_load_timeout = std::chrono::milliseconds(0);
+  Session restarted(f, config);
+  const test::EngineTrace again = restarted.run(test::greedy_request(prompt, 8));
+  EXPECT_LT(again.result.cached_tokens, 24u * 16) << "it did not wait for the whole prefix";
+  expect_same_output(again, reference(f, config, test::greedy_request(prompt, 8)));
+  EXPECT_EQ(restarted.engine().metrics().kv_load_timeouts_total, 1u);
+}
+
 // Faults on the disk, written and read: the blocks they touch are recomputed, outputs are unchanged.
 TEST(KvTiersEngine, DiskFaultsMeanRecomputeAndTheSameOutput) {
   Fixture f;
