@@ -36,10 +36,10 @@ class HostKvExecutor final : public KvExecutor {
   HostKvExecutor(std::span<KvStorage> storages, const KvHeadShare& share, KeyRotation rotation, const Clock& clock)
       : storages_(storages), share_(share), rotation_(std::move(rotation)), clock_(clock) {}
 
-  // The host tier's slots (KvBlockToHost, KvHostToBlock), and the disk tier's writer (KvBlockToDisk): rank 0 gives
-  // its tier stack for both, another rank slabs of its own for the same slots. Not owned.
-  void set_host_slabs(HostSlabs* slabs) { host_ = slabs; }
-  void set_disk(KvTierStack* tiers) { disk_ = tiers; }
+  void attach_tiers(HostSlabs* slabs, KvTierStack* disk) override {
+    host_ = slabs;
+    disk_ = disk;
+  }
 
   Expected<KvApplyStats> apply(std::span<const KvOp> ops) override;
 

@@ -56,12 +56,13 @@ Expected<std::unique_ptr<Engine>> Engine::create_local(const Model& model, const
 }
 
 Status Engine::attach_tiers() {
-  auto stack = KvTierStack::create_or_without_disk(config_.kv.tiers, tier_format(storages_[0].spec()));
+  KvTierConfig tiers = config_.kv.tiers;
+  tiers.host_allocator = model_.kv_host_tier_allocator();
+  auto stack = KvTierStack::create_or_without_disk(tiers, tier_format(storages_[0].spec()));
   if (!stack) return stack.status();
   if (*stack == nullptr) return Status::ok();
   tiers_ = std::move(stack).value();
-  host_executor_->set_host_slabs(&tiers_->host_slabs());
-  host_executor_->set_disk(tiers_.get());
+  executor_->attach_tiers(&tiers_->host_slabs(), tiers_.get());
   return kv_->attach_tiers(tiers_.get());
 }
 
@@ -173,7 +174,6 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   kv_groups_ = layout.groups;
   auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(model),
                                                model_key_rotation(model.config()), clock_);
-  host_executor_ = host.get();
   executor_ = model.make_kv_executor(storages_, std::move(host));
   const ModelConfig& c = model.config();
   capabilities_ = {.features = engine_features(model, config, {}),

@@ -104,7 +104,6 @@ class Engine {
   std::vector<KvStorage> storages_;           // [layer group]: the K/V bytes its blocks index
   std::vector<KvCacheConfig> kv_groups_;      // [layer group]: what its pool was made of
   std::unique_ptr<KvExecutor> executor_;      // applies the KV op log (and, split over ranks, sends it to them)
-  HostKvExecutor* host_executor_ = nullptr;   // its host part: storages_ and the tiers' slots
   std::vector<KvOp> kv_ops_;                  // this step's KV op log
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;

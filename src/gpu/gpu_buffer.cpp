@@ -15,6 +15,7 @@ Expected<std::unique_ptr<GpuBuffer>> GpuBuffer::create(VulkanContext& context, s
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   const char* kind = memory == GpuMemory::kDeviceLocal    ? "device-local"
                      : memory == GpuMemory::kDeviceMapped ? "mapped device"
+                     : memory == GpuMemory::kHostCached   ? "host-cached"
                                                           : "host-visible";
   const std::string what = fmt::format("a {} buffer of {} bytes on {}", kind, bytes, context.info().name);
   KVS_RETURN_IF_ERROR(vk_check(vkCreateBuffer(context.device(), &info, nullptr, &buffer->buffer_), "vkCreateBuffer")
@@ -27,6 +28,7 @@ Expected<std::unique_ptr<GpuBuffer>> GpuBuffer::create(VulkanContext& context, s
   if (memory == GpuMemory::kDeviceLocal) tries = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
   if (memory == GpuMemory::kHostVisible) tries = {kMapped};
   if (memory == GpuMemory::kDeviceMapped) tries = {kMapped | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, kMapped};
+  if (memory == GpuMemory::kHostCached) tries = {kMapped | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, kMapped};
   Status allocated = Status::ok();
   for (VkMemoryPropertyFlags flags : tries) {
     auto type = context.memory_type(needs.memoryTypeBits, flags);

@@ -2,7 +2,8 @@
 // kDeviceLocal: the GPU's own memory, filled and read through a host-visible staging buffer (copy_to / copy_from);
 // kHostVisible: mapped for the host's whole lifetime of the buffer (staging, small per-step metadata);
 // kDeviceMapped: the GPU's own memory mapped by the host where the device offers it (lavapipe, integrated GPUs,
-// resizable BAR), else host memory as kHostVisible (device_local() tells which).
+// resizable BAR), else host memory as kHostVisible (device_local() tells which); kHostCached: host memory the device
+// copies to and from, cached for the host's reads where the device offers such a type (the KV host tier's slabs).
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@
 
 namespace kvs {
 
-enum class GpuMemory { kDeviceLocal, kHostVisible, kDeviceMapped };
+enum class GpuMemory { kDeviceLocal, kHostVisible, kDeviceMapped, kHostCached };
 
 class GpuBuffer {
  public:

@@ -173,6 +173,7 @@ Expected<std::unique_ptr<GpuDecoderModel>> GpuDecoderModel::create(const Decoder
   if (!ops) return ops.status();
   model->ops_ = std::move(*ops);
   model->allocator_ = std::make_unique<VulkanKvAllocator>(ctx);
+  model->host_tier_allocator_ = std::make_unique<VulkanKvAllocator>(ctx, GpuMemory::kHostCached);
   const DecoderWeights& w = host.weights();
   const ModelConfig& c = host.config();
   auto embedding = model->upload_matrix(w.token_embedding, "token_embd");
@@ -229,7 +230,7 @@ std::unique_ptr<KvExecutor> GpuDecoderModel::make_kv_executor(std::span<KvStorag
                           .first = first_kv_head(),
                           .count = kv_spec({}, 1).num_kv_heads};
   return std::make_unique<VulkanKvExecutor>(
-      *context_, *allocator_, storages, std::move(host),
+      *context_, *allocator_, *host_tier_allocator_, storages, std::move(host),
       KeyRotation{.inv_freq = c.rope_frequencies(), .neox = c.rope_style == RopeStyle::kNeox}, share);
 }
 

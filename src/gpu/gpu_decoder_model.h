@@ -67,6 +67,8 @@ class GpuDecoderModel final : public Model {
   Communicator* communicator() const override { return host_.communicator(); }
   std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form) const override;
   KvAllocator* kv_allocator() const override { return allocator_.get(); }
+  // Host memory the device's transfers fill and read (vulkan_kv_executor.h moves tier blocks with them).
+  KvAllocator* kv_host_tier_allocator() const override { return host_tier_allocator_.get(); }
   // Slot copies and compactions on the device (vulkan_kv_executor.h), the rest by `host` over the mapped bytes.
   std::unique_ptr<KvExecutor> make_kv_executor(std::span<KvStorage> storages,
                                                std::unique_ptr<KvExecutor> host) const override;
@@ -104,6 +106,7 @@ class GpuDecoderModel final : public Model {
   std::unique_ptr<VulkanContext> context_;
   std::unique_ptr<GpuOps> ops_;
   std::unique_ptr<VulkanKvAllocator> allocator_;
+  std::unique_ptr<VulkanKvAllocator> host_tier_allocator_;  // the KV host tier's slabs
   std::vector<GpuLayerWeights> layers_;
   GpuMatrix embedding_, output_;  // output_ empty when output_is_embedding()
   std::unique_ptr<GpuBuffer> output_norm_;

@@ -24,7 +24,7 @@ std::unique_ptr<KvRegion> VulkanKvAllocator::allocate(size_t bytes) {
                     "bytes); fewer blocks (--kv-memory) fit",
                     bytes, context_.info().name, context_.info().max_storage_buffer_range));
   }
-  auto buffer = GpuBuffer::create(context_, bytes, GpuMemory::kDeviceMapped);
+  auto buffer = GpuBuffer::create(context_, bytes, memory_);
   if (!buffer) throw std::bad_alloc();
   // KvRegion's contract: zero-filled (by the device: no host writes across the bus).
   if (!(*buffer)->zero()) throw std::bad_alloc();

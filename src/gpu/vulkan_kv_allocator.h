@@ -15,7 +15,10 @@ namespace kvs {
 
 class VulkanKvAllocator final : public KvAllocator {
  public:
-  explicit VulkanKvAllocator(VulkanContext& context) : context_(context) {}
+  // `memory`: kDeviceMapped for pools; kHostCached for the host tier's slabs (kv/tiers/host_slabs.h), which the
+  // device's transfers fill and read.
+  explicit VulkanKvAllocator(VulkanContext& context, GpuMemory memory = GpuMemory::kDeviceMapped)
+      : context_(context), memory_(memory) {}
   // Throws std::bad_alloc when the device has no such memory (KvAllocator's contract), std::length_error when the
   // region is larger than one binding may span.
   std::unique_ptr<KvRegion> allocate(size_t bytes) override;
@@ -31,6 +34,7 @@ class VulkanKvAllocator final : public KvAllocator {
   friend class VulkanKvRegion;
   void forget(const void* base);
   VulkanContext& context_;
+  GpuMemory memory_;
   mutable std::mutex mutex_;
   std::map<const void*, GpuBuffer*> buffers_;
   size_t bytes_ = 0, host_bytes_ = 0;

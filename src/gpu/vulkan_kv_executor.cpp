@@ -1,5 +1,7 @@
 #include "gpu/vulkan_kv_executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <vector>
 
@@ -7,9 +9,24 @@
 
 namespace kvs {
 
+void VulkanKvExecutor::attach_tiers(HostSlabs* slabs, KvTierStack* disk) {
+  slabs_ = slabs;
+  disk_ = disk;
+  host_->attach_tiers(slabs, disk);
+}
+
+std::pair<GpuBuffer*, VkDeviceSize> VulkanKvExecutor::host_slot(uint64_t slot) {
+  if (slabs_ == nullptr) return {nullptr, 0};
+  const HostSlabs::Address at = slabs_->address(slot);
+  return {host_tier_.buffer_at(at.slab), at.offset};
+}
+
 bool VulkanKvExecutor::on_device(const KvOp& op) {
-  const auto* copy = std::get_if<KvCopySlots>(&op);
-  return copy != nullptr && copy->from_tail == kNoKeyTail && copy->to_tail == kNoKeyTail;
+  if (const auto* copy = std::get_if<KvCopySlots>(&op))
+    return copy->from_tail == kNoKeyTail && copy->to_tail == kNoKeyTail;
+  if (const auto* out = std::get_if<KvBlockToHost>(&op)) return host_slot(out->host_slot).first != nullptr;
+  if (const auto* in = std::get_if<KvHostToBlock>(&op)) return host_slot(in->host_slot).first != nullptr;
+  return std::holds_alternative<KvBlockToDisk>(op) && disk_ != nullptr;
 }
 
 Status VulkanKvExecutor::compact(const KvCompact& op) {
@@ -26,55 +43,142 @@ Status VulkanKvExecutor::compact(const KvCompact& op) {
   return Status::ok();
 }
 
-Status VulkanKvExecutor::copy_on_device(std::span<const KvOp> ops) {
+Status VulkanKvExecutor::block_regions(BlockId block, GpuBuffer* other, VkDeviceSize offset, bool to_block,
+                                       std::vector<Region>& out) {
+  const KvStorage& s = storages_[0];
+  const KvFormat& f = s.format();
+  KVS_ASSERT(block.value < s.num_blocks(), "a tier move of block {} in a pool of {}", block.value, s.num_blocks());
+  for (size_t l = 0; l < f.num_layers; ++l) {
+    for (bool keys : {true, false}) {  // read_block's order: each layer's K head-blocks, then its V head-blocks
+      if (!keys && !s.has_values()) continue;
+      const auto rows = [&](BlockId b) { return keys ? s.keys(l, b, 0) : s.values(l, b, 0); };
+      const auto* base = static_cast<const std::byte*>(rows(BlockId{0}).data);
+      GpuBuffer* pool = allocator_.buffer_at(base);
+      if (pool == nullptr) return Status::invalid_argument("a KV pool the device executor moves is not on the device");
+      const VkDeviceSize at = static_cast<const std::byte*>(rows(block).data) - base;
+      const size_t part = f.pool_bytes_per_block(keys ? f.k : *f.v);  // the block's head-blocks, back to back
+      if (to_block) {
+        out.push_back({.from = other, .to = pool, .copy = {.srcOffset = offset, .dstOffset = at, .size = part}});
+      } else {
+        out.push_back({.from = pool, .to = other, .copy = {.srcOffset = at, .dstOffset = offset, .size = part}});
+      }
+      offset += part;
+    }
+  }
+  return Status::ok();
+}
+
+Status VulkanKvExecutor::regions_of(const KvOp& op, size_t& staged, std::vector<Region>& out) {
+  if (const auto* out_op = std::get_if<KvBlockToHost>(&op)) {
+    const auto [slab, offset] = host_slot(out_op->host_slot);
+    return block_regions(out_op->block, slab, offset, false, out);
+  }
+  if (const auto* in = std::get_if<KvHostToBlock>(&op)) {
+    const auto [slab, offset] = host_slot(in->host_slot);
+    return block_regions(in->block, slab, offset, true, out);
+  }
+  if (const auto* disk = std::get_if<KvBlockToDisk>(&op)) {
+    const size_t block_bytes = storages_[0].block_bytes();
+    return block_regions(disk->block, staging_.get(), staged++ * block_bytes, false, out);
+  }
   // Regions per pool buffer: one per copy, layer, tensor and KV head ([block][kv_head][slot][width]: a head's slots
   // of a block are contiguous), and one more for a quantized head-block's scales. A copy of 0 slots moves nothing.
-  std::map<GpuBuffer*, std::vector<VkBufferCopy>> regions;
-  for (const KvOp& op : ops) {
-    const KvCopySlots& c = std::get<KvCopySlots>(op);
-    KVS_ASSERT(c.group < storages_.size(), "a KV copy in layer group {} of {}", c.group, storages_.size());
-    const KvStorage& s = storages_[c.group];
-    const KvFormat& f = s.format();
-    KVS_ASSERT(c.from.value < s.num_blocks() && c.to.value < s.num_blocks() && c.num_slots <= s.block_size(),
-               "copy of {} slots from block {} to block {} in a pool of {} blocks of {}", c.num_slots, c.from.value,
-               c.to.value, s.num_blocks(), s.block_size());
-    if (c.num_slots == 0) continue;
-    for (size_t l = 0; l < f.num_layers; ++l) {
-      for (bool keys : {true, false}) {
-        if (!keys && !s.has_values()) continue;
-        const auto rows = [&](BlockId block, size_t h) { return keys ? s.keys(l, block, h) : s.values(l, block, h); };
-        const auto* base = static_cast<const std::byte*>(rows(BlockId{0}, 0).data);
-        GpuBuffer* buffer = allocator_.buffer_at(base);
-        if (buffer == nullptr)
-          return Status::invalid_argument("a KV pool the device executor copies is not on the device");
-        const KvTensorFormat& t = keys ? f.k : *f.v;
-        for (size_t h = 0; h < f.num_heads; ++h) {
-          const auto at = [&](BlockId block) {
-            return static_cast<VkDeviceSize>(static_cast<const std::byte*>(rows(block, h).data) - base);
-          };
-          regions[buffer].push_back(
-              {.srcOffset = at(c.from), .dstOffset = at(c.to), .size = c.num_slots * t.row_bytes()});
-          // Quantized: the head-block's scales and mins too, whole, as KvStorage::copy_slots does.
-          if (t.scales_bytes() > 0) {
-            regions[buffer].push_back({.srcOffset = at(c.from) + t.data_bytes(),
-                                       .dstOffset = at(c.to) + t.data_bytes(),
-                                       .size = t.scales_bytes()});
-          }
+  const KvCopySlots& c = std::get<KvCopySlots>(op);
+  KVS_ASSERT(c.group < storages_.size(), "a KV copy in layer group {} of {}", c.group, storages_.size());
+  const KvStorage& s = storages_[c.group];
+  const KvFormat& f = s.format();
+  KVS_ASSERT(c.from.value < s.num_blocks() && c.to.value < s.num_blocks() && c.num_slots <= s.block_size(),
+             "copy of {} slots from block {} to block {} in a pool of {} blocks of {}", c.num_slots, c.from.value,
+             c.to.value, s.num_blocks(), s.block_size());
+  if (c.num_slots == 0) return Status::ok();
+  for (size_t l = 0; l < f.num_layers; ++l) {
+    for (bool keys : {true, false}) {
+      if (!keys && !s.has_values()) continue;
+      const auto rows = [&](BlockId block, size_t h) { return keys ? s.keys(l, block, h) : s.values(l, block, h); };
+      const auto* base = static_cast<const std::byte*>(rows(BlockId{0}, 0).data);
+      GpuBuffer* buffer = allocator_.buffer_at(base);
+      if (buffer == nullptr)
+        return Status::invalid_argument("a KV pool the device executor copies is not on the device");
+      const KvTensorFormat& t = keys ? f.k : *f.v;
+      for (size_t h = 0; h < f.num_heads; ++h) {
+        const auto at = [&](BlockId block) {
+          return static_cast<VkDeviceSize>(static_cast<const std::byte*>(rows(block, h).data) - base);
+        };
+        out.push_back({.from = buffer,
+                       .to = buffer,
+                       .copy = {.srcOffset = at(c.from), .dstOffset = at(c.to), .size = c.num_slots * t.row_bytes()}});
+        // Quantized: the head-block's scales and mins too, whole, as KvStorage::copy_slots does.
+        if (t.scales_bytes() > 0) {
+          out.push_back({.from = buffer,
+                         .to = buffer,
+                         .copy = {.srcOffset = at(c.from) + t.data_bytes(),
+                                  .dstOffset = at(c.to) + t.data_bytes(),
+                                  .size = t.scales_bytes()}});
         }
       }
     }
   }
-  if (regions.empty()) return Status::ok();
+  return Status::ok();
+}
+
+Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& stats) {
+  // Staging for the blocks this run writes to disk.
+  const size_t block_bytes = storages_[0].block_bytes();
+  const size_t to_disk = static_cast<size_t>(
+      std::ranges::count_if(ops, [](const KvOp& op) { return std::holds_alternative<KvBlockToDisk>(op); }));
+  if (to_disk > 0 && (!staging_ || staging_->bytes() < to_disk * block_bytes)) {
+    staging_.reset();
+    auto staging = GpuBuffer::create(context_, to_disk * block_bytes, GpuMemory::kHostCached);
+    if (!staging) return staging.status().with_context("staging KV blocks for the disk tier");
+    staging_ = std::move(*staging);
+  }
+  // Each operation's regions, grouped by buffer pair in order; operations are kept apart by barriers.
+  std::vector<std::vector<Region>> per_op(ops.size());
+  size_t staged = 0, tier_bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    KVS_RETURN_IF_ERROR(regions_of(ops[i], staged, per_op[i]));
+    if (std::holds_alternative<KvBlockToHost>(ops[i]) || std::holds_alternative<KvHostToBlock>(ops[i]))
+      tier_bytes += block_bytes;
+  }
+  const auto start = std::chrono::steady_clock::now();
   KVS_RETURN_IF_ERROR(context_.run([&](VkCommandBuffer commands) {
-    for (const auto& [buffer, list] : regions) {
-      vkCmdCopyBuffer(commands, buffer->handle(), buffer->handle(), static_cast<uint32_t>(list.size()), list.data());
+    for (size_t i = 0; i < per_op.size(); ++i) {
+      std::map<std::pair<GpuBuffer*, GpuBuffer*>, std::vector<VkBufferCopy>> by_pair;
+      for (const Region& r : per_op[i]) by_pair[{r.from, r.to}].push_back(r.copy);
+      for (const auto& [pair, list] : by_pair) {
+        vkCmdCopyBuffer(commands, pair.first->handle(), pair.second->handle(), static_cast<uint32_t>(list.size()),
+                        list.data());
+      }
+      // The next operation sees this one's writes (a block demoted, then loaded with other content, in one log).
+      const bool copies = std::holds_alternative<KvCopySlots>(ops[i]) &&
+                          (i + 1 == ops.size() || std::holds_alternative<KvCopySlots>(ops[i + 1]));
+      if (i + 1 < per_op.size() && !copies) {  // slot copies write fresh blocks no other copy of the log reads
+        record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                              VK_PIPELINE_STAGE_TRANSFER_BIT,
+                              VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+      }
     }
     // The next step's shaders and any host reader see the copies.
     record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
   }));
-  device_copies_ += ops.size();
+  if (tier_bytes > 0) {
+    stats.tier_bytes += tier_bytes;
+    stats.tier_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  staged = 0;
+  for (const KvOp& op : ops) {
+    if (std::holds_alternative<KvCopySlots>(op)) {
+      ++device_copies_;
+    } else if (const auto* disk = std::get_if<KvBlockToDisk>(&op)) {
+      // A write that fails is the disk tier's to count.
+      disk_->persist(disk->hash, disk->tokens, staging_->mapped().subspan(staged++ * block_bytes, block_bytes));
+      ++device_tier_moves_;
+    } else {
+      ++device_tier_moves_;
+    }
+  }
   return Status::ok();
 }
 
@@ -84,7 +188,7 @@ Expected<KvApplyStats> VulkanKvExecutor::apply(std::span<const KvOp> ops) {
     size_t end = i;
     while (end < ops.size() && on_device(ops[end])) ++end;
     if (end > i) {
-      KVS_RETURN_IF_ERROR(copy_on_device(ops.subspan(i, end - i)));
+      KVS_RETURN_IF_ERROR(run_on_device(ops.subspan(i, end - i), stats));
       i = end;
       continue;
     }

@@ -1,9 +1,14 @@
-// The KV op log's executor for pools on a Vulkan device (kv/kv_ops.h): slot copies (a prefix hit's partial block,
-// copy-on-write of parallel samples) run on the device, every layer's K and V head-blocks of one log in one
-// submission of vkCmdCopyBuffer regions, and so do an eviction's compactions (gpu/kv_compaction.h: kept rows moved,
-// moved keys re-rotated), so no byte crosses the bus (a host read of mapped device memory is uncached: megabytes a
-// second over a discrete GPU's BAR). What the GPU path does not run yet is handed to the host executor over the same
-// mapped bytes (key tails of per-channel int8 keys, tier moves), in log order.
+// The KV op log's executor for pools on a Vulkan device (kv/kv_ops.h). On the device, each run of such operations in
+// one submission of vkCmdCopyBuffer regions (a barrier between operations, so a block demoted and reloaded in one log
+// ends as the log says): slot copies (a prefix hit's partial block, copy-on-write of parallel samples), every layer's
+// K and V head-blocks; the tiers' moves, a block to its host tier slot and back, where the host tier's slabs are the
+// device's host-tier memory (GpuDecoderModel::kv_host_tier_allocator(): host memory the device's DMA reads and
+// writes); a block written through to disk, copied into a staging buffer first and persisted from there. An
+// eviction's compactions run on the device too (gpu/kv_compaction.h: kept rows moved, moved keys re-rotated). So no
+// byte of the pool crosses the bus by the host's loads (a host read of mapped device memory is uncached: megabytes a
+// second over a discrete GPU's BAR). The rest is handed to the host executor over the same mapped bytes (key tails of
+// per-channel int8 keys; tier moves into slabs of plain host RAM, as a tensor-parallel worker without a device
+// allocator keeps), in log order.
 #pragma once
 
 #include <memory>
@@ -23,34 +28,57 @@ class VulkanKvExecutor final : public KvExecutor {
   // `storages`: [layer group], their pools from `allocator`; `host` applies the rest. All outlive this. `rotation`:
   // the model's RoPE (compactions re-rotate the keys they move).
   // `share`: the model's KV heads these storages hold (per-head compactions name every head of the model).
-  VulkanKvExecutor(VulkanContext& context, const VulkanKvAllocator& allocator, std::span<KvStorage> storages,
-                   std::unique_ptr<KvExecutor> host, KeyRotation rotation, const KvHeadShare& share)
+  // `host_tier`: where host tier slabs the device copies to and from come from.
+  VulkanKvExecutor(VulkanContext& context, const VulkanKvAllocator& allocator, const VulkanKvAllocator& host_tier,
+                   std::span<KvStorage> storages, std::unique_ptr<KvExecutor> host, KeyRotation rotation,
+                   const KvHeadShare& share)
       : context_(context),
         allocator_(allocator),
+        host_tier_(host_tier),
         storages_(storages),
         host_(std::move(host)),
         rotation_(std::move(rotation)),
         share_(share) {}
 
   Expected<KvApplyStats> apply(std::span<const KvOp> ops) override;
-  // Slot copies and compactions applied on the device so far (for tests and metrics).
+  void attach_tiers(HostSlabs* slabs, KvTierStack* disk) override;
+  // Slot copies, compactions and tier moves (blocks to and from the host tier, to disk) applied on the device so far
+  // (for tests and metrics).
   uint64_t device_copies() const { return device_copies_; }
   uint64_t device_compactions() const { return device_compactions_; }
+  uint64_t device_tier_moves() const { return device_tier_moves_; }
 
  private:
-  // The copies of ops[first, end) (all plain KvCopySlots) in one submission.
-  Status copy_on_device(std::span<const KvOp> ops);
+  // A copy region between two buffers.
+  struct Region {
+    GpuBuffer* from = nullptr;
+    GpuBuffer* to = nullptr;
+    VkBufferCopy copy = {};
+  };
+  // ops (each on_device(), none a compaction) in one submission; blocks written to disk are persisted after it.
+  Status run_on_device(std::span<const KvOp> ops, KvApplyStats& stats);
+  // The regions of one operation; blocks to disk take staging slots from `staged` on.
+  Status regions_of(const KvOp& op, size_t& staged, std::vector<Region>& out);
+  // Whole-block regions between block `block` of group 0 and `other` at `offset` (one per layer and tensor, in
+  // KvStorage::read_block's order); to_block: other -> block.
+  Status block_regions(BlockId block, GpuBuffer* other, VkDeviceSize offset, bool to_block, std::vector<Region>& out);
+  // The device buffer and offset of host tier slot `slot`; null when its slab is not device-visible.
+  std::pair<GpuBuffer*, VkDeviceSize> host_slot(uint64_t slot);
   Status compact(const KvCompact& op);
-  static bool on_device(const KvOp& op);
+  bool on_device(const KvOp& op);
 
   VulkanContext& context_;
   const VulkanKvAllocator& allocator_;
+  const VulkanKvAllocator& host_tier_;
   std::span<KvStorage> storages_;
   std::unique_ptr<KvExecutor> host_;
   KeyRotation rotation_;
   KvHeadShare share_;
   std::unique_ptr<GpuOps> ops_;  // key_shift.comp and the recorder of compactions, made at the first
-  uint64_t device_copies_ = 0, device_compactions_ = 0;
+  HostSlabs* slabs_ = nullptr;
+  KvTierStack* disk_ = nullptr;
+  std::unique_ptr<GpuBuffer> staging_;  // blocks on their way to disk (host-cached), grown as needed
+  uint64_t device_copies_ = 0, device_compactions_ = 0, device_tier_moves_ = 0;
 };
 
 }  // namespace kvs

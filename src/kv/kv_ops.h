@@ -64,9 +64,15 @@ struct KvApplyStats {
   double tier_seconds = 0;
 };
 
+class HostSlabs;
+class KvTierStack;
+
 class KvExecutor {
  public:
   virtual ~KvExecutor() = default;
+  // The host tier's slots (KvBlockToHost, KvHostToBlock) and the disk tier's writer (KvBlockToDisk): the rank that
+  // decides gives its tier stack's for both, another tensor-parallel rank slabs of its own and no disk. Not owned.
+  virtual void attach_tiers(HostSlabs* slabs, KvTierStack* disk) = 0;
   // Applies `ops` in order; nothing may read or write the cache meanwhile. An error names the operation that failed
   // (the ones before it were applied).
   virtual Expected<KvApplyStats> apply(std::span<const KvOp> ops) = 0;

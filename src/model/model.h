@@ -75,6 +75,9 @@ class Model {
   virtual std::unique_ptr<ModelRunner> make_runner(ThreadPool& pool, MlaForm mla_form = MlaForm::kAuto) const = 0;
   // Where its runner wants the KV bytes (a GPU's mapped memory); null: host RAM. The model outlives the storages.
   virtual KvAllocator* kv_allocator() const { return nullptr; }
+  // Where the host tier's blocks should live (kv/tiers/host_slabs.h): host memory its executor copies blocks to and
+  // from by the device's own transfers (pinned, device-visible); null: plain host RAM.
+  virtual KvAllocator* kv_host_tier_allocator() const { return nullptr; }
   // The executor of the KV op log over `storages` (from kv_allocator()): `host` (the host's, over the storages'
   // bytes) by default; a device's applies what it can itself and hands the rest to `host`. Both outlive nothing of
   // the model's but the storages.

@@ -246,11 +246,11 @@ class WorkerSession {
     runner_ = shard.make_runner(pool, mla_form_);
     auto host = std::make_unique<HostKvExecutor>(storages_, model_kv_head_share(shard),
                                                  model_key_rotation(shard.config()), clock_);
-    if (host_tier_bytes_ > 0) {
-      host_slabs_ = std::make_unique<HostSlabs>(host_tier_bytes_);
-      host->set_host_slabs(host_slabs_.get());
-    }
     executor_ = shard.make_kv_executor(storages_, std::move(host));
+    if (host_tier_bytes_ > 0) {
+      host_slabs_ = std::make_unique<HostSlabs>(host_tier_bytes_, shard.kv_host_tier_allocator());
+      executor_->attach_tiers(host_slabs_.get(), nullptr);
+    }
   }
 
   // One step's message (after its kind and session): the KV operations, then the forward pass, then the step's

@@ -80,6 +80,7 @@ class ReplicatedKvExecutor final : public KvExecutor {
     driver_.send(ops);
     return local_->apply(ops);
   }
+  void attach_tiers(HostSlabs* slabs, KvTierStack* disk) override { local_->attach_tiers(slabs, disk); }
 
  private:
   std::unique_ptr<KvExecutor> local_;

@@ -12,6 +12,7 @@
 #include "cli/run_kvserve.h"
 #include "engine/engine_trace.h"
 #include "gpu/gpu_model.h"
+#include "gpu_model_fixture.h"
 #include "gpu_test_fixture.h"
 #include "model/synth.h"
 #include "tensor/isa.h"
@@ -22,33 +23,7 @@ namespace {
 
 constexpr float kGoldenBound = 1e-4f;
 
-class GpuForward : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const std::string why = test::vulkan_missing(); !why.empty()) GTEST_SKIP() << why;
-  }
-  // `path` loaded in the file's layout, and on device 0.
-  void load(const std::string& path) {
-    auto model = DecoderModel::load(path, WeightPacking::kNone);
-    ASSERT_TRUE(model) << model.status().message();
-    host_ = std::move(model).value();
-    auto tokenizer = Tokenizer::from_gguf(host_->file());
-    ASSERT_TRUE(tokenizer) << tokenizer.status().message();
-    tokenizer_ = std::make_unique<Tokenizer>(std::move(tokenizer).value());
-    auto gpu = make_gpu_model(*host_, 0);
-    ASSERT_TRUE(gpu) << gpu.status().message();
-    gpu_ = std::move(gpu).value();
-  }
-  test::EngineTrace trace(const Model& model, const EngineConfig& config, const std::vector<TokenId>& prompt,
-                          size_t n) {
-    return test::trace_request(model, *tokenizer_, pool_, config, test::greedy_request(prompt, n));
-  }
-
-  std::unique_ptr<DecoderModel> host_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<Model> gpu_;
-  ThreadPool pool_{2};
-};
+using GpuForward = test::GpuModelTest;
 
 // Largest |a - b| over the positions whose logits both traces hold: a cache of another element type holds another
 // number of blocks and keys per channel another prefix, so their requests may be scheduled and cached differently.

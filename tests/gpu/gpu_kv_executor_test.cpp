@@ -2,7 +2,9 @@
 // every length (0, part of a block, a whole one) between blocks of a pool in mapped device memory leave every byte of
 // every layer's K and V as KvStorage::copy_slots does, in log order (a later copy reads an earlier one's destination);
 // compactions (kept rows moved to the front, moved keys re-rotated by RoPE, Hadamard-rotated keys taken out of and put
-// back in their form, quantized keys requantized) leave every byte as attention/compact_kv does.
+// back in their form, quantized keys requantized) leave every byte as attention/compact_kv does; tier moves (blocks to
+// host tier slots in the device's host-tier memory and back, blocks written through to disk from a staging buffer)
+// leave the pool, the slots and the block files as the host executor's memcpys do.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "gpu/vulkan_kv_executor.h"
 #include "gpu_test_fixture.h"
 #include "tensor/ops.h"
+#include "test_support.h"
 
 namespace kvs {
 namespace {
@@ -36,7 +39,7 @@ std::vector<std::byte> pool_bytes(const KvStorage& s) {
 }
 
 TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
-  VulkanKvAllocator allocator(*context_);
+  VulkanKvAllocator allocator(*context_), host_tier(*context_, GpuMemory::kHostCached);
   // Quantized head-blocks carry their scales and mins after the rows: a copy moves them too.
   for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kInt8, KvDType::kInt4}) {
     const KvCacheSpec spec{.num_layers = 3,
@@ -64,7 +67,7 @@ TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
     SteadyClock clock;
     auto fallback = std::make_unique<HostKvExecutor>(
         device, KvHeadShare{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2}, KeyRotation{}, clock);
-    VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), KeyRotation{},
+    VulkanKvExecutor executor(*context_, allocator, host_tier, device, std::move(fallback), KeyRotation{},
                               KvHeadShare{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2});
     const std::vector<KvOp> ops{KvCopySlots{.from = BlockId{1}, .to = BlockId{4}, .num_slots = 3},
                                 KvCopySlots{.from = BlockId{0}, .to = BlockId{5}, .num_slots = 8},
@@ -102,7 +105,7 @@ void fill_both(KvStorage& host, KvStorage& device, std::mt19937& rng) {
 // pairs interleaved and NeoX. The device's pools equal the host's compact_kv byte for byte: every rounding of the
 // re-rotation is the CPU's (unfused products, the same butterflies, the same quantization).
 TEST_F(GpuKvExecutorTest, CompactionsOnTheDeviceEqualTheHostsByteForByte) {
-  VulkanKvAllocator allocator(*context_);
+  VulkanKvAllocator allocator(*context_), host_tier(*context_, GpuMemory::kHostCached);
   std::mt19937 rng(5);
   for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kInt8, KvDType::kInt4}) {
     for (bool rotated : {false, true}) {
@@ -134,7 +137,7 @@ TEST_F(GpuKvExecutorTest, CompactionsOnTheDeviceEqualTheHostsByteForByte) {
         SteadyClock clock;
         auto fallback = std::make_unique<HostKvExecutor>(
             device, KvHeadShare{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2}, rotation, clock);
-        VulkanKvExecutor executor(*context_, allocator, device, std::move(fallback), rotation,
+        VulkanKvExecutor executor(*context_, allocator, host_tier, device, std::move(fallback), rotation,
                                   KvHeadShare{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2});
         const std::vector<KvOp> ops{KvCompact{.blocks = blocks, .kept = {sinks}},
                                     KvCompact{.blocks = blocks, .kept = per_head}};
@@ -146,6 +149,76 @@ TEST_F(GpuKvExecutorTest, CompactionsOnTheDeviceEqualTheHostsByteForByte) {
         EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host)) << what;
       }
     }
+  }
+}
+
+// A log of tier moves over int8 K/V (scales after the rows): blocks out to host tier slots, a slot reloaded into
+// another block, a block demoted and a slot reloaded into it in the same log (the order matters), slot copies between
+// them, and blocks written through to disk. The device (slabs from the host-tier allocator, every move a
+// vkCmdCopyBuffer) ends with the pool, the slots and the disk tier's files the host executor's twin has.
+TEST_F(GpuKvExecutorTest, TierMovesOnTheDeviceEqualTheHostsByteForByte) {
+  VulkanKvAllocator allocator(*context_), host_tier(*context_, GpuMemory::kHostCached);
+  const KvCacheSpec spec{.num_layers = 3,
+                         .num_kv_heads = 2,
+                         .head_dim = 16,
+                         .dtype = {KvDType::kInt8, KvDType::kInt8},
+                         .key_scale_axis = KvScaleAxis::kPerToken,
+                         .block_size = 8};
+  const KvHeadShare share{.num_layers = 3, .model_kv_heads = 2, .first = 0, .count = 2};
+  std::vector<KvStorage> device, host;
+  device.emplace_back(spec, 6, 0, allocator);
+  host.emplace_back(spec, 6);
+  std::mt19937 rng(11);
+  fill_both(host[0], device[0], rng);
+  const TierFormat format = tier_format(spec);
+  test::TempDir dir("gpu_kv_tier_moves");
+  const auto stack = [&](const std::string& name, KvAllocator* slabs) {
+    auto s = KvTierStack::create({.host_bytes = 8 * format.block_bytes,
+                                  .disk_directory = dir.file(name),
+                                  .disk_bytes = 64 * format.block_bytes,
+                                  .host_allocator = slabs},
+                                 format);
+    EXPECT_TRUE(s) << s.status().message();
+    return std::move(s).value();
+  };
+  auto device_tiers = stack("device", &host_tier), host_tiers = stack("host", nullptr);
+  device_tiers->host_slabs().set_block_bytes(format.block_bytes);
+  host_tiers->host_slabs().set_block_bytes(format.block_bytes);
+  SteadyClock clock;
+  VulkanKvExecutor executor(*context_, allocator, host_tier, device,
+                            std::make_unique<HostKvExecutor>(device, share, KeyRotation{}, clock), KeyRotation{},
+                            share);
+  HostKvExecutor twin(host, share, KeyRotation{}, clock);
+  executor.attach_tiers(&device_tiers->host_slabs(), device_tiers.get());
+  twin.attach_tiers(&host_tiers->host_slabs(), host_tiers.get());
+  const auto hash = [](uint64_t n) { return BlockHash{.low = n, .high = ~n}; };
+  const std::vector<TokenId> tokens{1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<KvOp> ops{KvBlockToHost{.block = BlockId{1}, .host_slot = 0},
+                              KvBlockToHost{.block = BlockId{4}, .host_slot = 5},
+                              KvBlockToDisk{.block = BlockId{4}, .hash = hash(4), .tokens = tokens},
+                              KvHostToBlock{.host_slot = 0, .block = BlockId{2}},
+                              KvBlockToHost{.block = BlockId{3}, .host_slot = 0},
+                              KvHostToBlock{.host_slot = 5, .block = BlockId{3}},
+                              KvCopySlots{.from = BlockId{3}, .to = BlockId{0}, .num_slots = 5},
+                              KvBlockToDisk{.block = BlockId{0}, .hash = hash(7), .tokens = tokens}};
+  auto applied = executor.apply(ops);
+  ASSERT_TRUE(applied) << applied.status().message();
+  auto twin_applied = twin.apply(ops);
+  ASSERT_TRUE(twin_applied) << twin_applied.status().message();
+  EXPECT_EQ(executor.device_tier_moves(), 7u) << "every tier move ran on the device";
+  EXPECT_EQ(applied->tier_bytes, 5 * format.block_bytes) << "blocks to and from the host tier";
+  EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host[0]));
+  for (size_t slot : {0, 5}) {
+    const std::span<const std::byte> d = device_tiers->host_slabs().slot(slot), h = host_tiers->host_slabs().slot(slot);
+    EXPECT_TRUE(std::ranges::equal(d, h)) << "slot " << slot;
+  }
+  device_tiers->disk()->flush();
+  host_tiers->disk()->flush();
+  for (uint64_t n : {4, 7}) {
+    std::vector<std::byte> d(format.block_bytes), h(format.block_bytes);
+    ASSERT_TRUE(device_tiers->disk()->load(device_tiers->key(hash(n)), d).is_ok()) << "block " << n;
+    ASSERT_TRUE(host_tiers->disk()->load(host_tiers->key(hash(n)), h).is_ok()) << "block " << n;
+    EXPECT_TRUE(d == h) << "block " << n;
   }
 }
 

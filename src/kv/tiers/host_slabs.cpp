@@ -13,14 +13,21 @@ void HostSlabs::set_block_bytes(size_t block_bytes) {
   slots_per_slab_ = std::max<size_t>(1, std::min(kSlabBytes, capacity_) / block_bytes_);
 }
 
-std::span<std::byte> HostSlabs::slot(size_t slot) {
+HostSlabs::Address HostSlabs::address(size_t slot) {
   KVS_ASSERT(slot < num_slots(), "host slot {} of {}", slot, num_slots());
   const size_t slab = slot / slots_per_slab_;
   while (slabs_.size() <= slab) {  // the last slab needs only what is left of the capacity
     const size_t first = slabs_.size() * slots_per_slab_;
-    slabs_.emplace_back(std::min(slots_per_slab_, num_slots() - first) * block_bytes_, PageHint::kHuge);
+    const size_t bytes = std::min(slots_per_slab_, num_slots() - first) * block_bytes_;
+    // Throws std::bad_alloc when there is no memory.
+    slabs_.push_back(allocator_ != nullptr ? allocator_->allocate(bytes) : ram_.allocate(bytes));
   }
-  return slabs_[slab].span().subspan((slot % slots_per_slab_) * block_bytes_, block_bytes_);
+  return {.slab = slabs_[slab]->bytes().data(), .offset = (slot % slots_per_slab_) * block_bytes_};
+}
+
+std::span<std::byte> HostSlabs::slot(size_t slot) {
+  const Address at = address(slot);
+  return slabs_[slot / slots_per_slab_]->bytes().subspan(at.offset, block_bytes_);
 }
 
 }  // namespace kvs

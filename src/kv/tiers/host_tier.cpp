@@ -7,8 +7,8 @@
 
 namespace kvs {
 
-HostTier::HostTier(size_t capacity_bytes, EvictSink on_evict)
-    : capacity_(capacity_bytes), on_evict_(std::move(on_evict)), slabs_(capacity_bytes) {
+HostTier::HostTier(size_t capacity_bytes, EvictSink on_evict, KvAllocator* slab_allocator)
+    : capacity_(capacity_bytes), on_evict_(std::move(on_evict)), slabs_(capacity_bytes, slab_allocator) {
   stats_.capacity_bytes = capacity_bytes;
 }
 

@@ -25,7 +25,8 @@ class HostTier final : public KvTier {
   // Called with each block dropped to make room (not those dropped by drop()).
   using EvictSink = std::function<void(const TierBlockKey&, std::span<const TokenId>, std::span<const std::byte>)>;
 
-  explicit HostTier(size_t capacity_bytes, EvictSink on_evict = {});
+  // `slab_allocator` (null: host RAM; outliving the tier): where the blocks' bytes live (kv/tiers/host_slabs.h).
+  explicit HostTier(size_t capacity_bytes, EvictSink on_evict = {}, KvAllocator* slab_allocator = nullptr);
 
   std::string_view name() const override { return "host"; }
   Status store(const TierBlockKey& key, std::span<const TokenId> tokens, std::span<const std::byte> bytes) override;

@@ -21,7 +21,7 @@ Expected<std::unique_ptr<KvTierStack>> KvTierStack::create(const KvTierConfig& c
     return Status::invalid_argument(
         fmt::format("a KV host tier of {} bytes holds no block of {} bytes", host_bytes, format.block_bytes));
   }
-  auto stack = std::unique_ptr<KvTierStack>(new KvTierStack(format, host_bytes));
+  auto stack = std::unique_ptr<KvTierStack>(new KvTierStack(format, host_bytes, config.host_allocator));
   if (!config.disk_directory.empty()) {
     auto disk = DiskTier::open({.directory = config.disk_directory,
                                 .capacity_bytes = config.disk_bytes,

@@ -30,6 +30,9 @@ struct KvTierConfig {
   size_t disk_bytes = 0;
   std::shared_ptr<BlockFileIo> disk_io = {};  // null: POSIX files (tests inject faults here)
   LogSink log = {};
+  // Where the host tier's blocks live (kv/tiers/host_slabs.h): null, host RAM; a device backend's host memory that
+  // it copies to and from (Model::kv_host_tier_allocator()). Outlives the stack.
+  KvAllocator* host_allocator = nullptr;
   bool enabled() const { return host_bytes > 0 || !disk_directory.empty(); }
 };
 
@@ -97,8 +100,8 @@ class KvTierStack {
   Status check_invariants() const;
 
  private:
-  KvTierStack(const TierFormat& format, size_t host_bytes)
-      : format_(format), host_(std::make_unique<HostTier>(host_bytes)) {}
+  KvTierStack(const TierFormat& format, size_t host_bytes, KvAllocator* host_allocator)
+      : format_(format), host_(std::make_unique<HostTier>(host_bytes, HostTier::EvictSink{}, host_allocator)) {}
 
   TierFormat format_;
   std::unique_ptr<HostTier> host_;
