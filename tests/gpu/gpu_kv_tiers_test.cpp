@@ -174,5 +174,59 @@ TEST_F(GpuKvTiers, DiskFaultsUnderAGpuPoolMeanRecomputeAndTheSameOutput) {
   }
 }
 
+// Randomized: requests from three shared system prompts arrive in waves into a GPU pool of 14 blocks, a host tier of
+// 8 and a disk tier of 24; preemptions swap, then after a restart recompute. The KV manager's and the tiers'
+// invariants hold after every step, nothing stays pinned, and every output equals the request alone on the device.
+TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
+  test::TempDir dir("gpu_kv_tiers_random");
+  EngineConfig config{
+      .max_batch_tokens = 48,
+      .max_seqs = 4,
+      .kv = {.blocks = 14,
+             .tiers = {.host_bytes = 8 * block_bytes_, .disk_directory = dir.file("kv"), .disk_bytes = 24 * block_bytes_}}};
+  std::mt19937_64 rng(2027);
+  std::vector<std::vector<TokenId>> systems;
+  for (uint64_t s = 0; s < 3; ++s) systems.push_back(random_tokens(20 + 17 * s, 40 + s));
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<size_t> lengths;
+  for (uint64_t i = 0; i < 14; ++i) {
+    std::vector<TokenId> prompt = systems[rng() % systems.size()];
+    const auto suffix = random_tokens(1 + rng() % 12, 1000 + i);
+    prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+    prompts.push_back(prompt);
+    lengths.push_back(8 + rng() % 32);
+  }
+  std::vector<std::vector<TokenId>> want;
+  for (size_t i = 0; i < prompts.size(); ++i) want.push_back(reference(*gpu_, config, prompts[i], lengths[i]).tokens);
+  for (int restart = 0; restart < 2; ++restart) {
+    SCOPED_TRACE("restart " + std::to_string(restart));
+    config.kv_preempt = restart == 0 ? KvPreemptMode::kSwap : KvPreemptMode::kRecompute;
+    test::EngineSession session(*gpu_, *tokenizer_, pool_, config);
+    std::vector<std::vector<TokenId>> got(prompts.size());
+    size_t next = 0;
+    for (;;) {
+      if (next < prompts.size() && rng() % 3 == 0) {
+        const size_t i = next++;
+        auto id = session.engine().add_request(test::greedy_request(prompts[i], lengths[i], false),
+                                               [&got, i](const RequestOutput& o) {
+                                                 got[i].insert(got[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+                                               });
+        ASSERT_TRUE(id) << id.status().message();
+      }
+      const bool busy = session.engine().step();
+      session.check();
+      if (HasFailure()) return;
+      if (!busy && next == prompts.size()) break;
+    }
+    const EngineMetrics m = session.engine().metrics();
+    EXPECT_EQ(m.kv_blocks_used, 0u);
+    EXPECT_GT(m.kv_demoted_blocks_total, 0u);
+    EXPECT_GT(m.preemptions_total, 0u);
+    EXPECT_EQ(m.preemptions_swapped_total > 0, restart == 0);
+    EXPECT_EQ(session.engine().kv_tiers()->host().num_pinned(), 0u);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvs
