@@ -8,9 +8,11 @@
 
 #include "cli/commands.h"
 #include "cli/kv_dtype_option.h"
+#include "cli/model_options.h"
 #include "core/byte_size.h"
 #include "engine/capabilities.h"
 #include "gguf/gguf.h"
+#include "gpu/gpu_devices.h"
 #include "kv/kv_layer_groups.h"
 #include "kv/kv_pool_layout.h"
 #include "kv/kv_presets.h"
@@ -32,9 +34,10 @@ struct CalcOptions {
   KvPrecisionOptions kv{.both = "f16"};
   size_t block_size = 16;
   std::string budget;
-  std::string host_tier;  // --kv-host
-  std::string disk_tier;  // --kv-disk-size
-  size_t tp = 1;          // --tp: figures per rank of a model split over N ranks
+  std::string host_tier;       // --kv-host
+  std::string disk_tier;       // --kv-disk-size
+  size_t tp = 1;               // --tp: figures per rank of a model split over N ranks
+  std::string device = "cpu";  // --device: where the pool lives (vulkan[:N]: the GPU's memory, above the tiers)
   bool json = false;
 };
 
@@ -115,6 +118,10 @@ struct CalcFigures {
   size_t tokens = 0;  // of them, what it holds (at most a policy's budget)
   std::optional<size_t> budget;
   std::optional<KvTierCapacity> tiers;
+  // --device vulkan: the pool in the GPU's memory, the top of the hierarchy: the device, and the bytes it has (the
+  // --budget, else its largest device-local heap, which the weights and activations share).
+  std::optional<GpuDeviceInfo> gpu;
+  size_t gpu_pool_bytes = 0, gpu_pool_blocks = 0;
   KvBlockBytes block;
   size_t blocks_per_seq = 0, per_seq = 0;
   double per_token = 0, per_layer_token = 0;
@@ -167,6 +174,17 @@ CalcFigures compute(const CalcOptions& o) {
                                size("--kv-disk-size", o.disk_tier));
   }
   f.block = kv_bytes_per_block(spec);
+  if (const std::optional<size_t> index = vulkan_device(o.device)) {
+    auto devices = list_gpu_devices();
+    if (!devices) throw CommandError(fmt::format("--device {}: {}", o.device, devices.status().message()));
+    if (*index >= devices->size()) {
+      throw CommandError(fmt::format("--device {}: no Vulkan device {} ({} found: kvserve devices)", o.device, *index,
+                                     devices->size()));
+    }
+    f.gpu = (*devices)[*index];
+    f.gpu_pool_bytes = f.budget ? *f.budget : f.gpu->device_local_bytes;
+    f.gpu_pool_blocks = f.gpu_pool_bytes / f.block.total();
+  }
   f.blocks_per_seq = kv_blocks_for_tokens(tokens, spec.block_size);
   f.per_seq = kv_bytes_for_sequences(spec, tokens, 1);
   f.per_token = kv_bytes_per_token(spec);
@@ -230,6 +248,12 @@ void print_json(const CalcFigures& f, const CalcOptions& o) {
   }
   if (f.budget) j.update({{"budget_bytes", *f.budget}, {"max_seqs_in_budget", f.seqs_in_budget}});
   if (f.policy.evicts()) j.update({{"kv_policy", kv_policy_name(f.policy.kind)}, {"kv_budget", f.policy.budget}});
+  if (f.gpu) {
+    j["kv_gpu_pool"] = {{"device", f.gpu->name},
+                        {"bytes", f.gpu_pool_bytes},
+                        {"blocks", f.gpu_pool_blocks},
+                        {"tokens", f.gpu_pool_blocks * f.spec.block_size}};
+  }
   if (f.tiers) {
     j["kv_host_tier"] = {{"bytes", f.tiers->host_bytes},
                          {"blocks", f.tiers->host_blocks},
@@ -282,6 +306,13 @@ void print_text(const CalcFigures& f, const CalcOptions& o) {
     std::printf("  budget %zu bytes (%s) holds %zu sequences of %zu tokens\n", *f.budget, gib(*f.budget).c_str(),
                 f.seqs_in_budget, f.tokens);
   }
+  if (f.gpu) {
+    std::printf(
+        "  GPU pool             : %14zu bytes = %zu blocks = %zu tokens (%zu sequences of %zu tokens) on %s%s\n",
+        f.gpu_pool_bytes, f.gpu_pool_blocks, f.gpu_pool_blocks * f.spec.block_size,
+        f.gpu_pool_blocks / f.blocks_per_seq, f.tokens, f.gpu->name.c_str(),
+        f.budget ? "" : " (its device-local memory, which the weights share: --budget for the pool's own)");
+  }
   if (f.tiers) {
     std::printf("  host tier            : %14zu bytes = %zu blocks = %zu tokens (%zu sequences of %zu tokens)\n",
                 f.tiers->host_bytes, f.tiers->host_blocks, f.tiers->host_blocks * f.spec.block_size,
@@ -323,6 +354,10 @@ void register_calc(CLI::App& app) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--budget", o->budget, "Memory budget (e.g. 24GiB): how many sequences fit");
+  cmd->add_option("--device", o->device,
+                  "Where the pool lives: cpu, or vulkan[:N]: the pool in GPU N's memory (the --budget, else the "
+                  "device's memory), above the --kv-host and --kv-disk-size tiers: what each holds in tokens")
+      ->capture_default_str();
   cmd->add_option("--kv-host", o->host_tier, "A host-memory offload tier's budget (e.g. 64GiB): the tokens it holds");
   cmd->add_option("--kv-disk-size", o->disk_tier, "A disk offload tier's budget (e.g. 1TB): the tokens it holds");
   cmd->add_flag("--json", o->json, "Print JSON (bytes_per_token, total_bytes, max_seqs_in_budget, ...)");

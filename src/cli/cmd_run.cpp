@@ -124,6 +124,12 @@ void print_tiers_line(const EngineMetrics& m) {
   for (const KvTierMetrics& t : m.kv_tiers) {
     line += fmt::format("; {} holds {} blocks ({} bytes), {} hits, {} bytes in, {} bytes out", t.tier, t.blocks_held,
                         t.bytes_held, t.hits, t.bytes_stored, t.bytes_loaded);
+    if (t.loads > 0 && t.load_seconds_sum > 0)
+      line += fmt::format(", {:.2f} ms a block read", 1e3 * t.load_seconds_sum / t.loads);
+  }
+  if (m.kv_load_waits_total > 0) {
+    line += fmt::format("; waited {:.0f} ms for the prefix to come up from disk{}", 1e3 * m.kv_load_wait_seconds_sum,
+                        m.kv_load_timeouts_total > 0 ? " (cut short by --kv-load-timeout-ms)" : "");
   }
   std::fprintf(stderr, "%s\n", line.c_str());
 }

@@ -53,9 +53,6 @@ void add_no_repack_flag(CLI::App& command, bool& no_repack) {
                    "for the packed int8 and float panel kernels (same values; for A/B measurements)");
 }
 
-namespace {
-
-// --device: nullopt for cpu, else the Vulkan device index; throws CommandError naming a value it cannot read.
 std::optional<size_t> vulkan_device(const std::string& device) {
   if (device == "cpu") return std::nullopt;
   if (device == "vulkan") return 0;
@@ -65,8 +62,6 @@ std::optional<size_t> vulkan_device(const std::string& device) {
   }
   throw CommandError(fmt::format("--device must be cpu, vulkan or vulkan:N, got '{}'", device));
 }
-
-}  // namespace
 
 LoadedModel load_model(const ModelOptions& options) {
   const std::string path = options.model_path.empty() ? default_model_path() : options.model_path;

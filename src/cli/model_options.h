@@ -43,6 +43,8 @@ struct LoadedModel {
 };
 // Throws CommandError with the loader's message (file, problem, value) on failure.
 LoadedModel load_model(const ModelOptions& options);
+// --device: nullopt for cpu, else the Vulkan device index; throws CommandError naming a value it cannot read.
+std::optional<size_t> vulkan_device(const std::string& device);
 // Tensor parallelism: false on rank 0 (the command goes on; its engines run with the other ranks); true on an MPI
 // rank above 0, after it served rank 0's engines until rank 0 finished (the command returns). False without --tp.
 bool serve_unless_root(LoadedModel& loaded);

@@ -80,6 +80,10 @@ void kv_tier_metrics(std::string& out, const std::vector<KvTierMetrics>& tiers) 
          [](const KvTierMetrics& t) { return t.bytes_stored; });
   family("kv_tier_bytes_out_total", "counter", "Bytes read out of a KV offload tier.",
          [](const KvTierMetrics& t) { return t.bytes_loaded; });
+  family("kv_tier_blocks_in_total", "counter", "KV blocks written into a KV offload tier.",
+         [](const KvTierMetrics& t) { return t.stores; });
+  family("kv_tier_blocks_out_total", "counter", "KV blocks read out of a KV offload tier.",
+         [](const KvTierMetrics& t) { return t.loads; });
   family("kv_tier_rejected_total", "counter", "KV blocks a tier could not keep (no room, I/O error, full disk).",
          [](const KvTierMetrics& t) { return t.rejected; });
   family("kv_tier_load_failures_total", "counter",

@@ -401,5 +401,56 @@ TEST(CliKv, ADiskTierCarriesAPromptAcrossProcessesAndCalcSizesItsFiles) {
   EXPECT_NE(foreign.err.find("running without a disk tier"), std::string::npos) << foreign.err;
 }
 
+// The hierarchy with the pool on the GPU (lavapipe here): a disk tier written by a CPU run serves a GPU run of the
+// same model and KV format (the same output, its prompt blocks loaded), and the GPU run's serves a CPU run; calc
+// --device vulkan says what the GPU pool, the host tier and the disk tier each hold.
+TEST(CliKv, ADiskTierServesRunsOnEitherDeviceAndCalcSizesTheGpuPool) {
+  test::TempDir dir("cli_kv_tiers_gpu");
+  if (vulkan_devices(dir) == 0) GTEST_SKIP() << "no Vulkan device";
+  const std::vector<std::string> args = {
+      "run",
+      "-p",
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
+      "-n",
+      "20",
+      "--temp",
+      "0",
+      "--kv-disk",
+      dir.file("kv")};
+  const auto loaded = [](const test::KvserveResult& r) {
+    const size_t at = r.err.find("KV tiers: ");
+    return at == std::string::npos ? size_t{0} : std::stoul(r.err.substr(at + 10));
+  };
+  const auto cpu = run_kvserve(args, dir);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  auto on_gpu = args;
+  on_gpu.insert(on_gpu.end(), {"--device", "vulkan:0"});
+  const auto gpu = run_kvserve(on_gpu, dir);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_EQ(gpu.out, cpu.out);
+  EXPECT_GT(loaded(gpu), 0u) << gpu.err;
+  std::filesystem::remove_all(dir.file("kv"));
+  const auto gpu_first = run_kvserve(on_gpu, dir);
+  ASSERT_EQ(gpu_first.exit_code, 0) << gpu_first.err;
+  const auto cpu_second = run_kvserve(args, dir);
+  ASSERT_EQ(cpu_second.exit_code, 0) << cpu_second.err;
+  EXPECT_EQ(cpu_second.out, cpu.out);
+  EXPECT_EQ(loaded(cpu_second), loaded(gpu)) << cpu_second.err;
+
+  auto calc = run_kvserve({"calc", "-m", test::default_model_path(), "--kv-dtype", "f32", "--device", "vulkan:0",
+                           "--budget", "1MiB", "--kv-host", "2MiB", "--kv-disk-size", "4MiB", "--json"},
+                          dir);
+  ASSERT_EQ(calc.exit_code, 0) << calc.err;
+  const auto j = nlohmann::json::parse(calc.out);
+  EXPECT_EQ(j["kv_gpu_pool"]["blocks"].get<size_t>(), (size_t{1} << 20) / 20480) << "blocks of 20480 bytes";
+  EXPECT_EQ(j["kv_gpu_pool"]["tokens"].get<size_t>(), 16 * ((size_t{1} << 20) / 20480));
+  EXPECT_FALSE(j["kv_gpu_pool"]["device"].get<std::string>().empty());
+  EXPECT_EQ(j["kv_host_tier"]["blocks"].get<size_t>(), (size_t{2} << 20) / 20480);
+  expect_clean_error(run_kvserve({"calc", "-m", test::default_model_path(), "--device", "vulkan:99"}, dir),
+                     "--device vulkan:99: no Vulkan device 99");
+  expect_clean_error(run_kvserve({"run", "-p", "x", "-n", "4", "--kv-load-timeout-ms", "10"}, dir),
+                     "--kv-load-timeout-ms requires --kv-disk");
+}
+
 }  // namespace
 }  // namespace kvs

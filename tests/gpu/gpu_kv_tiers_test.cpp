@@ -183,7 +183,8 @@ TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
       .max_batch_tokens = 48,
       .max_seqs = 4,
       .kv = {.blocks = 14,
-             .tiers = {.host_bytes = 8 * block_bytes_, .disk_directory = dir.file("kv"), .disk_bytes = 24 * block_bytes_}}};
+             .tiers = {
+                 .host_bytes = 8 * block_bytes_, .disk_directory = dir.file("kv"), .disk_bytes = 24 * block_bytes_}}};
   std::mt19937_64 rng(2027);
   std::vector<std::vector<TokenId>> systems;
   for (uint64_t s = 0; s < 3; ++s) systems.push_back(random_tokens(20 + 17 * s, 40 + s));
