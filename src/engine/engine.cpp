@@ -141,6 +141,7 @@ void Engine::apply_kv_ops() {
     const auto applied = executor_->apply(kv_ops_);
     KVS_ASSERT(applied.has_value(), "the KV op log failed: {}", applied.status().message());
     kv_ops_.clear();
+    recorder_.totals().kv_transfers_retried_total += applied->retried;
     if (applied->tier_bytes > 0) {
       scheduler_.preemption_costs().copy_bytes.observe(static_cast<double>(applied->tier_bytes), applied->tier_seconds);
     }

@@ -124,7 +124,8 @@ uint64_t VulkanContext::device_memory_available() const {
   return best;
 }
 
-Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
+Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record, bool* submitted) {
+  if (submitted != nullptr) *submitted = false;
   const std::lock_guard lock(pool_mutex_);
   const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                              .commandPool = pool_,
@@ -139,16 +140,17 @@ Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record) {
     record(commands);
     status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
   }
-  if (status) status = submit_and_wait(commands);
+  if (status) status = submit_and_wait(commands, submitted);
   vkFreeCommandBuffers(device_, pool_, 1, &commands);
   return status;
 }
 
-Status VulkanContext::submit_and_wait(VkCommandBuffer commands) {
+Status VulkanContext::submit_and_wait(VkCommandBuffer commands, bool* submitted) {
   const std::lock_guard lock(submit_mutex_);
   const VkSubmitInfo submit{
       .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &commands};
   Status status = vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+  if (submitted != nullptr) *submitted = status.is_ok();
   if (status) status = vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   vkResetFences(device_, 1, &fence_);
   return status;

@@ -35,9 +35,10 @@ class VulkanContext {
 
   // Records `record` into a fresh command buffer, submits it and waits for the queue (a lost device is an error).
   // One submission at a time: callers on several threads (engines sharing the device) take turns.
-  Status run(const std::function<void(VkCommandBuffer)>& record);
+  // `submitted` (optional): set to whether the queue took the commands (when false, nothing of them ran).
+  Status run(const std::function<void(VkCommandBuffer)>& record, bool* submitted = nullptr);
   // Submits `commands` (recorded elsewhere, ended) and waits for them; the same turn-taking as run().
-  Status submit_and_wait(VkCommandBuffer commands);
+  Status submit_and_wait(VkCommandBuffer commands, bool* submitted = nullptr);
 
   uint32_t queue_family() const { return family_; }
   // Nanoseconds per timestamp tick, and the valid bits of the compute queue's timestamps (0: none).

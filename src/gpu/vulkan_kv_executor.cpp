@@ -121,7 +121,12 @@ Status VulkanKvExecutor::regions_of(const KvOp& op, size_t& staged, std::vector<
   return Status::ok();
 }
 
-Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& stats) {
+Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& stats, bool& submitted) {
+  submitted = false;
+  if (refused_submissions_ > 0) {
+    --refused_submissions_;
+    return Status::unavailable("vkQueueSubmit: the device refused the submission (injected)");
+  }
   // Staging for the blocks this run writes to disk.
   const size_t block_bytes = storages_[0].block_bytes();
   const size_t to_disk = static_cast<size_t>(
@@ -141,28 +146,30 @@ Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& 
       tier_bytes += block_bytes;
   }
   const auto start = std::chrono::steady_clock::now();
-  KVS_RETURN_IF_ERROR(context_.run([&](VkCommandBuffer commands) {
-    for (size_t i = 0; i < per_op.size(); ++i) {
-      std::map<std::pair<GpuBuffer*, GpuBuffer*>, std::vector<VkBufferCopy>> by_pair;
-      for (const Region& r : per_op[i]) by_pair[{r.from, r.to}].push_back(r.copy);
-      for (const auto& [pair, list] : by_pair) {
-        vkCmdCopyBuffer(commands, pair.first->handle(), pair.second->handle(), static_cast<uint32_t>(list.size()),
-                        list.data());
-      }
-      // The next operation sees this one's writes (a block demoted, then loaded with other content, in one log).
-      const bool copies = std::holds_alternative<KvCopySlots>(ops[i]) &&
-                          (i + 1 == ops.size() || std::holds_alternative<KvCopySlots>(ops[i + 1]));
-      if (i + 1 < per_op.size() && !copies) {  // slot copies write fresh blocks no other copy of the log reads
+  KVS_RETURN_IF_ERROR(context_.run(
+      [&](VkCommandBuffer commands) {
+        for (size_t i = 0; i < per_op.size(); ++i) {
+          std::map<std::pair<GpuBuffer*, GpuBuffer*>, std::vector<VkBufferCopy>> by_pair;
+          for (const Region& r : per_op[i]) by_pair[{r.from, r.to}].push_back(r.copy);
+          for (const auto& [pair, list] : by_pair) {
+            vkCmdCopyBuffer(commands, pair.first->handle(), pair.second->handle(), static_cast<uint32_t>(list.size()),
+                            list.data());
+          }
+          // The next operation sees this one's writes (a block demoted, then loaded with other content, in one log).
+          const bool copies = std::holds_alternative<KvCopySlots>(ops[i]) &&
+                              (i + 1 == ops.size() || std::holds_alternative<KvCopySlots>(ops[i + 1]));
+          if (i + 1 < per_op.size() && !copies) {  // slot copies write fresh blocks no other copy of the log reads
+            record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                  VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+          }
+        }
+        // The next step's shaders and any host reader see the copies.
         record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                              VK_PIPELINE_STAGE_TRANSFER_BIT,
-                              VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-      }
-    }
-    // The next step's shaders and any host reader see the copies.
-    record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                          VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
-  }));
+                              VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                              VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+      },
+      &submitted));
   if (tier_bytes > 0) {
     stats.tier_bytes += tier_bytes;
     stats.tier_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -188,7 +195,16 @@ Expected<KvApplyStats> VulkanKvExecutor::apply(std::span<const KvOp> ops) {
     size_t end = i;
     while (end < ops.size() && on_device(ops[end])) ++end;
     if (end > i) {
-      KVS_RETURN_IF_ERROR(run_on_device(ops.subspan(i, end - i), stats));
+      const std::span<const KvOp> run = ops.subspan(i, end - i);
+      bool submitted = false;
+      if (Status device = run_on_device(run, stats, submitted); !device) {
+        if (submitted) return device;  // it may have moved some of them: what is where is unknown
+        auto host = host_->apply(run);
+        if (!host) return host.status().with_context(fmt::format("after the device failed ({})", device.message()));
+        stats.tier_bytes += host->tier_bytes;
+        stats.tier_seconds += host->tier_seconds;
+        stats.retried += run.size();
+      }
       i = end;
       continue;
     }

@@ -6,7 +6,9 @@
 // writes); a block written through to disk, copied into a staging buffer first and persisted from there. An
 // eviction's compactions run on the device too (gpu/kv_compaction.h: kept rows moved, moved keys re-rotated). So no
 // byte of the pool crosses the bus by the host's loads (a host read of mapped device memory is uncached: megabytes a
-// second over a discrete GPU's BAR). The rest is handed to the host executor over the same mapped bytes (key tails of
+// second over a discrete GPU's BAR). A run the device did not take (its submission refused, no memory for the staging
+// buffer: nothing of it ran) is moved by the host instead, over the same mapped bytes, and counted. The rest is
+// handed to the host executor over the same mapped bytes (key tails of
 // per-channel int8 keys; tier moves into slabs of plain host RAM, as a tensor-parallel worker without a device
 // allocator keeps), in log order.
 #pragma once
@@ -47,6 +49,9 @@ class VulkanKvExecutor final : public KvExecutor {
   uint64_t device_copies() const { return device_copies_; }
   uint64_t device_compactions() const { return device_compactions_; }
   uint64_t device_tier_moves() const { return device_tier_moves_; }
+  // Fault injection (tests): the device refuses the next `runs` submissions of operations, as a failed vkQueueSubmit
+  // would; the host moves them instead (counted in KvApplyStats::retried).
+  void inject_refused_submissions(size_t runs) { refused_submissions_ = runs; }
 
  private:
   // A copy region between two buffers.
@@ -56,7 +61,8 @@ class VulkanKvExecutor final : public KvExecutor {
     VkBufferCopy copy = {};
   };
   // ops (each on_device(), none a compaction) in one submission; blocks written to disk are persisted after it.
-  Status run_on_device(std::span<const KvOp> ops, KvApplyStats& stats);
+  // `submitted`: whether the device took the submission (when false, nothing of it ran).
+  Status run_on_device(std::span<const KvOp> ops, KvApplyStats& stats, bool& submitted);
   // The regions of one operation; blocks to disk take staging slots from `staged` on.
   Status regions_of(const KvOp& op, size_t& staged, std::vector<Region>& out);
   // Whole-block regions between block `block` of group 0 and `other` at `offset` (one per layer and tensor, in
@@ -79,6 +85,7 @@ class VulkanKvExecutor final : public KvExecutor {
   KvTierStack* disk_ = nullptr;
   std::unique_ptr<GpuBuffer> staging_;  // blocks on their way to disk (host-cached), grown as needed
   uint64_t device_copies_ = 0, device_compactions_ = 0, device_tier_moves_ = 0;
+  size_t refused_submissions_ = 0;
 };
 
 }  // namespace kvs

@@ -62,6 +62,7 @@ using KvOp = std::variant<KvCopySlots, KvCompact, KvBlockToHost, KvHostToBlock, 
 struct KvApplyStats {
   size_t tier_bytes = 0;
   double tier_seconds = 0;
+  size_t retried = 0;  // operations a device could not move (a lost submission) that the host moved instead
 };
 
 class HostSlabs;

@@ -212,6 +212,16 @@ TEST_F(GpuKvExecutorTest, TierMovesOnTheDeviceEqualTheHostsByteForByte) {
     const std::span<const std::byte> d = device_tiers->host_slabs().slot(slot), h = host_tiers->host_slabs().slot(slot);
     EXPECT_TRUE(std::ranges::equal(d, h)) << "slot " << slot;
   }
+  // A submission the device refuses (nothing of it ran): the host moves the same operations, to the same bytes.
+  executor.inject_refused_submissions(1);
+  auto retried = executor.apply(ops);
+  ASSERT_TRUE(retried) << retried.status().message();
+  EXPECT_EQ(retried->retried, ops.size());
+  EXPECT_EQ(executor.device_tier_moves(), 7u) << "the device moved nothing more";
+  ASSERT_TRUE(twin.apply(ops));
+  EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host[0])) << "after the host's retry";
+  EXPECT_TRUE(std::ranges::equal(device_tiers->host_slabs().slot(0), host_tiers->host_slabs().slot(0)))
+      << "slot 0 holds block 3's new content after the retry";
   device_tiers->disk()->flush();
   host_tiers->disk()->flush();
   for (uint64_t n : {4, 7}) {
