@@ -18,7 +18,10 @@
 #   host, swap         --kv-preempt swap: a victim's blocks (its partial last one too) are copied to the host tier
 #                      at once, pinned, and loaded back: nothing is recomputed
 #   host, auto         --kv-preempt auto: swap or recompute by the measured copy bandwidth and prefill rate
+# The last two columns of the chat table: the disk tier's read time (on its I/O thread) and the time the engine had
+# nothing to compute but those reads to wait for; the rest of the read time was hidden behind other requests' compute.
 #   bench/kv_tiers.sh [chat] [preempt]    (from the repository root, after make build; on an idle machine)
+#   DEVICE=vulkan MODEL=small.gguf bench/kv_tiers.sh    the pool on Vulkan device 0 (lavapipe: a small model)
 set -euo pipefail
 source "$(dirname "$0")/model_110m.sh"
 CONVS=${CONVS:-16}
@@ -31,6 +34,7 @@ HOST=${HOST:-2GiB}
 DISK_HOST=${DISK_HOST:-128MiB}  # the host tier beside the disk tier: it stages what the disk reads back
 ROUNDS=${ROUNDS:-2}
 PORT=${PORT:-18431}
+DEVICE=${DEVICE:-cpu}  # vulkan: the pool on Vulkan device 0, GPU pool -> host tier -> disk
 PREEMPT_CLIENTS=${PREEMPT_CLIENTS:-8}
 PREEMPT_BLOCKS=${PREEMPT_BLOCKS:-96}
 PREEMPT_TOKENS=${PREEMPT_TOKENS:-400}
@@ -45,9 +49,9 @@ cleanup() {
 trap cleanup EXIT
 
 start_server() {  # flags...
-  "$bin" serve -m "$model" --port "$PORT" "$@" >"$tmp/server.log" 2>&1 &
+  "$bin" serve -m "$model" --port "$PORT" --device "$DEVICE" "$@" >"$tmp/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 300); do
+  for _ in $(seq 600); do
     grep -q "serving" "$tmp/server.log" && return 0
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
@@ -74,10 +78,20 @@ row() {  # label: runs the workload against the running server
   "$bin" loadgen --url "http://127.0.0.1:$PORT" --chat-turns "$TURNS" --conversations "$CONVS" --concurrency "$CLIENTS" \
     --message-words "$MESSAGE" --max-tokens "$REPLY" --interleave-turns --duration-limit 1200 --no-probe \
     --json "$tmp/chat.json" >"$tmp/chat.txt" 2>&1
-  python3 - "$1" "$tmp/chat.json" <<'EOF'
-import json, sys
-label, path = sys.argv[1], sys.argv[2]
+  python3 - "$1" "$tmp/chat.json" "http://127.0.0.1:$PORT/metrics" <<'EOF'
+import json, sys, urllib.request
+label, path, url = sys.argv[1], sys.argv[2], sys.argv[3]
 j = json.load(open(path))
+metrics = {}
+for line in urllib.request.urlopen(url).read().decode().splitlines():
+    if line and not line.startswith("#"):
+        name, value = line.rsplit(" ", 1)
+        metrics[name] = float(value)
+# Disk reads (on the disk tier's I/O thread) and the time the engine had nothing to compute but them to wait for:
+# the rest was hidden behind other requests' compute.
+read = metrics.get('kvserve_kv_tier_load_seconds_sum{tier="disk"}')
+waited = metrics.get("kvserve_kv_load_stall_seconds_total", 0)
+disk = f"{1e3 * read:.0f} | {1e3 * waited:.0f}" if read is not None else "- | -"
 turns = j["per_turn"]
 prompt = sum(t["prompt_tokens"] for t in turns)
 cached = sum(t["cached_tokens"] for t in turns)
@@ -85,16 +99,16 @@ generated = sum(t["completion_tokens"] for t in turns)
 ok = sum(t["requests_ok"] for t in turns)
 mean_p50 = sum(t["ttft_p50_s"] for t in turns) / len(turns)
 print(f"| {label} | {ok} | {j['wall_seconds']:.1f} | {generated / j['wall_seconds']:.1f} | {100 * cached / prompt:.1f}% "
-      f"| {1e3 * turns[0]['ttft_p50_s']:.0f} | {1e3 * turns[-1]['ttft_p50_s']:.0f} | {1e3 * mean_p50:.0f} |")
+      f"| {1e3 * turns[0]['ttft_p50_s']:.0f} | {1e3 * turns[-1]['ttft_p50_s']:.0f} | {1e3 * mean_p50:.0f} | {disk} |")
 EOF
 }
 
 if [[ " $parts " == *" chat "* ]]; then
 echo "$CONVS conversations x $TURNS turns ($MESSAGE-word messages, $REPLY-token replies), $CLIENTS at a time, turn-major;" \
-  "a pool of $BLOCKS blocks; model $(basename "$model")"
+  "a pool of $BLOCKS blocks; model $(basename "$model"), --device $DEVICE"
 echo
-echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) | disk reads (ms) | engine idle waiting for them (ms) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
   measure row "none (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS"
   measure row "host $HOST (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$HOST"

@@ -403,7 +403,9 @@ bool Engine::step() {
   apply_kv_ops();  // before the forward pass writes the blocks: a demotion reads their old content
   if (plan.chunks.empty()) {
     if (tiers_ && tiers_->num_prefetching() > 0) {  // only reads from disk are left to wait for
+      const SteadyTime start = clock_.now();
       tiers_->wait_for_prefetch(std::chrono::milliseconds(50));
+      recorder_.totals().kv_load_stall_seconds_sum += std::chrono::duration<double>(clock_.now() - start).count();
       return true;
     }
     return !plan.out_of_memory.empty() || !plan.preempted.empty();

@@ -152,6 +152,10 @@ std::string to_prometheus(const EngineMetrics& m) {
   counter(out, "kv_transfers_retried_total",
           "KV block moves the device did not take (a refused submission), moved by the host instead.",
           m.kv_transfers_retried_total);
+  counter(out, "kv_load_stall_seconds_total",
+          "Time the engine had nothing to compute but reads from the disk tier to wait for (the reads' time not "
+          "hidden behind other requests' compute).",
+          m.kv_load_stall_seconds_sum);
   counter(out, "kv_load_wait_seconds_total", "Time requests waited for their prefix to come up from the disk tier.",
           m.kv_load_wait_seconds_sum);
   counter(out, "prompt_tokens_total", "Prompt tokens of accepted requests.", m.prompt_tokens_total);

@@ -50,7 +50,8 @@ struct EngineMetrics {
   uint64_t kv_load_waits_total = 0;         // requests that waited for their prefix to come up from the disk tier
   uint64_t kv_load_timeouts_total = 0;      // of those, the waits cut short by --kv-load-timeout-ms
   uint64_t kv_load_skipped_total = 0;       // requests that computed their prefix: the measured rates made that cheaper
-  double kv_load_wait_seconds_sum = 0;      // time the waits took
+  double kv_load_wait_seconds_sum = 0;      // time the waits took (each request's: waits overlap)
+  double kv_load_stall_seconds_sum = 0;     // time the engine had nothing to compute but disk reads to wait for
   uint64_t kv_transfers_retried_total = 0;  // KV moves a device did not take (a refused submission) moved by the host
   std::vector<KvTierMetrics> kv_tiers;      // host, then disk (empty without tiers)
   uint64_t prompt_tokens_total = 0;

@@ -207,6 +207,7 @@ TEST(KvTiersEngine, ARestartedEngineWithOnlyADiskTierLoadsAWholeLongPrefixBefore
   EXPECT_EQ(restarted.tier("disk")->hits, 24u);
   EXPECT_EQ(m.kv_load_timeouts_total, 0u);
   EXPECT_GT(m.kv_load_waits_total, 0u) << "the request waited for its prefix";
+  EXPECT_GT(m.kv_load_stall_seconds_sum, 0.0) << "alone, the engine had nothing else to compute meanwhile";
   const std::string text = to_prometheus(m);
   EXPECT_NE(text.find("kvserve_kv_load_timeouts_total 0"), std::string::npos) << text;
 }
