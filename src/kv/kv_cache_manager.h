@@ -183,7 +183,8 @@ class KvCacheManager {
   std::span<const KvBlockTransfer> pending_transfers() const { return pending_transfers_; }
   void transfers_done();
   // Brings the longest prefix of `tokens` that the pool, the host tier and the disk tier hold together up the
-  // hierarchy, for a sequence that waits to begin: its blocks in the host tier go into the pool as cached blocks
+  // hierarchy, for a sequence that waits to begin, when some of it only the disk holds (else begin() loads what the
+  // host tier holds itself, and nothing moves twice): its blocks in the host tier go into the pool as cached blocks
   // (idle, indexed, found by the next match; a kLoad transfer each, their host entries pinned until
   // transfers_done()), which frees the host tier for the next blocks, and reads of the blocks only the disk holds
   // start (as many as half the host tier stages at once). Blocks go into the pool only when the whole of `tokens`

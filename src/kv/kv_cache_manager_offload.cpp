@@ -69,61 +69,71 @@ KvCacheManager::PrefixLoad KvCacheManager::load_prefix(std::span<const TokenId> 
   if (tiers_ == nullptr || tokens.size() < 2) return load;
   KVS_ASSERT(ns < roots_.size(), "unknown namespace {}", ns);
   const size_t bs = block_size(), limit = tokens.size() - 1;
-  // Disk reads staged in the host tier for this prefix at once: at most half of it, so that reads for one prompt
-  // never push out its own blocks before they go into the pool.
-  const size_t host_blocks = tiers_->host().stats().capacity_bytes / tiers_->format().block_bytes / 2;
-  // The prefix's blocks in the pool are held while the walk allocates, which could otherwise take them.
+  // The prefix's blocks in the pool, held while the walk allocates (which could otherwise take them), then the
+  // blocks past them that the host tier holds or only the disk does, in order.
   PinnedBlocks chain;
-  const auto in_pool = [&] { return chain.size(); };
-  // Blocks the whole prompt would take now beyond those of its prefix the pool holds: the free ones must hold them.
-  const auto whole_prompt_fits = [&] {
-    return kv_blocks_for_tokens(tokens.size(), bs) - in_pool() <= pool_.num_free_blocks();
-  };
   BlockHash parent_hash = roots_[ns];
   ContentRef parent = ContentRef::root(ns);
-  bool pool_chain = true;  // every block so far is in the pool
-  size_t staged = 0;       // blocks past the pool held in the host tier or on their way into it
+  struct Below {
+    size_t first = 0;  // its first token
+    BlockHash hash;
+    bool in_host = false;
+  };
+  std::vector<Below> below;
   for (size_t first = 0; first + bs <= limit; first += bs) {
     const std::span<const TokenId> block_tokens = tokens.subspan(first, bs);
     const BlockHash hash = config_.hasher(parent_hash, block_tokens);
     parent_hash = hash;
-    if (pool_chain) {
+    if (below.empty()) {
       if (const std::optional<BlockId> hit = index_.find_full(hash, parent, block_tokens)) {
         chain.append(PinnedBlocks::retain(pool_, std::span(&*hit, 1)));
         parent = content_of(*hit);
         continue;
       }
-      if (tiers_->holds(hash, block_tokens) && whole_prompt_fits()) {
-        // Into a free block, as a cached block whose bytes the engine copies from the host tier before the next pass.
-        std::optional<PinnedBlocks> block = allocate(1);
-        KVS_ASSERT(block.has_value(), "a free block could not be allocated");
-        const BlockId b = block->blocks()[0];
-        KVS_ASSERT(tiers_->pin(hash), "a block the host tier holds cannot be pinned");
-        pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kLoad,
-                                      .block = b,
-                                      .hash = hash,
-                                      .tokens = {block_tokens.begin(), block_tokens.end()}});
-        const std::optional<BlockId> stands_for = index_.add_full(b, hash, parent, block_tokens);
-        KVS_ASSERT(stands_for == b, "block {} missed in the index but has a twin there", b.value);
-        pool_.set_content_hash(b, hash.low | 1);
-        loaded_unread_.insert(b.value);
-        chain.append(std::move(*block));
-        parent = content_of(b);
-        ++load.promoted;
-        continue;
-      }
-      pool_chain = false;
     }
-    if (tiers_->holds(hash, block_tokens)) {
-      ++staged;
-      continue;
-    }
-    if (!tiers_->on_disk(hash, block_tokens)) break;
-    ++load.on_disk;
-    if (staged < host_blocks && tiers_->prefetch(hash, block_tokens)) {
-      ++staged;
-      ++load.reading;
-    }
+    const bool in_host = tiers_->holds(hash, block_tokens);
+    if (!in_host && !tiers_->on_disk(hash, block_tokens)) break;
+    below.push_back({.first = first, .hash = hash, .in_host = in_host});
+    load.on_disk += !in_host;
+  }
+  // All of it in the pool or the host tier: the sequence's begin() loads the host tier's blocks itself.
+  if (load.on_disk == 0) return load;
+
+  // Host tier blocks go into the pool while the whole prompt would still fit beside them, freeing the host tier for
+  // the disk's next reads: into a free block each, as a cached block whose bytes the engine copies from the host tier
+  // before the next pass.
+  const auto whole_prompt_fits = [&] {
+    return kv_blocks_for_tokens(tokens.size(), bs) - chain.size() <= pool_.num_free_blocks();
+  };
+  size_t next = 0;
+  for (; next < below.size() && below[next].in_host && whole_prompt_fits(); ++next) {
+    const Below& b = below[next];
+    const std::span<const TokenId> block_tokens = tokens.subspan(b.first, bs);
+    std::optional<PinnedBlocks> block = allocate(1);
+    KVS_ASSERT(block.has_value(), "a free block could not be allocated");
+    const BlockId id = block->blocks()[0];
+    KVS_ASSERT(tiers_->pin(b.hash), "a block the host tier holds cannot be pinned");
+    pending_transfers_.push_back({.kind = KvBlockTransfer::Kind::kLoad,
+                                  .block = id,
+                                  .hash = b.hash,
+                                  .tokens = {block_tokens.begin(), block_tokens.end()}});
+    const std::optional<BlockId> stands_for = index_.add_full(id, b.hash, parent, block_tokens);
+    KVS_ASSERT(stands_for == id, "block {} missed in the index but has a twin there", id.value);
+    pool_.set_content_hash(id, b.hash.low | 1);
+    loaded_unread_.insert(id.value);
+    chain.append(std::move(*block));
+    parent = content_of(id);
+    ++load.promoted;
+  }
+  // Disk reads staged in the host tier for this prefix at once: at most half of it, so that reads for one prompt
+  // never push out its own blocks before they go into the pool.
+  const size_t stage = tiers_->host().stats().capacity_bytes / tiers_->format().block_bytes / 2;
+  size_t staged = 0;  // blocks past those in the pool held in the host tier or on their way into it
+  for (; next < below.size() && staged < stage; ++next) {
+    const Below& b = below[next];
+    if (!b.in_host && !tiers_->prefetch(b.hash, tokens.subspan(b.first, bs))) break;
+    ++staged;
+    load.reading += !b.in_host;
   }
   return load;
 }
