@@ -17,6 +17,8 @@ void VulkanKvExecutor::attach_tiers(HostSlabs* slabs, KvTierStack* disk) {
 
 std::pair<GpuBuffer*, VkDeviceSize> VulkanKvExecutor::host_slot(uint64_t slot) {
   if (slabs_ == nullptr) return {nullptr, 0};
+  // A worker rank's slabs learn the block size from the first move (rank 0's from its host tier's first store).
+  if (slabs_->block_bytes() == 0) slabs_->set_block_bytes(storages_[0].block_bytes());
   const HostSlabs::Address at = slabs_->address(slot);
   return {host_tier_.buffer_at(at.slab), at.offset};
 }

@@ -12,10 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "engine/engine_trace.h"
 #include "gpu_model_fixture.h"
 #include "kv/tiers/tier_test_util.h"
+#include "parallel/in_process_communicator.h"
+#include "parallel/tensor_parallel.h"
 #include "test_support.h"
 
 namespace kvs {
@@ -227,6 +230,49 @@ TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
     EXPECT_EQ(session.engine().kv_tiers()->host().num_pinned(), 0u);
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
   }
+}
+
+// Under tensor parallelism on the GPU (two ranks on device 0, threads of this process): rank 0's offload planner
+// decides and every rank moves its KV heads' share of each block between its GPU pool and its own host tier slabs
+// (the device's host-tier memory) by the device's copies. Prompts that come back after the pool evicted them load
+// their blocks from the tier; the greedy ids are the whole model's on the device with the same tiers.
+TEST_F(GpuKvTiers, UnderTensorParallelismEveryRankMovesItsShareOnTheDevice) {
+  const EngineConfig config{.max_seqs = 1, .kv = {.blocks = 12, .tiers = {.host_bytes = 64 * block_bytes_}}};
+  std::vector<std::vector<TokenId>> prompts;
+  for (uint64_t round = 0; round < 2; ++round)
+    for (uint64_t i = 0; i < 5; ++i) prompts.push_back(random_tokens(60, 700 + i));
+  const auto run_all = [&](const Model& model, ThreadPool& pool, EngineMetrics& metrics) {
+    std::vector<std::vector<TokenId>> out;
+    test::EngineSession session(model, *tokenizer_, pool, config);
+    for (const auto& p : prompts) out.push_back(session.run(test::greedy_request(p, 12)).tokens);
+    metrics = session.engine().metrics();
+    return out;
+  };
+  EngineMetrics whole_metrics, split_metrics;
+  const auto whole = run_all(*gpu_, pool_, whole_metrics);
+
+  auto comms = InProcessGroup::make(2);
+  std::vector<std::unique_ptr<DecoderModel>> shards;
+  std::vector<std::unique_ptr<Model>> on_gpu;
+  for (size_t r = 0; r < 2; ++r) {
+    auto shard = DecoderModel::load(test::default_model_path(), WeightPacking::kNone, comms[r].get());
+    ASSERT_TRUE(shard) << shard.status().message();
+    shards.push_back(std::move(shard).value());
+    auto gpu = make_gpu_model(*shards.back(), 0);
+    ASSERT_TRUE(gpu) << gpu.status().message();
+    on_gpu.push_back(std::move(gpu).value());
+  }
+  ThreadPool root_pool(1), worker_pool(1);
+  Status worker;
+  std::thread worker_thread([&] { worker = run_tensor_parallel_worker(*on_gpu[1], worker_pool, *comms[1]); });
+  const auto split = run_all(*on_gpu[0], root_pool, split_metrics);
+  TensorParallelDriver::end_all(*comms[0]);
+  worker_thread.join();
+  EXPECT_TRUE(worker.is_ok()) << worker.message();
+  EXPECT_EQ(split, whole);
+  EXPECT_GT(split_metrics.kv_demoted_blocks_total, 0u);
+  EXPECT_GE(split_metrics.prefix_cache_tier_hits_tokens_total, 5u * 48) << "every returning prompt's blocks";
+  EXPECT_EQ(split_metrics.prefix_cache_tier_hits_tokens_total, whole_metrics.prefix_cache_tier_hits_tokens_total);
 }
 
 }  // namespace
