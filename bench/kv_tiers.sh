@@ -40,38 +40,14 @@ PREEMPT_BLOCKS=${PREEMPT_BLOCKS:-96}
 PREEMPT_TOKENS=${PREEMPT_TOKENS:-400}
 PREEMPT_PROMPT=${PREEMPT_PROMPT:-100}
 parts=${*:-chat preempt}
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-start_server() {  # flags...
-  "$bin" serve -m "$model" --port "$PORT" --device "$DEVICE" "$@" >"$tmp/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 600); do
-    grep -q "serving" "$tmp/server.log" && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$tmp/server.log" >&2
-  exit 1
-}
+source "$(dirname "$0")/served.sh"
 
 measure() {  # measure ROW_FUNCTION LABEL server-flags...: a fresh server, one row of the workload, stopped
   local row_function=$1 label=$2
   shift 2
-  start_server "$@"
+  start_server --device "$DEVICE" "$@"
   "$row_function" "$label"
   stop_server
-}
-
-stop_server() {
-  kill -TERM "$server_pid"
-  wait "$server_pid" || true
-  server_pid=
 }
 
 row() {  # label: runs the workload against the running server

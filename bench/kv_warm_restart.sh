@@ -17,32 +17,8 @@ PROMPT=${PROMPT:-902}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-18432}
 DEVICE=${DEVICE:-cpu}
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-start_server() {  # flags...
-  "$bin" serve -m "$model" --port "$PORT" --device "$DEVICE" --kv-disk "$tmp/disk" --kv-disk-size 2GiB "$@" \
-    >"$tmp/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 600); do
-    grep -q "serving" "$tmp/server.log" && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$tmp/server.log" >&2
-  exit 1
-}
-
-stop_server() {
-  kill -TERM "$server_pid"
-  wait "$server_pid" || true
-  server_pid=
-}
+source "$(dirname "$0")/served.sh"
+serve=(--device "$DEVICE" --kv-disk "$tmp/disk" --kv-disk-size 2GiB)
 
 request() {  # label: the prompt once, streamed; one row
   python3 - "$1" "http://127.0.0.1:$PORT" "$PROMPT" <<'EOF'
@@ -82,14 +58,14 @@ echo "| request | prompt tokens | cached tokens | TTFT (ms) | waited for the pre
 echo "|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
   rm -rf "$tmp/disk"
-  start_server
+  start_server "${serve[@]}"
   request "cold (round $round)"
   request "pool hit (round $round)"
   stop_server
-  start_server
+  start_server "${serve[@]}"
   request "warm restart (round $round)"
   stop_server
-  start_server --kv-load-timeout-ms 0
+  start_server "${serve[@]}" --kv-load-timeout-ms 0
   request "restart, no wait (round $round)"
   stop_server
 done
