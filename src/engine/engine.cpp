@@ -76,6 +76,9 @@ Engine::~Engine() {
 }  // the disk tier finishes its writes as it closes
 
 void Engine::prefetch_waiting() {
+  // The host tier's slots take the disk's reads: the device's moves of them are done first.
+  const Status moved = executor_->wait_for_transfers();
+  KVS_ASSERT(moved.is_ok(), "the KV moves failed: {}", moved.message());
   tiers_->poll();
   const SteadyTime now = clock_.now();
   EngineMetrics& totals = recorder_.totals();
@@ -137,7 +140,7 @@ void Engine::apply_kv_ops() {
                                     .to_tail = c.destination_tail});
     }
   }
-  if (!kv_ops_.empty()) {
+  if (!kv_ops_.empty() || tiers_) {  // with tiers, every step: what a device moved ahead is awaited from now on
     const auto applied = executor_->apply(kv_ops_);
     KVS_ASSERT(applied.has_value(), "the KV op log failed: {}", applied.status().message());
     kv_ops_.clear();

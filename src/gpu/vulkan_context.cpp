@@ -35,11 +35,14 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
   vkGetPhysicalDeviceProperties(context->physical_, &properties);
   context->timestamp_period_ = properties.limits.timestampPeriod;
   context->memory_budget_ = gpu_device_has_extension(context->physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-  const float priority = 1.0f;
+  // A second queue of the compute family carries the transfers where there is one (they need no ownership moves
+  // between families: every buffer is the family's).
+  const uint32_t num_queues = std::min<uint32_t>(queues[family].queueCount, 2);
+  const float priorities[2] = {1.0f, 1.0f};
   const VkDeviceQueueCreateInfo queue_info{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                            .queueFamilyIndex = family,
-                                           .queueCount = 1,
-                                           .pQueuePriorities = &priority};
+                                           .queueCount = num_queues,
+                                           .pQueuePriorities = priorities};
   // What the shaders use (kvserve devices lists it), each refused by name where the device lacks it, and enabled.
   const GpuDeviceInfo& d = context->info_;
   const std::pair<bool, const char*> needs[] = {{d.api_version >= VK_API_VERSION_1_2, "Vulkan 1.2"},
@@ -56,7 +59,8 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
   }
   VkPhysicalDeviceVulkan12Features on12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                         .storageBuffer8BitAccess = VK_TRUE,
-                                        .shaderInt8 = VK_TRUE};
+                                        .shaderInt8 = VK_TRUE,
+                                        .timelineSemaphore = VK_TRUE};
   VkPhysicalDeviceVulkan11Features on11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                         .pNext = &on12,
                                         .storageBuffer16BitAccess = VK_TRUE};
@@ -69,6 +73,14 @@ Expected<std::unique_ptr<VulkanContext>> VulkanContext::create(size_t index) {
   KVS_RETURN_IF_ERROR(
       vk_check(vkCreateDevice(context->physical_, &device_info, nullptr, &context->device_), "vkCreateDevice"));
   vkGetDeviceQueue(context->device_, family, 0, &context->queue_);
+  vkGetDeviceQueue(context->device_, family, num_queues - 1, &context->transfer_queue_);
+  VkSemaphoreTypeCreateInfo timeline{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+                                     .initialValue = 0};
+  const VkSemaphoreCreateInfo semaphore_info{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &timeline};
+  KVS_RETURN_IF_ERROR(
+      vk_check(vkCreateSemaphore(context->device_, &semaphore_info, nullptr, &context->transfer_timeline_),
+               "vkCreateSemaphore"));
   const VkCommandPoolCreateInfo pool_info{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                           .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
                                           .queueFamilyIndex = family};
@@ -84,6 +96,7 @@ VulkanContext::~VulkanContext() {
   if (device_ != VK_NULL_HANDLE) {
     vkDeviceWaitIdle(device_);
     if (fence_ != VK_NULL_HANDLE) vkDestroyFence(device_, fence_, nullptr);
+    if (transfer_timeline_ != VK_NULL_HANDLE) vkDestroySemaphore(device_, transfer_timeline_, nullptr);
     if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
     vkDestroyDevice(device_, nullptr);
   }
@@ -147,13 +160,94 @@ Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record, bo
 
 Status VulkanContext::submit_and_wait(VkCommandBuffer commands, bool* submitted) {
   const std::lock_guard lock(submit_mutex_);
-  const VkSubmitInfo submit{
-      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &commands};
+  // The transfers it depends on are done before its commands run (a timeline wait on the device).
+  const uint64_t wait_value = required_transfers_;
+  const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  const VkTimelineSemaphoreSubmitInfo timeline{.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                               .waitSemaphoreValueCount = 1,
+                                               .pWaitSemaphoreValues = &wait_value};
+  const bool waits = wait_value > 0;
+  const VkSubmitInfo submit{.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                            .pNext = waits ? &timeline : nullptr,
+                            .waitSemaphoreCount = waits ? 1u : 0u,
+                            .pWaitSemaphores = &transfer_timeline_,
+                            .pWaitDstStageMask = &wait_stage,
+                            .commandBufferCount = 1,
+                            .pCommandBuffers = &commands};
   Status status = vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
   if (submitted != nullptr) *submitted = status.is_ok();
   if (status) status = vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   vkResetFences(device_, 1, &fence_);
   return status;
+}
+
+Expected<uint64_t> VulkanContext::submit_transfer(const std::function<void(VkCommandBuffer)>& record) {
+  const std::lock_guard pool_lock(pool_mutex_);
+  // Command buffers of the transfers done by now go back first.
+  uint64_t done = 0;
+  KVS_RETURN_IF_ERROR(
+      vk_check(vkGetSemaphoreCounterValue(device_, transfer_timeline_, &done), "vkGetSemaphoreCounterValue"));
+  std::erase_if(transfers_in_flight_, [&](const std::pair<uint64_t, VkCommandBuffer>& t) {
+    if (t.first > done) return false;
+    vkFreeCommandBuffers(device_, pool_, 1, &t.second);
+    return true;
+  });
+  const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                             .commandPool = pool_,
+                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                             .commandBufferCount = 1};
+  VkCommandBuffer commands = VK_NULL_HANDLE;
+  KVS_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(device_, &allocate, &commands), "vkAllocateCommandBuffers"));
+  const VkCommandBufferBeginInfo begin{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  Status status = vk_check(vkBeginCommandBuffer(commands, &begin), "vkBeginCommandBuffer");
+  if (status) {
+    record(commands);
+    status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
+  }
+  uint64_t value = 0;
+  if (status) {
+    const std::lock_guard lock(submit_mutex_);
+    value = transfer_value_ + 1;
+    const VkTimelineSemaphoreSubmitInfo timeline{.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                                 .signalSemaphoreValueCount = 1,
+                                                 .pSignalSemaphoreValues = &value};
+    const VkSubmitInfo submit{.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                              .pNext = &timeline,
+                              .commandBufferCount = 1,
+                              .pCommandBuffers = &commands,
+                              .signalSemaphoreCount = 1,
+                              .pSignalSemaphores = &transfer_timeline_};
+    status = vk_check(vkQueueSubmit(transfer_queue_, 1, &submit, VK_NULL_HANDLE), "vkQueueSubmit");
+    if (status) transfer_value_ = value;
+  }
+  if (!status) {
+    vkFreeCommandBuffers(device_, pool_, 1, &commands);
+    return status;
+  }
+  transfers_in_flight_.emplace_back(value, commands);
+  return value;
+}
+
+void VulkanContext::require_transfers(uint64_t value) {
+  const std::lock_guard lock(submit_mutex_);
+  required_transfers_ = std::max(required_transfers_, value);
+}
+
+Status VulkanContext::wait_transfers(uint64_t value) {
+  if (value == 0) return Status::ok();
+  const VkSemaphoreWaitInfo wait{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                 .semaphoreCount = 1,
+                                 .pSemaphores = &transfer_timeline_,
+                                 .pValues = &value};
+  KVS_RETURN_IF_ERROR(vk_check(vkWaitSemaphores(device_, &wait, UINT64_MAX), "vkWaitSemaphores"));
+  const std::lock_guard pool_lock(pool_mutex_);
+  std::erase_if(transfers_in_flight_, [&](const std::pair<uint64_t, VkCommandBuffer>& t) {
+    if (t.first > value) return false;
+    vkFreeCommandBuffers(device_, pool_, 1, &t.second);
+    return true;
+  });
+  return Status::ok();
 }
 
 }  // namespace kvs

@@ -1,11 +1,22 @@
 // One Vulkan device opened for compute (RAII): over the process's instance, the chosen physical device, a logical
-// device with one compute queue, and a command pool; run() records a command buffer, submits it and waits for it.
+// device with a compute queue (and a second queue of its family for transfers where the device has one), and a command
+// pool; run() records a command buffer, submits it and waits for it.
+//
+// Transfers beside the compute work (the KV tiers' moves, gpu/vulkan_kv_executor.h): submit_transfer() submits on the
+// transfer queue (the compute queue itself where the device has one queue, as lavapipe) without waiting, and each
+// signals the next value of a timeline semaphore. A compute submission (run(), submit_and_wait()) waits on the device,
+// never on the host, for the value require_transfers() set last: the moves it depends on are done before its commands
+// run (a pool slot demoted is written only after its copy; a block loaded is read only after it arrived), while the
+// moves not required yet (blocks loaded ahead, for requests still waiting) run beside it. wait_transfers() waits on
+// the host, before the host reads or writes the bytes a transfer moves.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "gpu/gpu_devices.h"
 #include "gpu/vulkan_instance.h"
@@ -40,6 +51,18 @@ class VulkanContext {
   // Submits `commands` (recorded elsewhere, ended) and waits for them; the same turn-taking as run().
   Status submit_and_wait(VkCommandBuffer commands, bool* submitted = nullptr);
 
+  // Transfers (see above): the value the transfer timeline reaches when `record`'s commands are done.
+  Expected<uint64_t> submit_transfer(const std::function<void(VkCommandBuffer)>& record);
+  // Compute submissions from now on wait (on the device) for the timeline to reach `value` (the largest asked for).
+  void require_transfers(uint64_t value);
+  // The host waits until the timeline reaches `value` (a lost device is an error); finished transfers' command
+  // buffers are freed.
+  Status wait_transfers(uint64_t value);
+  uint64_t transfers_submitted() const { return transfer_value_; }
+  VkSemaphore transfer_timeline() const { return transfer_timeline_; }
+  // Whether transfers have a queue of their own (else they share the compute queue, in submission order).
+  bool separate_transfer_queue() const { return transfer_queue_ != queue_; }
+
   uint32_t queue_family() const { return family_; }
   // Nanoseconds per timestamp tick, and the valid bits of the compute queue's timestamps (0: none).
   double timestamp_period() const { return timestamp_period_; }
@@ -52,6 +75,11 @@ class VulkanContext {
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
+  VkQueue transfer_queue_ = VK_NULL_HANDLE;  // queue_, or a second queue of its family
+  VkSemaphore transfer_timeline_ = VK_NULL_HANDLE;
+  uint64_t transfer_value_ = 0;      // the last value a transfer signals (guarded by submit_mutex_)
+  uint64_t required_transfers_ = 0;  // what compute submissions wait for (guarded by submit_mutex_)
+  std::vector<std::pair<uint64_t, VkCommandBuffer>> transfers_in_flight_;  // value, commands (guarded by pool_mutex_)
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   uint32_t family_ = 0, timestamp_bits_ = 0;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gpu/kv_compaction.h"
@@ -123,7 +126,96 @@ Status VulkanKvExecutor::regions_of(const KvOp& op, size_t& staged, std::vector<
   return Status::ok();
 }
 
-Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& stats, bool& submitted) {
+void VulkanKvExecutor::record(VkCommandBuffer commands, std::span<const KvOp> ops,
+                              const std::vector<std::vector<Region>>& per_op, std::span<const size_t> indices,
+                              std::optional<uint32_t> query) const {
+  if (query) {
+    vkCmdResetQueryPool(commands, queries_, 2 * *query, 2);
+    vkCmdWriteTimestamp(commands, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * *query);
+  }
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const size_t i = indices[k];
+    std::map<std::pair<GpuBuffer*, GpuBuffer*>, std::vector<VkBufferCopy>> by_pair;
+    for (const Region& r : per_op[i]) by_pair[{r.from, r.to}].push_back(r.copy);
+    for (const auto& [pair, list] : by_pair) {
+      vkCmdCopyBuffer(commands, pair.first->handle(), pair.second->handle(), static_cast<uint32_t>(list.size()),
+                      list.data());
+    }
+    // The next operation sees this one's writes (a block demoted, then loaded with other content, in one log); slot
+    // copies write fresh blocks no other copy of the log reads.
+    const bool copies = k + 1 < indices.size() && std::holds_alternative<KvCopySlots>(ops[i]) &&
+                        std::holds_alternative<KvCopySlots>(ops[indices[k + 1]]);
+    if (k + 1 < indices.size() && !copies) {
+      record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    }
+  }
+  // The shaders, any host reader and the transfers submitted after these see the copies.
+  record_memory_barrier(
+      commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+      VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+      VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+  if (query) vkCmdWriteTimestamp(commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 2 * *query + 1);
+}
+
+Expected<uint64_t> VulkanKvExecutor::submit_async(std::span<const KvOp> ops,
+                                                  const std::vector<std::vector<Region>>& per_op,
+                                                  std::span<const size_t> indices, size_t tier_bytes) {
+  if (queries_ == VK_NULL_HANDLE && context_.timestamp_bits() > 0) {
+    const VkQueryPoolCreateInfo info{.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                     .queryCount = 2 * kQueryPairs};
+    KVS_RETURN_IF_ERROR(vk_check(vkCreateQueryPool(context_.device(), &info, nullptr, &queries_), "vkCreateQueryPool"));
+  }
+  // A query pair is taken again only once the transfer that had it is harvested.
+  if (in_flight_.size() >= kQueryPairs) KVS_RETURN_IF_ERROR(harvest(true));
+  std::optional<uint32_t> query;
+  if (queries_ != VK_NULL_HANDLE) {
+    query = next_query_;
+    next_query_ = (next_query_ + 1) % kQueryPairs;
+  }
+  const auto submitted = std::chrono::steady_clock::now();
+  auto value =
+      context_.submit_transfer([&](VkCommandBuffer commands) { record(commands, ops, per_op, indices, query); });
+  if (!value) return value.status();
+  in_flight_.push_back({.value = *value, .query = query, .tier_bytes = tier_bytes, .submitted = submitted});
+  return *value;
+}
+
+Status VulkanKvExecutor::harvest(bool wait) {
+  if (in_flight_.empty()) return Status::ok();
+  if (wait) KVS_RETURN_IF_ERROR(context_.wait_transfers(in_flight_.back().value));
+  uint64_t done = 0;
+  KVS_RETURN_IF_ERROR(vk_check(vkGetSemaphoreCounterValue(context_.device(), context_.transfer_timeline(), &done),
+                               "vkGetSemaphoreCounterValue"));
+  const uint64_t mask = context_.timestamp_bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << context_.timestamp_bits()) - 1;
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(in_flight_, [&](const InFlight& t) {
+    if (t.value > done) return false;
+    if (t.tier_bytes == 0) return true;
+    // The device's own time for the moves where it writes timestamps, else the host's (an upper bound).
+    double seconds = std::chrono::duration<double>(now - t.submitted).count();
+    uint64_t ticks[2] = {0, 0};
+    if (t.query && vkGetQueryPoolResults(context_.device(), queries_, 2 * *t.query, 2, sizeof(ticks), ticks,
+                                         sizeof(uint64_t), VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+      seconds = static_cast<double>((ticks[1] - ticks[0]) & mask) * context_.timestamp_period() * 1e-9;
+    }
+    done_stats_.tier_bytes += t.tier_bytes;
+    done_stats_.tier_seconds += seconds;
+    return true;
+  });
+  return Status::ok();
+}
+
+Status VulkanKvExecutor::wait_for_transfers() { return harvest(true); }
+
+VulkanKvExecutor::~VulkanKvExecutor() {
+  (void)harvest(true);
+  if (queries_ != VK_NULL_HANDLE) vkDestroyQueryPool(context_.device(), queries_, nullptr);
+}
+
+Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, std::span<const KvOp> later, KvApplyStats& stats,
+                                       bool& submitted) {
   submitted = false;
   if (refused_submissions_ > 0) {
     --refused_submissions_;
@@ -141,66 +233,105 @@ Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, KvApplyStats& 
   }
   // Each operation's regions, grouped by buffer pair in order; operations are kept apart by barriers.
   std::vector<std::vector<Region>> per_op(ops.size());
-  size_t staged = 0, tier_bytes = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    KVS_RETURN_IF_ERROR(regions_of(ops[i], staged, per_op[i]));
-    if (std::holds_alternative<KvBlockToHost>(ops[i]) || std::holds_alternative<KvHostToBlock>(ops[i]))
-      tier_bytes += block_bytes;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  KVS_RETURN_IF_ERROR(context_.run(
-      [&](VkCommandBuffer commands) {
-        for (size_t i = 0; i < per_op.size(); ++i) {
-          std::map<std::pair<GpuBuffer*, GpuBuffer*>, std::vector<VkBufferCopy>> by_pair;
-          for (const Region& r : per_op[i]) by_pair[{r.from, r.to}].push_back(r.copy);
-          for (const auto& [pair, list] : by_pair) {
-            vkCmdCopyBuffer(commands, pair.first->handle(), pair.second->handle(), static_cast<uint32_t>(list.size()),
-                            list.data());
-          }
-          // The next operation sees this one's writes (a block demoted, then loaded with other content, in one log).
-          const bool copies = std::holds_alternative<KvCopySlots>(ops[i]) &&
-                              (i + 1 == ops.size() || std::holds_alternative<KvCopySlots>(ops[i + 1]));
-          if (i + 1 < per_op.size() && !copies) {  // slot copies write fresh blocks no other copy of the log reads
-            record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                                  VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                  VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-          }
-        }
-        // The next step's shaders and any host reader see the copies.
-        record_memory_barrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                              VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                              VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
-      },
-      &submitted));
-  if (tier_bytes > 0) {
-    stats.tier_bytes += tier_bytes;
-    stats.tier_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  staged = 0;
-  for (const KvOp& op : ops) {
+  size_t staged = 0;
+  const auto is_tier_move = [](const KvOp& op) {
+    return std::holds_alternative<KvBlockToHost>(op) || std::holds_alternative<KvHostToBlock>(op);
+  };
+  for (size_t i = 0; i < ops.size(); ++i) KVS_RETURN_IF_ERROR(regions_of(ops[i], staged, per_op[i]));
+  const auto count = [&](const KvOp& op) {
     if (std::holds_alternative<KvCopySlots>(op)) {
       ++device_copies_;
-    } else if (const auto* disk = std::get_if<KvBlockToDisk>(&op)) {
-      // A write that fails is the disk tier's to count.
-      disk_->persist(disk->hash, disk->tokens, staging_->mapped().subspan(staged++ * block_bytes, block_bytes));
-      ++device_tier_moves_;
     } else {
       ++device_tier_moves_;
     }
+  };
+
+  if (to_disk > 0) {  // the host reads the staging buffer after: one submission, waited for
+    std::vector<size_t> all(ops.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    const size_t tier_bytes = block_bytes * static_cast<size_t>(std::ranges::count_if(ops, is_tier_move));
+    const auto start = std::chrono::steady_clock::now();
+    KVS_RETURN_IF_ERROR(
+        context_.run([&](VkCommandBuffer commands) { record(commands, ops, per_op, all, std::nullopt); }, &submitted));
+    if (tier_bytes > 0) {
+      stats.tier_bytes += tier_bytes;
+      stats.tier_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    staged = 0;
+    for (const KvOp& op : ops) {
+      count(op);
+      // A write that fails is the disk tier's to count.
+      if (const auto* disk = std::get_if<KvBlockToDisk>(&op))
+        disk_->persist(disk->hash, disk->tokens, staging_->mapped().subspan(staged++ * block_bytes, block_bytes));
+    }
+    return Status::ok();
   }
+
+  // A load ahead goes beside the step's compute unless an operation after it touches its block (then it keeps its
+  // place in the log's order). Operations before it run first: the submission of the rest precedes it on the
+  // transfer queue.
+  const auto touches = [](const KvOp& op, BlockId block) {
+    return std::visit(
+        [&](const auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, KvCopySlots>) return o.group == 0 && (o.from == block || o.to == block);
+          if constexpr (std::is_same_v<T, KvCompact>)
+            return o.group == 0 && std::ranges::find(o.blocks, block) != o.blocks.end();
+          if constexpr (std::is_same_v<T, KvBlockToHost> || std::is_same_v<T, KvHostToBlock> ||
+                        std::is_same_v<T, KvBlockToDisk>)
+            return o.block == block;
+          return false;
+        },
+        op);
+  };
+  std::vector<size_t> now, ahead;
+  size_t now_bytes = 0, ahead_bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto* load = std::get_if<KvHostToBlock>(&ops[i]);
+    const auto touched_after = [&](BlockId block) {
+      return std::ranges::any_of(ops.subspan(i + 1), [&](const KvOp& op) { return touches(op, block); }) ||
+             std::ranges::any_of(later, [&](const KvOp& op) { return touches(op, block); });
+    };
+    if (load != nullptr && load->ahead && !touched_after(load->block)) {
+      ahead.push_back(i);
+      ahead_bytes += block_bytes;
+    } else {
+      now.push_back(i);
+      now_bytes += is_tier_move(ops[i]) ? block_bytes : 0;
+    }
+  }
+  if (!now.empty()) {
+    auto value = submit_async(ops, per_op, now, now_bytes);
+    if (!value) return value.status();
+    submitted = true;
+    context_.require_transfers(*value);  // the step's compute runs after them
+  }
+  if (!ahead.empty()) {
+    auto value = submit_async(ops, per_op, ahead, ahead_bytes);
+    if (!value)
+      return submitted ? value.status().with_context("after the moves the step needs were submitted") : value.status();
+    submitted = true;
+    ahead_value_ = *value;  // awaited from the next apply() on
+  }
+  for (const KvOp& op : ops) count(op);
   return Status::ok();
 }
 
 Expected<KvApplyStats> VulkanKvExecutor::apply(std::span<const KvOp> ops) {
-  KvApplyStats stats;
+  // What the last apply() loaded ahead is there before this step's compute reads anything.
+  if (ahead_value_ > 0) context_.require_transfers(ahead_value_);
+  ahead_value_ = 0;
+  KVS_RETURN_IF_ERROR(harvest(false));
+  KvApplyStats stats = std::exchange(done_stats_, KvApplyStats{});
   for (size_t i = 0; i < ops.size();) {
     size_t end = i;
     while (end < ops.size() && on_device(ops[end])) ++end;
     if (end > i) {
       const std::span<const KvOp> run = ops.subspan(i, end - i);
       bool submitted = false;
-      if (Status device = run_on_device(run, stats, submitted); !device) {
-        if (submitted) return device;  // it may have moved some of them: what is where is unknown
+      if (Status device = run_on_device(run, ops.subspan(end), stats, submitted); !device) {
+        if (submitted) return device;        // it may have moved some of them: what is where is unknown
+        KVS_RETURN_IF_ERROR(harvest(true));  // the host moves them after what the device is still moving
         auto host = host_->apply(run);
         if (!host) return host.status().with_context(fmt::format("after the device failed ({})", device.message()));
         stats.tier_bytes += host->tier_bytes;
@@ -211,11 +342,13 @@ Expected<KvApplyStats> VulkanKvExecutor::apply(std::span<const KvOp> ops) {
       continue;
     }
     if (const auto* compaction = std::get_if<KvCompact>(&ops[i])) {
+      KVS_RETURN_IF_ERROR(harvest(true));  // it reads what they moved, and its host side may too
       KVS_RETURN_IF_ERROR(compact(*compaction));
       ++i;
       continue;
     }
     while (end < ops.size() && !on_device(ops[end]) && !std::holds_alternative<KvCompact>(ops[end])) ++end;
+    KVS_RETURN_IF_ERROR(harvest(true));  // the host touches the bytes after the device is done with them
     auto host = host_->apply(ops.subspan(i, end - i));
     if (!host) return host.status();
     stats.tier_bytes += host->tier_bytes;

@@ -13,8 +13,11 @@
 // allocator keeps), in log order.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "attention/compact_kv.h"
 #include "attention/host_kv_executor.h"
@@ -44,6 +47,8 @@ class VulkanKvExecutor final : public KvExecutor {
 
   Expected<KvApplyStats> apply(std::span<const KvOp> ops) override;
   void attach_tiers(HostSlabs* slabs, KvTierStack* disk) override;
+  Status wait_for_transfers() override;
+  ~VulkanKvExecutor() override;
   // Slot copies, compactions and tier moves (blocks to and from the host tier, to disk) applied on the device so far
   // (for tests and metrics).
   uint64_t device_copies() const { return device_copies_; }
@@ -60,9 +65,22 @@ class VulkanKvExecutor final : public KvExecutor {
     GpuBuffer* to = nullptr;
     VkBufferCopy copy = {};
   };
-  // ops (each on_device(), none a compaction) in one submission; blocks written to disk are persisted after it.
-  // `submitted`: whether the device took the submission (when false, nothing of it ran).
-  Status run_on_device(std::span<const KvOp> ops, KvApplyStats& stats, bool& submitted);
+  // ops (each on_device(), none a compaction), `later` the rest of the log after them. With blocks to write to disk:
+  // one submission on the compute queue, waited for, then the blocks persisted. Else on the transfer queue without
+  // waiting (VulkanContext::submit_transfer): the moves the step needs in one submission, which the step's compute
+  // waits for on the device, then the loads ahead whose blocks nothing after them in the log touches in another,
+  // which runs beside the step's compute and is awaited from the next apply() on. `submitted`: whether the device
+  // took a submission (when false, nothing of the run ran).
+  Status run_on_device(std::span<const KvOp> ops, std::span<const KvOp> later, KvApplyStats& stats, bool& submitted);
+  // Records ops[indices] in order (a barrier between operations), and the barrier that makes them visible to the
+  // shaders, the host and later transfers; `timestamps`: the first and second query of `query` around them.
+  void record(VkCommandBuffer commands, std::span<const KvOp> ops, const std::vector<std::vector<Region>>& per_op,
+              std::span<const size_t> indices, std::optional<uint32_t> query) const;
+  // Submits ops[indices] on the transfer queue; the value the transfer timeline reaches when they are done.
+  Expected<uint64_t> submit_async(std::span<const KvOp> ops, const std::vector<std::vector<Region>>& per_op,
+                                  std::span<const size_t> indices, size_t tier_bytes);
+  // Takes the timings of the transfers done by now (all, when `wait`) into done_stats_.
+  Status harvest(bool wait);
   // The regions of one operation; blocks to disk take staging slots from `staged` on.
   Status regions_of(const KvOp& op, size_t& staged, std::vector<Region>& out);
   // Whole-block regions between block `block` of group 0 and `other` at `offset` (one per layer and tensor, in
@@ -84,6 +102,19 @@ class VulkanKvExecutor final : public KvExecutor {
   HostSlabs* slabs_ = nullptr;
   KvTierStack* disk_ = nullptr;
   std::unique_ptr<GpuBuffer> staging_;  // blocks on their way to disk (host-cached), grown as needed
+  // Transfers submitted and not yet harvested: the timeline value, the query pair timing them, the tier bytes.
+  struct InFlight {
+    uint64_t value = 0;
+    std::optional<uint32_t> query;
+    size_t tier_bytes = 0;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  std::vector<InFlight> in_flight_;
+  static constexpr uint32_t kQueryPairs = 64;
+  VkQueryPool queries_ = VK_NULL_HANDLE;  // timestamps around transfers (null: the device writes none)
+  uint32_t next_query_ = 0;
+  uint64_t ahead_value_ = 0;  // the last apply()'s loads ahead: required of compute from the next apply() on
+  KvApplyStats done_stats_;   // tier moves finished since the last apply() returned its stats
   uint64_t device_copies_ = 0, device_compactions_ = 0, device_tier_moves_ = 0;
   size_t refused_submissions_ = 0;
 };

@@ -106,6 +106,7 @@ struct KvBlockTransfer {
   BlockId block = kNullBlock;
   BlockHash hash = {};
   std::vector<TokenId> tokens = {};
+  bool ahead = false;  // a load of load_prefix(): no sequence reads the block this step (kv_ops.h KvHostToBlock)
 };
 
 // Copy slots [0, num_slots) of every layer's K/V from `source` into `destination` (a new block of the

@@ -42,10 +42,13 @@ struct KvBlockToHost {
   uint64_t host_slot = 0;
 };
 
-// Host tier slot `host_slot` into a block of layer group 0.
+// Host tier slot `host_slot` into a block of layer group 0. `ahead`: a load for a sequence that has not begun (a
+// prefix brought up while its request waits): no pass of this step reads the block, so a device may move it beside
+// the step's compute, as long as it is there before the next step's.
 struct KvHostToBlock {
   uint64_t host_slot = 0;
   BlockId block = kNullBlock;
+  bool ahead = false;
 };
 
 // A whole block of layer group 0 written through to the disk tier under its hash and tokens (rank 0's executor: the
@@ -75,8 +78,12 @@ class KvExecutor {
   // decides gives its tier stack's for both, another tensor-parallel rank slabs of its own and no disk. Not owned.
   virtual void attach_tiers(HostSlabs* slabs, KvTierStack* disk) = 0;
   // Applies `ops` in order; nothing may read or write the cache meanwhile. An error names the operation that failed
-  // (the ones before it were applied).
+  // (the ones before it were applied). Once a step, before its forward pass (with an empty log too: what a device
+  // moved ahead the step before is awaited from here on).
   virtual Expected<KvApplyStats> apply(std::span<const KvOp> ops) = 0;
+  // Waits until every move applied so far is done, before the host reads or writes the host tier's slots (a device
+  // may still be moving them after apply() returned).
+  virtual Status wait_for_transfers() { return Status::ok(); }
 };
 
 }  // namespace kvs

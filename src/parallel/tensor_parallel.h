@@ -81,6 +81,7 @@ class ReplicatedKvExecutor final : public KvExecutor {
     return local_->apply(ops);
   }
   void attach_tiers(HostSlabs* slabs, KvTierStack* disk) override { local_->attach_tiers(slabs, disk); }
+  Status wait_for_transfers() override { return local_->wait_for_transfers(); }
 
  private:
   std::unique_ptr<KvExecutor> local_;

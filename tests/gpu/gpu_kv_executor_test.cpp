@@ -75,6 +75,7 @@ TEST_F(GpuKvExecutorTest, SlotCopiesOnTheDeviceEqualTheHostsCopies) {
                                 KvCopySlots{.from = BlockId{4}, .to = BlockId{2}, .num_slots = 5}};
     auto applied = executor.apply(ops);
     ASSERT_TRUE(applied) << applied.status().message();
+    ASSERT_TRUE(executor.wait_for_transfers()) << "the copies run on the transfer queue, the host waits for them";
     for (const KvOp& op : ops) {
       const auto& c = std::get<KvCopySlots>(op);
       host.copy_slots(c.from, c.to, c.num_slots);
@@ -230,6 +231,64 @@ TEST_F(GpuKvExecutorTest, TierMovesOnTheDeviceEqualTheHostsByteForByte) {
     ASSERT_TRUE(host_tiers->disk()->load(host_tiers->key(hash(n)), h).is_ok()) << "block " << n;
     EXPECT_TRUE(d == h) << "block " << n;
   }
+}
+
+// Moves without disk writes run on the transfer queue without the host waiting: the moves the step needs in one
+// submission, which compute waits for on the device, and the loads ahead (blocks brought up for a request still
+// waiting) in another beside the step's compute, unless an operation after them touches their block (then they keep
+// their place in the one submission). Either way the pool and the slots end as the host executor's twin's, in the
+// log's order (a block's old content demoted before the load ahead overwrites it).
+TEST_F(GpuKvExecutorTest, LoadsAheadGoBesideTheStepAndKeepTheLogsOrder) {
+  VulkanKvAllocator allocator(*context_), host_tier(*context_, GpuMemory::kHostCached);
+  const KvCacheSpec spec{
+      .num_layers = 2, .num_kv_heads = 2, .head_dim = 16, .dtype = {KvDType::kF16, KvDType::kF16}, .block_size = 8};
+  const KvHeadShare share{.num_layers = 2, .model_kv_heads = 2, .first = 0, .count = 2};
+  std::vector<KvStorage> device, host;
+  device.emplace_back(spec, 6, 0, allocator);
+  host.emplace_back(spec, 6);
+  std::mt19937 rng(13);
+  fill_both(host[0], device[0], rng);
+  const size_t block_bytes = host[0].block_bytes();
+  HostSlabs device_slabs(8 * block_bytes, &host_tier), host_slabs(8 * block_bytes);
+  device_slabs.set_block_bytes(block_bytes);
+  host_slabs.set_block_bytes(block_bytes);
+  for (size_t slot = 0; slot < 8; ++slot) {  // the same bytes in both tiers' slots
+    std::span<std::byte> d = device_slabs.slot(slot), h = host_slabs.slot(slot);
+    for (size_t b = 0; b < d.size(); ++b) d[b] = h[b] = static_cast<std::byte>(rng());
+  }
+  SteadyClock clock;
+  VulkanKvExecutor executor(*context_, allocator, host_tier, device,
+                            std::make_unique<HostKvExecutor>(device, share, KeyRotation{}, clock), KeyRotation{},
+                            share);
+  HostKvExecutor twin(host, share, KeyRotation{}, clock);
+  executor.attach_tiers(&device_slabs, nullptr);
+  twin.attach_tiers(&host_slabs, nullptr);
+  const auto expect_twins = [&](const char* what) {
+    ASSERT_TRUE(executor.wait_for_transfers());
+    EXPECT_TRUE(pool_bytes(device[0]) == pool_bytes(host[0])) << what;
+    for (size_t slot = 0; slot < 8; ++slot)
+      EXPECT_TRUE(std::ranges::equal(device_slabs.slot(slot), host_slabs.slot(slot))) << what << ", slot " << slot;
+  };
+  // Block 2's old content goes to slot 6, then slot 1 is loaded into it ahead; block 4 is loaded for this step.
+  const std::vector<KvOp> beside{KvBlockToHost{.block = BlockId{2}, .host_slot = 6},
+                                 KvHostToBlock{.host_slot = 1, .block = BlockId{2}, .ahead = true},
+                                 KvHostToBlock{.host_slot = 3, .block = BlockId{4}}};
+  const uint64_t before = context_->transfers_submitted();
+  ASSERT_TRUE(executor.apply(beside));
+  ASSERT_TRUE(twin.apply(beside));
+  EXPECT_EQ(context_->transfers_submitted(), before + 2) << "the load ahead in a submission of its own";
+  expect_twins("a load ahead beside the step");
+  // The block loaded ahead is demoted again later in the log: the load keeps its place.
+  const std::vector<KvOp> in_order{KvHostToBlock{.host_slot = 2, .block = BlockId{5}, .ahead = true},
+                                   KvHostToBlock{.host_slot = 4, .block = BlockId{0}},
+                                   KvBlockToHost{.block = BlockId{5}, .host_slot = 7}};
+  const uint64_t again = context_->transfers_submitted();
+  ASSERT_TRUE(executor.apply(in_order));
+  ASSERT_TRUE(twin.apply(in_order));
+  EXPECT_EQ(context_->transfers_submitted(), again + 1) << "one submission, in the log's order";
+  expect_twins("a load ahead whose block is demoted after it");
+  // An empty log (a step with nothing to move) still makes the step's compute wait for the last loads ahead.
+  ASSERT_TRUE(executor.apply({}));
 }
 
 }  // namespace

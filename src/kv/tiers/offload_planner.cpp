@@ -21,7 +21,7 @@ void plan_tier_transfers(std::span<const KvBlockTransfer> transfers, KvTierStack
       case KvBlockTransfer::Kind::kLoad: {
         const auto slot = tiers.slot_to_load(t.hash);  // pinned since the lookup: held
         KVS_ASSERT(slot.has_value(), "a pinned host tier block cannot be loaded: {}", slot.status().message());
-        ops.push_back(KvHostToBlock{.host_slot = *slot, .block = t.block});
+        ops.push_back(KvHostToBlock{.host_slot = *slot, .block = t.block, .ahead = t.ahead});
         break;
       }
     }
