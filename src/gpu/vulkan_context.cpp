@@ -137,9 +137,7 @@ uint64_t VulkanContext::device_memory_available() const {
   return best;
 }
 
-Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record, bool* submitted) {
-  if (submitted != nullptr) *submitted = false;
-  const std::lock_guard lock(pool_mutex_);
+Expected<VkCommandBuffer> VulkanContext::record_commands(const std::function<void(VkCommandBuffer)>& record) {
   const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                              .commandPool = pool_,
                                              .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
@@ -153,8 +151,28 @@ Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record, bo
     record(commands);
     status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
   }
-  if (status) status = submit_and_wait(commands, submitted);
-  vkFreeCommandBuffers(device_, pool_, 1, &commands);
+  if (!status) {
+    vkFreeCommandBuffers(device_, pool_, 1, &commands);
+    return status;
+  }
+  return commands;
+}
+
+void VulkanContext::free_transfers_done(uint64_t done) {
+  std::erase_if(transfers_in_flight_, [&](const std::pair<uint64_t, VkCommandBuffer>& t) {
+    if (t.first > done) return false;
+    vkFreeCommandBuffers(device_, pool_, 1, &t.second);
+    return true;
+  });
+}
+
+Status VulkanContext::run(const std::function<void(VkCommandBuffer)>& record, bool* submitted) {
+  if (submitted != nullptr) *submitted = false;
+  const std::lock_guard lock(pool_mutex_);
+  auto commands = record_commands(record);
+  if (!commands) return commands.status();
+  const Status status = submit_and_wait(*commands, submitted);
+  vkFreeCommandBuffers(device_, pool_, 1, &*commands);
   return status;
 }
 
@@ -187,26 +205,13 @@ Expected<uint64_t> VulkanContext::submit_transfer(const std::function<void(VkCom
   uint64_t done = 0;
   KVS_RETURN_IF_ERROR(
       vk_check(vkGetSemaphoreCounterValue(device_, transfer_timeline_, &done), "vkGetSemaphoreCounterValue"));
-  std::erase_if(transfers_in_flight_, [&](const std::pair<uint64_t, VkCommandBuffer>& t) {
-    if (t.first > done) return false;
-    vkFreeCommandBuffers(device_, pool_, 1, &t.second);
-    return true;
-  });
-  const VkCommandBufferAllocateInfo allocate{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                             .commandPool = pool_,
-                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                             .commandBufferCount = 1};
-  VkCommandBuffer commands = VK_NULL_HANDLE;
-  KVS_RETURN_IF_ERROR(vk_check(vkAllocateCommandBuffers(device_, &allocate, &commands), "vkAllocateCommandBuffers"));
-  const VkCommandBufferBeginInfo begin{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  Status status = vk_check(vkBeginCommandBuffer(commands, &begin), "vkBeginCommandBuffer");
-  if (status) {
-    record(commands);
-    status = vk_check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
-  }
+  free_transfers_done(done);
+  auto recorded = record_commands(record);
+  if (!recorded) return recorded.status();
+  VkCommandBuffer commands = *recorded;
+  Status status = Status::ok();
   uint64_t value = 0;
-  if (status) {
+  {
     const std::lock_guard lock(submit_mutex_);
     value = transfer_value_ + 1;
     const VkTimelineSemaphoreSubmitInfo timeline{.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -242,11 +247,7 @@ Status VulkanContext::wait_transfers(uint64_t value) {
                                  .pValues = &value};
   KVS_RETURN_IF_ERROR(vk_check(vkWaitSemaphores(device_, &wait, UINT64_MAX), "vkWaitSemaphores"));
   const std::lock_guard pool_lock(pool_mutex_);
-  std::erase_if(transfers_in_flight_, [&](const std::pair<uint64_t, VkCommandBuffer>& t) {
-    if (t.first > value) return false;
-    vkFreeCommandBuffers(device_, pool_, 1, &t.second);
-    return true;
-  });
+  free_transfers_done(value);
   return Status::ok();
 }
 

@@ -70,6 +70,10 @@ class VulkanContext {
 
  private:
   VulkanContext() = default;
+  // A fresh command buffer with `record`'s commands, ended (pool_mutex_ held); freed again on an error.
+  Expected<VkCommandBuffer> record_commands(const std::function<void(VkCommandBuffer)>& record);
+  // Frees the command buffers of the transfers the timeline has passed `done` for (pool_mutex_ held).
+  void free_transfers_done(uint64_t done);
   const VulkanInstance* instance_ = nullptr;  // the process's (VulkanInstance::process())
   GpuDeviceInfo info_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;

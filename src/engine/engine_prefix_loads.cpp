@@ -1,0 +1,60 @@
+// The engine's prefix loads (engine.h): the prefixes of waiting requests brought up the offload tiers, and whether a
+// request waits for its prefix or computes it.
+#include "engine/engine.h"
+
+namespace kvs {
+
+void Engine::prefetch_waiting() {
+  // The host tier's slots take the disk's reads: the device's moves of them are done first.
+  const Status moved = executor_->wait_for_transfers();
+  KVS_ASSERT(moved.is_ok(), "the KV moves failed: {}", moved.message());
+  tiers_->poll();
+  const SteadyTime now = clock_.now();
+  EngineMetrics& totals = recorder_.totals();
+  const auto stop_waiting = [&](SequenceState& seq) {
+    if (seq.kv_load_since == SteadyTime{}) return;
+    totals.kv_load_wait_seconds_sum += std::chrono::duration<double>(now - seq.kv_load_since).count();
+    seq.kv_load_since = {};
+  };
+  size_t looked = 0;
+  for (SequenceState* seq : scheduler_.waiting()) {
+    if (looked++ == config_.max_seqs) break;
+    seq->kv_loading = false;
+    if (!seq->use_prefix_cache || seq->kv_load_over) continue;
+    const KvCacheManager::PrefixLoad load = kv_->group(0).load_prefix(seq->tokens, seq->prefix_namespace);
+    if (load.reading == 0) {  // all of it the tiers hold is in the pool, or on its way there with this step
+      stop_waiting(*seq);
+      continue;
+    }
+    if (seq->kv_load_since == SteadyTime{}) {
+      if (!load_beats_recompute(load.on_disk)) {
+        seq->kv_load_over = true;
+        ++totals.kv_load_skipped_total;
+        continue;
+      }
+      seq->kv_load_since = now;
+      ++totals.kv_load_waits_total;
+    }
+    if (now - seq->kv_load_since >= config_.kv_load_timeout) {
+      stop_waiting(*seq);
+      seq->kv_load_over = true;
+      ++totals.kv_load_timeouts_total;
+      continue;
+    }
+    seq->kv_loading = true;
+  }
+}
+
+bool Engine::load_beats_recompute(size_t disk_blocks) const {
+  const TierStats disk = tiers_->disk()->stats();
+  const RateEstimate& prefill = scheduler_.preemption_costs().recompute_tokens;
+  // Unmeasured, reading wins: a block file is read in a fraction of the time its tokens take to compute on every
+  // host this engine has run on (docs/KV_TIERS.md), and the first reads measure it.
+  if (disk.load_seconds_sum <= 0.0 || !prefill.known()) return true;
+  const double bytes_per_second = static_cast<double>(disk.bytes_loaded) / disk.load_seconds_sum;
+  const double read_seconds = static_cast<double>(disk_blocks * tiers_->format().block_bytes) / bytes_per_second;
+  const double compute_seconds = static_cast<double>(disk_blocks * kv_->block_size()) / prefill.per_second();
+  return read_seconds < compute_seconds;
+}
+
+}  // namespace kvs
