@@ -20,6 +20,8 @@
 #   host, auto         --kv-preempt auto: swap or recompute by the measured copy bandwidth and prefill rate
 # The last two columns of the chat table: the disk tier's read time (on its I/O thread) and the time the engine had
 # nothing to compute but those reads to wait for; the rest of the read time was hidden behind other requests' compute.
+# The last: requests that waited for their prefix to come up from disk, and those whose wait ran past
+# --kv-load-timeout-ms (they computed what had not arrived).
 #   bench/kv_tiers.sh [chat] [preempt]    (from the repository root, after make build; on an idle machine)
 #   DEVICE=vulkan MODEL=small.gguf bench/kv_tiers.sh    the pool on Vulkan device 0 (lavapipe: a small model)
 set -euo pipefail
@@ -68,6 +70,8 @@ for line in urllib.request.urlopen(url).read().decode().splitlines():
 read = metrics.get('kvserve_kv_tier_load_seconds_sum{tier="disk"}')
 waited = metrics.get("kvserve_kv_load_stall_seconds_total", 0)
 disk = f"{1e3 * read:.0f} | {1e3 * waited:.0f}" if read is not None else "- | -"
+# Requests that waited for their prefix to come up from disk, and those whose wait timed out (they computed the rest).
+waits = f"{int(metrics.get('kvserve_kv_load_waits_total', 0))} / {int(metrics.get('kvserve_kv_load_timeouts_total', 0))}"
 turns = j["per_turn"]
 prompt = sum(t["prompt_tokens"] for t in turns)
 cached = sum(t["cached_tokens"] for t in turns)
@@ -75,7 +79,7 @@ generated = sum(t["completion_tokens"] for t in turns)
 ok = sum(t["requests_ok"] for t in turns)
 mean_p50 = sum(t["ttft_p50_s"] for t in turns) / len(turns)
 print(f"| {label} | {ok} | {j['wall_seconds']:.1f} | {generated / j['wall_seconds']:.1f} | {100 * cached / prompt:.1f}% "
-      f"| {1e3 * turns[0]['ttft_p50_s']:.0f} | {1e3 * turns[-1]['ttft_p50_s']:.0f} | {1e3 * mean_p50:.0f} | {disk} |")
+      f"| {1e3 * turns[0]['ttft_p50_s']:.0f} | {1e3 * turns[-1]['ttft_p50_s']:.0f} | {1e3 * mean_p50:.0f} | {disk} | {waits} |")
 EOF
 }
 
@@ -83,8 +87,8 @@ if [[ " $parts " == *" chat "* ]]; then
 echo "$CONVS conversations x $TURNS turns ($MESSAGE-word messages, $REPLY-token replies), $CLIENTS at a time, turn-major;" \
   "a pool of $BLOCKS blocks; model $(basename "$model"), --device $DEVICE"
 echo
-echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) | disk reads (ms) | engine idle waiting for them (ms) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| configuration | requests | wall s | generated tok/s | prompt tokens cached | TTFT p50 turn 1 (ms) | TTFT p50 turn $TURNS (ms) | TTFT p50, mean over turns (ms) | disk reads (ms) | engine idle waiting for them (ms) | load waits / timeouts |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
   measure row "none (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS"
   measure row "host $HOST (round $round)" --max-seqs "$CLIENTS" --kv-blocks "$BLOCKS" --kv-host "$HOST"

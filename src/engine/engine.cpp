@@ -71,11 +71,36 @@ Engine::~Engine() {
   if (!tiers_ || !tiers_->disk()) return;
   kv_ops_.clear();
   plan_persist(kv_->group(0), *tiers_, kv_ops_);
-  const auto persisted = executor_->apply(kv_ops_);
-  KVS_ASSERT(persisted.has_value(), "{}", persisted.status().message());
+  if (const auto persisted = executor_->apply(kv_ops_); !persisted) {  // what was written stays; the rest is lost
+    log_kv(
+        fmt::format("the KV cache's blocks were not all written to the disk tier: {}", persisted.status().message()));
+  }
 }  // the disk tier finishes its writes as it closes
 
-void Engine::apply_kv_ops() {
+void Engine::log_kv(const std::string& line) const {
+  if (config_.kv.tiers.log) {
+    config_.kv.tiers.log(line);
+  } else {
+    fmt::print(stderr, "kvserve: {}\n", line);
+  }
+}
+
+void Engine::lose_kv(const Status& why) {
+  ++recorder_.totals().kv_transfers_lost_total;
+  log_kv(
+      fmt::format("a KV move failed ({}): the cached blocks of the pool and the host tier are dropped and every "
+                  "request computes its K/V again",
+                  why.message()));
+  kv_ops_.clear();
+  (void)executor_->wait_for_transfers();  // what the device still moves lands before the blocks are reused
+  if (tiers_) kv_->group(0).transfers_done();
+  for (size_t g = 0; g < kv_->num_groups(); ++g) kv_->group(g).copies_done();
+  scheduler_.requeue_all();
+  kv_->forget_cached();
+  if (tiers_) tiers_->forget_host();
+}
+
+bool Engine::apply_kv_ops() {
   if (tiers_) plan_tier_transfers(kv_->group(0).pending_transfers(), *tiers_, kv_ops_);
   for (size_t g = 0; g < kv_->num_groups(); ++g) {
     for (const KvBlockCopy& c : kv_->group(g).pending_copies()) {
@@ -89,7 +114,10 @@ void Engine::apply_kv_ops() {
   }
   if (!kv_ops_.empty() || tiers_) {  // with tiers, every step: what a device moved ahead is awaited from now on
     const auto applied = executor_->apply(kv_ops_);
-    KVS_ASSERT(applied.has_value(), "the KV op log failed: {}", applied.status().message());
+    if (!applied) {
+      lose_kv(applied.status());
+      return false;
+    }
     kv_ops_.clear();
     recorder_.totals().kv_transfers_retried_total += applied->retried;
     if (applied->tier_bytes > 0) {
@@ -98,6 +126,7 @@ void Engine::apply_kv_ops() {
   }
   if (tiers_) kv_->group(0).transfers_done();
   for (size_t g = 0; g < kv_->num_groups(); ++g) kv_->group(g).copies_done();
+  return true;
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,
@@ -343,14 +372,16 @@ bool Engine::step() {
   for (SequenceState* seq : scheduler_.running()) {
     if (evictor_.evict_if_full(as_request(seq), *kv_, kv_ops_) > 0) ++recorder_.totals().kv_evictions_total;
   }
-  if (tiers_) prefetch_waiting();
+  if (tiers_ && !prefetch_waiting()) return true;  // the KV cache was lost: the next step computes it again
   SchedulePlan plan = scheduler_.schedule();
   recorder_.totals().preemptions_total = scheduler_.num_preemptions();
   for (SequenceState* seq : plan.out_of_memory) {
     RequestOutput out;
     finish(as_request(seq), FinishReason::kKvCacheFull, out);
   }
-  apply_kv_ops();  // before the forward pass writes the blocks: a demotion reads their old content
+  // Before the forward pass writes the blocks (a demotion reads their old content). When the log failed, the plan's
+  // blocks are gone: the next step schedules the requests again.
+  if (!apply_kv_ops()) return true;
   if (plan.chunks.empty()) {
     if (tiers_ && tiers_->num_prefetching() > 0) {  // only reads from disk are left to wait for
       const SteadyTime start = clock_.now();

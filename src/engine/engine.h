@@ -53,6 +53,7 @@ class Engine {
   const KvLayerGroups& kv_layers() const { return layers_; }
   const ModelConfig& model_config() const { return model_.config(); }
   const KvTierStack* kv_tiers() const { return tiers_.get(); }
+  KvExecutor& kv_executor() { return *executor_; }  // what moves the KV bytes (tests inject device faults there)
   const ModelRunner& runner() const { return *runner_; }
 
  private:
@@ -79,15 +80,25 @@ class Engine {
   // load_prefix(): host tier blocks into the pool, disk reads started), a wave a step. A request whose prefix is
   // still being read waits (kv_loading: the scheduler passes it over; those behind it may run) while reading is
   // cheaper than computing those tokens at the measured rates, and at most config_.kv_load_timeout; then it runs,
-  // and computes whatever has not arrived. Waits, timeouts and skips are counted in the metrics.
-  void prefetch_waiting();
+  // and computes whatever has not arrived. Waits, timeouts and skips are counted in the metrics. False when the
+  // moves it waited for failed (lose_kv()).
+  bool prefetch_waiting();
   // Whether reading `disk_blocks` blocks back costs less than computing their tokens, at the disk tier's measured
   // read rate and the measured prefill rate (unmeasured: true).
   bool load_beats_recompute(size_t disk_blocks) const;
   // The step's KV op log (kv/kv_ops.h): the compactions already in it, then the offload planner's tier moves and the
   // managers' slot copies, applied by the executor (and sent to the other tensor-parallel ranks) before the forward
-  // pass; then the managers' pins on what the moves read are let go.
-  void apply_kv_ops();
+  // pass; then the managers' pins on what the moves read are let go. False when the log failed (lose_kv()).
+  bool apply_kv_ops();
+  // After the KV op log failed where the executor cannot say what moved (a device lost a transfer it took): nothing
+  // the pool or the host tier holds is trusted. Every running request goes back to wait and computes its K/V again
+  // from its tokens (a preemption by recompute), swapped ones lose what they kept, the pool's and the host tier's
+  // cached blocks are forgotten; the disk tier stays (it is written from finished moves only, and checksummed).
+  // Counted in kv_transfers_lost_total and logged. No output changes: every token is computed again or read from
+  // what was checked.
+  void lose_kv(const Status& why);
+  // A line about the KV cache to config_.kv.tiers.log, else stderr.
+  void log_kv(const std::string& line) const;
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 

@@ -4,10 +4,12 @@
 
 namespace kvs {
 
-void Engine::prefetch_waiting() {
+bool Engine::prefetch_waiting() {
   // The host tier's slots take the disk's reads: the device's moves of them are done first.
-  const Status moved = executor_->wait_for_transfers();
-  KVS_ASSERT(moved.is_ok(), "the KV moves failed: {}", moved.message());
+  if (const Status moved = executor_->wait_for_transfers(); !moved) {
+    lose_kv(moved);
+    return false;
+  }
   tiers_->poll();
   const SteadyTime now = clock_.now();
   EngineMetrics& totals = recorder_.totals();
@@ -43,6 +45,7 @@ void Engine::prefetch_waiting() {
     }
     seq->kv_loading = true;
   }
+  return true;
 }
 
 bool Engine::load_beats_recompute(size_t disk_blocks) const {

@@ -152,6 +152,10 @@ std::string to_prometheus(const EngineMetrics& m) {
   counter(out, "kv_transfers_retried_total",
           "KV block moves the device did not take (a refused submission), moved by the host instead.",
           m.kv_transfers_retried_total);
+  counter(out, "kv_transfers_lost_total",
+          "KV moves that failed after the device took them (a lost device): the pool's and the host tier's cached "
+          "blocks were dropped and every request computed its K/V again.",
+          m.kv_transfers_lost_total);
   counter(out, "kv_load_stall_seconds_total",
           "Time the engine had nothing to compute but reads from the disk tier to wait for (the reads' time not "
           "hidden behind other requests' compute).",

@@ -53,7 +53,8 @@ struct EngineMetrics {
   double kv_load_wait_seconds_sum = 0;      // time the waits took (each request's: waits overlap)
   double kv_load_stall_seconds_sum = 0;     // time the engine had nothing to compute but disk reads to wait for
   uint64_t kv_transfers_retried_total = 0;  // KV moves a device did not take (a refused submission) moved by the host
-  std::vector<KvTierMetrics> kv_tiers;      // host, then disk (empty without tiers)
+  uint64_t kv_transfers_lost_total = 0;  // KV op logs that failed midway (a device lost a move): the cache recomputed
+  std::vector<KvTierMetrics> kv_tiers;   // host, then disk (empty without tiers)
   uint64_t prompt_tokens_total = 0;
   uint64_t generation_tokens_total = 0;
   uint64_t preemptions_total = 0;

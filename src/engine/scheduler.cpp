@@ -100,6 +100,19 @@ void Scheduler::on_computed(const ScheduledChunk& chunk) {
   kv_.commit(seq.id, std::span(seq.tokens).subspan(chunk.first, chunk.num_tokens));
 }
 
+void Scheduler::requeue_all() {
+  for (SequenceState* seq : waiting_) kv_.free(seq->id);
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    SequenceState* seq = *it;
+    seq->computed_at_preemption = num_computed(*seq);
+    kv_.free(seq->id);
+    ++seq->num_preemptions;
+    ++num_preemptions_;
+    waiting_.push_front(seq);
+  }
+  running_.clear();
+}
+
 void Scheduler::remove(SequenceState* seq) {
   kv_.free(seq->id);
   std::erase(running_, seq);

@@ -61,6 +61,10 @@ class Scheduler {
   // Frees a running sequence's blocks so that its next chunk recomputes it from the start (the
   // no-cache baseline); it stays running.
   void forget_computed(SequenceState* seq) { kv_.free(seq->id); }
+  // After the engine lost the KV cache's content: every running sequence goes back to the front of the waiting
+  // queue, in order, its blocks freed, to compute again from its tokens (a preemption by recompute each), and the
+  // waiting ones let go of what a swap kept of them.
+  void requeue_all();
 
   size_t num_computed(const SequenceState& seq) const { return kv_.num_tokens(seq.id); }
   const std::vector<SequenceState*>& running() const { return running_; }

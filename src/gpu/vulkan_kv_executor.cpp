@@ -221,6 +221,11 @@ Status VulkanKvExecutor::run_on_device(std::span<const KvOp> ops, std::span<cons
     --refused_submissions_;
     return Status::unavailable("vkQueueSubmit: the device refused the submission (injected)");
   }
+  if (lost_submissions_ > 0) {
+    --lost_submissions_;
+    submitted = true;
+    return Status::unavailable("VK_ERROR_DEVICE_LOST: the device lost a submission of KV moves (injected)");
+  }
   // Staging for the blocks this run writes to disk.
   const size_t block_bytes = storages_[0].block_bytes();
   const size_t to_disk = static_cast<size_t>(

@@ -57,6 +57,9 @@ class VulkanKvExecutor final : public KvExecutor {
   // Fault injection (tests): the device refuses the next `runs` submissions of operations, as a failed vkQueueSubmit
   // would; the host moves them instead (counted in KvApplyStats::retried).
   void inject_refused_submissions(size_t runs) { refused_submissions_ = runs; }
+  // Fault injection (tests): the device takes the next `runs` submissions of operations and loses them, as a lost
+  // device would (nothing of them moves; apply() fails, and what its blocks and slots hold is unknown to its caller).
+  void inject_lost_submissions(size_t runs) { lost_submissions_ = runs; }
 
  private:
   // A copy region between two buffers.
@@ -117,6 +120,7 @@ class VulkanKvExecutor final : public KvExecutor {
   KvApplyStats done_stats_;   // tier moves finished since the last apply() returned its stats
   uint64_t device_copies_ = 0, device_compactions_ = 0, device_tier_moves_ = 0;
   size_t refused_submissions_ = 0;
+  size_t lost_submissions_ = 0;
 };
 
 }  // namespace kvs

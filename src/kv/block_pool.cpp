@@ -57,6 +57,19 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(size_t n) {
   return out;
 }
 
+std::vector<BlockId> BlockPool::forget_cached_content() {
+  std::vector<BlockId> out;
+  for (uint32_t i = head_; i != BlockMeta::kNone; i = meta_[i].next_free)
+    if (meta_[i].content_hash != 0) out.push_back(BlockId{i});
+  for (BlockId b : out) {
+    unlink(b.value);
+    meta_[b.value].content_hash = 0;
+    ++meta_[b.value].generation;
+    push_head(b.value);
+  }
+  return out;
+}
+
 void BlockPool::retain(BlockId id) {
   KVS_ASSERT(id.value < meta_.size(), "retain of block {} in a pool of {}", id.value, meta_.size());
   BlockMeta& m = meta_[id.value];

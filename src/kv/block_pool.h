@@ -54,6 +54,9 @@ class BlockPool {
   }
   // Marks a block in use as holding cached content (hash != 0), kept at the LRU tail when released.
   void set_content_hash(BlockId id, uint64_t hash);
+  // Drops the content of every free block holding cached content (each moves to the head of the free list, its
+  // generation advanced, as allocate() would); returns them, for the caller to forget what it indexed of them.
+  std::vector<BlockId> forget_cached_content();
   // Free blocks from head to tail (tests assert exact order).
   std::vector<BlockId> free_list() const;
   // Verifies every invariant; a non-ok Status says which block breaks which rule.

@@ -127,6 +127,10 @@ void HybridKvManager::free(SeqId seq) {
   for (const auto& group : groups_) group->free(seq);
 }
 
+void HybridKvManager::forget_cached() {
+  for (const auto& group : groups_) group->forget_cached();
+}
+
 bool HybridKvManager::swap_out(SeqId seq) { return groups_.size() == 1 && groups_[0]->swap_out(seq); }
 
 size_t HybridKvManager::blocks_held_in(size_t g, SeqId seq) const {

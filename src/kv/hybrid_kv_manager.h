@@ -46,6 +46,8 @@ class HybridKvManager {
   [[nodiscard]] bool reserve(SeqId seq, size_t n);
   void commit(SeqId seq, std::span<const TokenId> tokens);
   void free(SeqId seq);
+  // Every group's KvCacheManager::forget_cached() (every sequence freed, the groups' copies and transfers done).
+  void forget_cached();
   // As KvCacheManager::swap_out (offload tiers: one group only); false with nothing done otherwise.
   [[nodiscard]] bool swap_out(SeqId seq);
   // As KvCacheManager::evict, in every group (the caller compacted each group's storage alike).

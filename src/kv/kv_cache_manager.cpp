@@ -327,6 +327,14 @@ void KvCacheManager::copies_done() {
   release_tails_of_unheld(sources);
 }
 
+void KvCacheManager::forget_cached() {
+  KVS_ASSERT(tables_.empty() && pending_transfers_.empty() && pending_copies_.empty(),
+             "forget_cached() with {} sequences, {} transfers and {} copies pending", tables_.size(),
+             pending_transfers_.size(), pending_copies_.size());
+  for (BlockId b : pool_.forget_cached_content()) index_.erase(b);  // every block is free
+  loaded_unread_.clear();
+}
+
 size_t KvCacheManager::num_tokens(SeqId seq) const {
   auto it = tables_.find(seq.value);
   return it == tables_.end() ? 0 : it->second.num_tokens();

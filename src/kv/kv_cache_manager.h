@@ -183,6 +183,10 @@ class KvCacheManager {
   // pass, in order; then transfers_done().
   std::span<const KvBlockTransfer> pending_transfers() const { return pending_transfers_; }
   void transfers_done();
+  // After a KV op log failed midway (a device lost a transfer: what its blocks hold is unknown), with every sequence
+  // freed and transfers_done() and copies_done() called: forgets the content of every block the pool caches (their
+  // index entries dropped, nothing demoted), so that no lookup finds a block whose bytes nobody can vouch for.
+  void forget_cached();
   // Brings the longest prefix of `tokens` that the pool, the host tier and the disk tier hold together up the
   // hierarchy, for a sequence that waits to begin, when some of it only the disk holds (else begin() loads what the
   // host tier holds itself, and nothing moves twice): its blocks in the host tier go into the pool as cached blocks

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/engine_trace.h"
+#include "gpu/vulkan_kv_executor.h"
 #include "gpu_model_fixture.h"
 #include "kv/tiers/tier_test_util.h"
 #include "parallel/in_process_communicator.h"
@@ -177,9 +178,34 @@ TEST_F(GpuKvTiers, DiskFaultsUnderAGpuPoolMeanRecomputeAndTheSameOutput) {
   }
 }
 
+// The device loses the submission that loads a prefix back from the host tier (as a lost device would: nothing of it
+// moved, so the pool blocks it was to fill still hold other prompts' K/V). The engine trusts nothing cached any more:
+// the request computes again from its tokens, its output is the request's alone, and the loss is counted and logged.
+TEST_F(GpuKvTiers, ALostTransferMeansRecomputeNeverStaleBlocks) {
+  test::Logged logged;
+  const EngineConfig config{.max_seqs = 1,
+                            .kv = {.blocks = 12, .tiers = {.host_bytes = 64 * block_bytes_, .log = logged.sink()}}};
+  test::EngineSession session(*gpu_, *tokenizer_, pool_, config);
+  std::vector<std::vector<TokenId>> prompts;
+  for (uint64_t i = 0; i < 4; ++i) prompts.push_back(random_tokens(60, 700 + i));
+  for (const auto& p : prompts) session.run(test::greedy_request(p, 20));
+  ASSERT_GT(tier(session, "host")->blocks_held, 0u) << "the first prompt's blocks went down to the host tier";
+  auto& executor = dynamic_cast<VulkanKvExecutor&>(session.engine().kv_executor());
+  executor.inject_lost_submissions(1);
+  const test::EngineTrace lost = session.run(test::greedy_request(prompts[0], 20));
+  test::expect_cached_run_matches(lost, reference(*gpu_, config, prompts[0], 20), kLogitBound);
+  EXPECT_EQ(session.engine().metrics().kv_transfers_lost_total, 1u);
+  EXPECT_TRUE(logged.has("a KV move failed")) << "the loss is logged";
+  // The pool and the tier work on: the prompt hits its blocks again.
+  const test::EngineTrace again = session.run(test::greedy_request(prompts[0], 20));
+  EXPECT_GE(again.result.cached_tokens, 48u);
+  test::expect_cached_run_matches(again, reference(*gpu_, config, prompts[0], 20), kLogitBound);
+}
+
 // Randomized: requests from three shared system prompts arrive in waves into a GPU pool of 14 blocks, a host tier of
-// 8 and a disk tier of 24; preemptions swap, then after a restart recompute. The KV manager's and the tiers'
-// invariants hold after every step, nothing stays pinned, and every output equals the request alone on the device.
+// 8 and a disk tier of 24; preemptions swap, then after a restart recompute, then swap while the device loses every
+// fifth step's moves. The KV manager's and the tiers' invariants hold after every step, nothing stays pinned, and
+// every output equals the request alone on the device.
 TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
   test::TempDir dir("gpu_kv_tiers_random");
   EngineConfig config{
@@ -202,13 +228,15 @@ TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
   }
   std::vector<std::vector<TokenId>> want;
   for (size_t i = 0; i < prompts.size(); ++i) want.push_back(reference(*gpu_, config, prompts[i], lengths[i]).tokens);
-  for (int restart = 0; restart < 2; ++restart) {
+  for (int restart = 0; restart < 3; ++restart) {
     SCOPED_TRACE("restart " + std::to_string(restart));
-    config.kv_preempt = restart == 0 ? KvPreemptMode::kSwap : KvPreemptMode::kRecompute;
+    config.kv_preempt = restart == 1 ? KvPreemptMode::kRecompute : KvPreemptMode::kSwap;
     test::EngineSession session(*gpu_, *tokenizer_, pool_, config);
+    auto& executor = dynamic_cast<VulkanKvExecutor&>(session.engine().kv_executor());
     std::vector<std::vector<TokenId>> got(prompts.size());
     size_t next = 0;
-    for (;;) {
+    for (size_t step = 0;; ++step) {
+      if (restart == 2 && step % 5 == 4) executor.inject_lost_submissions(1);
       if (next < prompts.size() && rng() % 3 == 0) {
         const size_t i = next++;
         auto id = session.engine().add_request(test::greedy_request(prompts[i], lengths[i], false),
@@ -226,7 +254,10 @@ TEST_F(GpuKvTiers, RandomizedRequestsThroughATinyGpuPoolAndTinyTiers) {
     EXPECT_EQ(m.kv_blocks_used, 0u);
     EXPECT_GT(m.kv_demoted_blocks_total, 0u);
     EXPECT_GT(m.preemptions_total, 0u);
-    EXPECT_EQ(m.preemptions_swapped_total > 0, restart == 0);
+    if (restart < 2) {
+      EXPECT_EQ(m.preemptions_swapped_total > 0, restart == 0);
+    }
+    EXPECT_EQ(m.kv_transfers_lost_total > 0, restart == 2);
     EXPECT_EQ(session.engine().kv_tiers()->host().num_pinned(), 0u);
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
   }

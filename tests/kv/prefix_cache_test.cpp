@@ -162,6 +162,30 @@ TEST(PrefixCache, EvictsLeastRecentlyReleasedFirstAndForgetsOrphans) {
   expect_invariants(kv);
 }
 
+// After a lost device move nothing cached is trusted: forget_cached() drops every cached block's content (full and
+// partial) without demoting it, the blocks stay free, and no lookup finds them.
+TEST(PrefixCache, ForgetCachedLeavesNothingToMatch) {
+  const auto owned = toy_kv(2, 6);
+  KvCacheManager& kv = *owned;
+  run_sequence(kv, SeqId{1}, toy_tokens(4, 0));    // blocks 0 1
+  run_sequence(kv, SeqId{2}, toy_tokens(3, 100));  // blocks 2 3 (3 partial)
+  kv.free(SeqId{1});
+  kv.free(SeqId{2});
+  ASSERT_EQ(kv.match_prefix(toy_tokens(5, 0), 0).num_tokens(2), 4u);
+  ASSERT_GT(kv.pool().num_cached_free_blocks(), 0u);
+  kv.forget_cached();
+  EXPECT_EQ(kv.pool().num_cached_free_blocks(), 0u);
+  EXPECT_EQ(kv.pool().num_free_blocks(), 6u);
+  EXPECT_EQ(kv.prefix_index().num_entries(), 0u);
+  EXPECT_EQ(kv.match_prefix(toy_tokens(5, 0), 0).num_tokens(2), 0u);
+  EXPECT_EQ(kv.match_prefix(toy_tokens(4, 100), 0).num_tokens(2), 0u) << "nor the partial block";
+  EXPECT_TRUE(kv.pending_transfers().empty()) << "nothing is demoted";
+  expect_invariants(kv);
+  run_sequence(kv, SeqId{3}, toy_tokens(4, 0));  // the pool works on
+  EXPECT_EQ(kv.match_prefix(toy_tokens(5, 0), 0).num_tokens(2), 4u);
+  expect_invariants(kv);
+}
+
 // A child's parent is a block and its generation: once the parent is evicted and refilled (a new
 // generation), the child was computed after other K/V and is never matched. (The pool releases a
 // sequence tail first, so children are evicted before parents and this is a guard, tested here on the

@@ -72,6 +72,24 @@ TEST(HostTier, KeepsLoadsAndDropsTheLeastRecentlyUsedToItsSink) {
   EXPECT_FALSE(host.load(key_of(0), out)) << "dropped";
 }
 
+// drop_all() (a device lost a move of the tier's bytes): every block goes, none to the sink, and the slots are reused.
+TEST(HostTier, DropAllForgetsEveryBlockAndReusesTheSlots) {
+  size_t sunk = 0;
+  HostTier host(3 * kBlockBytes,
+                [&](const TierBlockKey&, std::span<const TokenId>, std::span<const std::byte>) { ++sunk; });
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(host.store(key_of(i), tokens_of(i), bytes_of(i)));
+  host.drop_all();
+  EXPECT_EQ(host.stats().blocks_held, 0u);
+  EXPECT_EQ(sunk, 0u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_FALSE(host.contains(key_of(i), tokens_of(i)));
+  for (uint64_t i = 3; i < 6; ++i) ASSERT_TRUE(host.store(key_of(i), tokens_of(i), bytes_of(i)));
+  EXPECT_EQ(sunk, 0u) << "the dropped blocks' slots took the new ones";
+  std::vector<std::byte> out(kBlockBytes);
+  ASSERT_TRUE(host.load(key_of(4), out));
+  EXPECT_EQ(out, bytes_of(4));
+  EXPECT_TRUE(host.check_invariants());
+}
+
 std::unique_ptr<DiskTier> open_disk(const std::string& dir, size_t capacity, Logged& logged,
                                     std::shared_ptr<BlockFileIo> io = {}, TierFormat format = kFormat) {
   auto tier = DiskTier::open(

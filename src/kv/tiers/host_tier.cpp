@@ -130,6 +130,13 @@ void HostTier::drop(const TierBlockKey& key) {
   entries_.erase(it);
 }
 
+void HostTier::drop_all() {
+  while (!lru_.empty()) {
+    const TierBlockKey key = lru_.front();  // a copy: drop() erases the list's
+    drop(key);
+  }
+}
+
 bool HostTier::pin(const TierBlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;

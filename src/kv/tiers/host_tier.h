@@ -48,6 +48,8 @@ class HostTier final : public KvTier {
   Expected<size_t> slot_to_load(const TierBlockKey& key, size_t bytes);
   HostSlabs& slabs() { return slabs_; }
 
+  // Drops every block (none may be pinned), their slots free for the next: after a device lost a move of them.
+  void drop_all();
   // Pins a held block against being dropped to make room (pins count); false when it is not held.
   bool pin(const TierBlockKey& key);
   void unpin(const TierBlockKey& key);

@@ -77,6 +77,9 @@ class KvTierStack {
   std::optional<HostTier::Placement> place_kept(const BlockHash& hash, std::span<const TokenId> tokens);
   Expected<size_t> slot_to_load(const BlockHash& hash) { return host_->slot_to_load(key(hash), format_.block_bytes); }
   HostSlabs& host_slabs() { return host_->slabs(); }
+  // Forgets every block the host tier holds (none kept or pinned), whose bytes a lost device move may have left
+  // unknown; the disk tier's (written from finished moves only, checksummed) stay, and reads on the way go on.
+  void forget_host() { host_->drop_all(); }
   // Lets a kept block go (back to LRU order); a block whose place_kept() failed is ignored.
   void release_kept(const BlockHash& hash);
   // Blocks the host tier could still keep pinned: its capacity less the blocks pinned now.
