@@ -25,9 +25,10 @@ void add_kv_tier_options(CLI::App& command, KvTierOptions& options) {
       ->capture_default_str();
   command
       .add_option("--kv-load-timeout-ms", options.load_timeout_ms,
-                  "The longest a request waits for its prefix to come up from the --kv-disk tier (it waits only while "
-                  "reading is cheaper than computing those tokens at the measured rates); then it runs and computes "
-                  "what has not arrived")
+                  "A request waits for its prefix to come up from the --kv-disk tier while reading is cheaper than "
+                  "computing those tokens at the measured rates, until the disk goes this long without finishing a "
+                  "read (other requests' steps meanwhile do not count) or the wait outlasts computing those tokens "
+                  "by this much; then it runs and computes what has not arrived")
       ->needs(disk)
       ->capture_default_str();
 }

@@ -79,13 +79,19 @@ class Engine {
   // Prefix loads: brings the prefixes of the first waiting requests up the tiers (kv_cache_manager.h's
   // load_prefix(): host tier blocks into the pool, disk reads started), a wave a step. A request whose prefix is
   // still being read waits (kv_loading: the scheduler passes it over; those behind it may run) while reading is
-  // cheaper than computing those tokens at the measured rates, and at most config_.kv_load_timeout; then it runs,
-  // and computes whatever has not arrived. Waits, timeouts and skips are counted in the metrics. False when the
-  // moves it waited for failed (lose_kv()).
+  // cheaper than computing those tokens at the measured rates. The wait times out (then the request runs and
+  // computes whatever has not arrived) when the disk tier has reads on the way and has finished none for
+  // config_.kv_load_timeout (a stuck disk: however long other requests' steps take, the reads go on meanwhile), or
+  // when the wait has lasted the time computing the blocks it began waiting for would take at the measured prefill
+  // rate, plus that timeout (blocks that keep coming and going in a small host tier; no such bound while the rate is
+  // unmeasured). Waits, timeouts and skips are counted in the metrics.
+  // False when the moves it waited for failed (lose_kv()).
   bool prefetch_waiting();
   // Whether reading `disk_blocks` blocks back costs less than computing their tokens, at the disk tier's measured
   // read rate and the measured prefill rate (unmeasured: true).
   bool load_beats_recompute(size_t disk_blocks) const;
+  // The time computing `blocks` blocks' tokens takes at the measured prefill rate (unmeasured: none).
+  std::optional<std::chrono::nanoseconds> recompute_time(size_t blocks) const;
   // The step's KV op log (kv/kv_ops.h): the compactions already in it, then the offload planner's tier moves and the
   // managers' slot copies, applied by the executor (and sent to the other tensor-parallel ranks) before the forward
   // pass; then the managers' pins on what the moves read are let go. False when the log failed (lose_kv()).
@@ -116,6 +122,8 @@ class Engine {
   std::vector<KvCacheConfig> kv_groups_;      // [layer group]: what its pool was made of
   std::unique_ptr<KvExecutor> executor_;      // applies the KV op log (and, split over ranks, sends it to them)
   std::vector<KvOp> kv_ops_;                  // this step's KV op log
+  uint64_t disk_reads_done_ = 0;              // the disk tier's finished reads at the last look (prefix loads)
+  SteadyTime disk_progress_at_ = {};          // when one last finished, or none was on the way
   Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id

@@ -12,6 +12,14 @@ bool Engine::prefetch_waiting() {
   }
   tiers_->poll();
   const SteadyTime now = clock_.now();
+  // The disk is stuck while reads are on the way and none has finished for the timeout (how long other requests'
+  // steps took in between does not matter: the reads go on meanwhile).
+  const TierStats disk = tiers_->disk() != nullptr ? tiers_->disk()->stats() : TierStats{};
+  if (disk.loads + disk.load_failures != disk_reads_done_ || tiers_->num_prefetching() == 0) {
+    disk_reads_done_ = disk.loads + disk.load_failures;
+    disk_progress_at_ = now;
+  }
+  const bool disk_stuck = now - disk_progress_at_ >= config_.kv_load_timeout;
   EngineMetrics& totals = recorder_.totals();
   const auto stop_waiting = [&](SequenceState& seq) {
     if (seq.kv_load_since == SteadyTime{}) return;
@@ -35,9 +43,11 @@ bool Engine::prefetch_waiting() {
         continue;
       }
       seq->kv_load_since = now;
+      const std::optional<std::chrono::nanoseconds> computing = recompute_time(load.on_disk);
+      seq->kv_load_deadline = computing ? now + config_.kv_load_timeout + *computing : SteadyTime::max();
       ++totals.kv_load_waits_total;
     }
-    if (now - seq->kv_load_since >= config_.kv_load_timeout) {
+    if (disk_stuck || now >= seq->kv_load_deadline) {
       stop_waiting(*seq);
       seq->kv_load_over = true;
       ++totals.kv_load_timeouts_total;
@@ -46,6 +56,13 @@ bool Engine::prefetch_waiting() {
     seq->kv_loading = true;
   }
   return true;
+}
+
+std::optional<std::chrono::nanoseconds> Engine::recompute_time(size_t blocks) const {
+  const RateEstimate& prefill = scheduler_.preemption_costs().recompute_tokens;
+  if (!prefill.known()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(static_cast<double>(blocks * kv_->block_size()) / prefill.per_second()));
 }
 
 bool Engine::load_beats_recompute(size_t disk_blocks) const {

@@ -168,6 +168,7 @@ struct SequenceState {
   bool kv_loading = false;            // blocks of its prefix are on their way from disk: not admitted until they are
   bool kv_load_over = false;          // it waited for its prefix (or chose not to): it waits no more
   SteadyTime kv_load_since = {};      // when it began to wait for its prefix
+  SteadyTime kv_load_deadline = {};  // when the wait ends however it goes: the timeout past computing what it waits for
 };
 
 class LogitsProcessor;  // engine/logits_processor.h

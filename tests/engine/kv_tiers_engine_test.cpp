@@ -232,6 +232,45 @@ TEST(KvTiersEngine, APrefixLoadThatTimesOutIsCountedAndTheRestIsComputed) {
   EXPECT_EQ(restarted.engine().metrics().kv_load_timeouts_total, 1u);
 }
 
+// Steps slower than the load timeout (a slow device's prefill of other requests) do not end a wait whose reads keep
+// arriving: the timeout is for a disk that finishes no read. The engine's clock moves 3 s a step against a timeout
+// of 2 s; the restarted request still loads its whole prefix.
+TEST(KvTiersEngine, StepsSlowerThanTheTimeoutDoNotEndAWaitWhoseReadsArrive) {
+  Fixture f;
+  TempDir dir;
+  const size_t bytes = block_bytes(f);
+  ManualClock clock;
+  clock.advance(std::chrono::seconds(1));
+  EngineConfig config{.kv = {.tiers = {.disk_directory = dir.file("kv"), .disk_bytes = 200 * bytes}}};
+  const auto prompt = f.random_tokens(400, 79);
+  {
+    Session first(f, config);
+    first.run(test::greedy_request(prompt, 8));
+  }
+  config.clock = &clock;
+  config.kv_load_timeout = std::chrono::milliseconds(2000);
+  Session restarted(f, config);
+  std::vector<TokenId> got;
+  size_t cached = 0;
+  auto id = restarted.engine().add_request(test::greedy_request(prompt, 8, false), [&](const RequestOutput& o) {
+    got.insert(got.end(), o.new_tokens.begin(), o.new_tokens.end());
+    if (o.finished) cached = o.cached_tokens;
+  });
+  ASSERT_TRUE(id) << id.status().message();
+  size_t steps = 0;
+  while (restarted.engine().step()) {
+    clock.advance(std::chrono::seconds(3));
+    ++steps;
+    restarted.check();
+  }
+  EXPECT_GT(steps, 3u) << "the prefix came up in waves, each a step";
+  EXPECT_EQ(cached, 24u * 16) << "every whole block, from disk";
+  EXPECT_EQ(got, reference(f, config, test::greedy_request(prompt, 8)).tokens);
+  const EngineMetrics m = restarted.engine().metrics();
+  EXPECT_EQ(m.kv_load_timeouts_total, 0u);
+  EXPECT_GT(m.kv_load_wait_seconds_sum, 2.0) << "it waited past the timeout, in the engine's time";
+}
+
 // Faults on the disk, written and read: the blocks they touch are recomputed, outputs are unchanged.
 TEST(KvTiersEngine, DiskFaultsMeanRecomputeAndTheSameOutput) {
   Fixture f;
