@@ -72,29 +72,20 @@ Engine::~Engine() {
   kv_ops_.clear();
   plan_persist(kv_->group(0), *tiers_, kv_ops_);
   if (const auto persisted = executor_->apply(kv_ops_); !persisted) {  // what was written stays; the rest is lost
-    log_kv(
-        fmt::format("the KV cache's blocks were not all written to the disk tier: {}", persisted.status().message()));
+    log_line(config_.kv.tiers.log, fmt::format("the KV cache's blocks were not all written to the disk tier: {}",
+                                               persisted.status().message()));
   }
 }  // the disk tier finishes its writes as it closes
 
-void Engine::log_kv(const std::string& line) const {
-  if (config_.kv.tiers.log) {
-    config_.kv.tiers.log(line);
-  } else {
-    fmt::print(stderr, "kvserve: {}\n", line);
-  }
-}
-
 void Engine::lose_kv(const Status& why) {
   ++recorder_.totals().kv_transfers_lost_total;
-  log_kv(
-      fmt::format("a KV move failed ({}): the cached blocks of the pool and the host tier are dropped and every "
-                  "request computes its K/V again",
-                  why.message()));
+  log_line(config_.kv.tiers.log,
+           fmt::format("a KV move failed ({}): the cached blocks of the pool and the host tier are dropped and every "
+                       "request computes its K/V again",
+                       why.message()));
   kv_ops_.clear();
   (void)executor_->wait_for_transfers();  // what the device still moves lands before the blocks are reused
-  if (tiers_) kv_->group(0).transfers_done();
-  for (size_t g = 0; g < kv_->num_groups(); ++g) kv_->group(g).copies_done();
+  kv_ops_done();
   scheduler_.requeue_all();
   kv_->forget_cached();
   if (tiers_) tiers_->forget_host();
@@ -124,9 +115,13 @@ bool Engine::apply_kv_ops() {
       scheduler_.preemption_costs().copy_bytes.observe(static_cast<double>(applied->tier_bytes), applied->tier_seconds);
     }
   }
+  kv_ops_done();
+  return true;
+}
+
+void Engine::kv_ops_done() {
   if (tiers_) kv_->group(0).transfers_done();
   for (size_t g = 0; g < kv_->num_groups(); ++g) kv_->group(g).copies_done();
-  return true;
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const EngineConfig& config,

@@ -96,6 +96,8 @@ class Engine {
   // managers' slot copies, applied by the executor (and sent to the other tensor-parallel ranks) before the forward
   // pass; then the managers' pins on what the moves read are let go. False when the log failed (lose_kv()).
   bool apply_kv_ops();
+  // The managers' transfers and copies of the step are done (or lost): their pins on what the moves read go.
+  void kv_ops_done();
   // After the KV op log failed where the executor cannot say what moved (a device lost a transfer it took): nothing
   // the pool or the host tier holds is trusted. Every running request goes back to wait and computes its K/V again
   // from its tokens (a preemption by recompute), swapped ones lose what they kept, the pool's and the host tier's
@@ -103,8 +105,6 @@ class Engine {
   // Counted in kv_transfers_lost_total and logged. No output changes: every token is computed again or read from
   // what was checked.
   void lose_kv(const Status& why);
-  // A line about the KV cache to config_.kv.tiers.log, else stderr.
-  void log_kv(const std::string& line) const;
   // Every sequence the scheduler holds is one of this engine's requests.
   static Request& as_request(SequenceState* seq) { return *static_cast<Request*>(seq); }
 

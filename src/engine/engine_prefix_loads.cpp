@@ -67,14 +67,13 @@ std::optional<std::chrono::nanoseconds> Engine::recompute_time(size_t blocks) co
 
 bool Engine::load_beats_recompute(size_t disk_blocks) const {
   const TierStats disk = tiers_->disk()->stats();
-  const RateEstimate& prefill = scheduler_.preemption_costs().recompute_tokens;
+  const std::optional<std::chrono::nanoseconds> computing = recompute_time(disk_blocks);
   // Unmeasured, reading wins: a block file is read in a fraction of the time its tokens take to compute on every
   // host this engine has run on (docs/KV_TIERS.md), and the first reads measure it.
-  if (disk.load_seconds_sum <= 0.0 || !prefill.known()) return true;
+  if (disk.load_seconds_sum <= 0.0 || !computing) return true;
   const double bytes_per_second = static_cast<double>(disk.bytes_loaded) / disk.load_seconds_sum;
   const double read_seconds = static_cast<double>(disk_blocks * tiers_->format().block_bytes) / bytes_per_second;
-  const double compute_seconds = static_cast<double>(disk_blocks * kv_->block_size()) / prefill.per_second();
-  return read_seconds < compute_seconds;
+  return read_seconds < std::chrono::duration<double>(*computing).count();
 }
 
 }  // namespace kvs

@@ -61,13 +61,15 @@ DiskTier::~DiskTier() {
   if (thread_.joinable()) thread_.join();
 }
 
-void DiskTier::log(const std::string& line) const {
-  if (config_.log) {
-    config_.log(line);
+void log_line(const LogSink& sink, const std::string& line) {
+  if (sink) {
+    sink(line);
   } else {
     std::fprintf(stderr, "kvserve: %s\n", line.c_str());
   }
 }
+
+void DiskTier::log(const std::string& line) const { log_line(config_.log, line); }
 
 std::string DiskTier::block_path(const TierBlockKey& key) const {
   return fmt::format("{}/{:016x}{:016x}.kvb", format_dir_, key.hash.high, key.hash.low);

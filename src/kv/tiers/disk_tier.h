@@ -33,6 +33,8 @@
 namespace kvs {
 
 using LogSink = std::function<void(const std::string&)>;
+// One line to `sink`, or to stderr (prefixed "kvserve: ") when it is null.
+void log_line(const LogSink& sink, const std::string& line);
 
 struct DiskTierConfig {
   std::string directory;

@@ -39,12 +39,7 @@ Expected<std::unique_ptr<KvTierStack>> KvTierStack::create_or_without_disk(const
   auto stack = create(config, format);
   if (stack || config.disk_directory.empty()) return stack;
   // A directory that is not ours, or unreadable: recompute instead, and say so.
-  const std::string line = fmt::format("{}; running without a disk tier", stack.status().message());
-  if (config.log) {
-    config.log(line);
-  } else {
-    fmt::print(stderr, "kvserve: {}\n", line);
-  }
+  log_line(config.log, fmt::format("{}; running without a disk tier", stack.status().message()));
   KvTierConfig host_only = config;
   host_only.disk_directory.clear();
   if (!host_only.enabled()) return std::unique_ptr<KvTierStack>();
